@@ -1,0 +1,268 @@
+// Package config holds the YAML schema of agent-worker, its defaults, ${ENV}
+// expansion and validation. Every problem in a file is reported as
+// "file:line: message"; loading never stops at the first one.
+//
+// The package describes configuration only: it must not import the runtime
+// packages (driver, inbox, models, ...), which take the values they need from
+// these types.
+package config
+
+import "time"
+
+// Config is one agent-worker configuration file after defaults are applied.
+type Config struct {
+	// DataDir is where durable state lives (JetStream files, the KV store).
+	// Default "./data".
+	DataDir string `yaml:"data_dir"`
+	// ShutdownGrace is how long a running turn may take to finish after
+	// SIGTERM before it is cancelled. Default 30s.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	Log           Log      `yaml:"log"`
+	NATS          NATS     `yaml:"nats"`
+	Store         Store    `yaml:"store"`
+	API           API      `yaml:"api"`
+	// Models are named model definitions that agents refer to by name.
+	Models map[string]Model `yaml:"models"`
+	// Pricing maps a model name (exact, then longest prefix) to its price.
+	Pricing map[string]Price `yaml:"pricing"`
+	Agents  []Agent          `yaml:"agents"`
+
+	// File is the path the configuration was read from ("" for the
+	// embedded default). Not a YAML key.
+	File string `yaml:"-"`
+}
+
+// Agent returns the agent called name, pointing into c.Agents, and whether
+// there is one.
+func (c *Config) Agent(name string) (*Agent, bool) {
+	for i := range c.Agents {
+		if c.Agents[i].Name == name {
+			return &c.Agents[i], true
+		}
+	}
+	return nil, false
+}
+
+// Log selects the log format and level.
+type Log struct {
+	// Format is "text" (default) or "json".
+	Format string `yaml:"format"`
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string `yaml:"level"`
+}
+
+// NATS configures the worker's NATS connection, or the embedded server when
+// URL is empty.
+type NATS struct {
+	// URL of an external NATS; empty runs an embedded server.
+	URL string `yaml:"url"`
+	// Listen is the embedded server's client address. Default
+	// "127.0.0.1:4222"; "-1" picks a random port.
+	Listen string `yaml:"listen"`
+	// SubjectPrefix is the first token of every agent subject. Default "agents".
+	SubjectPrefix string `yaml:"subject_prefix"`
+	// Stream is the JetStream stream name. Default "AGENTS".
+	Stream string `yaml:"stream"`
+	// MaxMessageBytes bounds an inbound body. Default 65536.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// JetStream turns durable delivery on (default true; nil after Load
+	// only if defaults were not applied).
+	JetStream *bool `yaml:"jetstream"`
+	// DuplicateWindow is JetStream's dedup window. Default 2m.
+	DuplicateWindow Duration `yaml:"duplicate_window"`
+	CredsFile       string   `yaml:"creds_file"`
+	NKeyFile        string   `yaml:"nkey_file"`
+	User            string   `yaml:"user"`
+	PasswordEnv     string   `yaml:"password_env"`
+	TokenEnv        string   `yaml:"token_env"`
+	TLS             TLS      `yaml:"tls"`
+}
+
+// TLS names the files of a TLS client configuration.
+type TLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Store selects the durable state store by URL scheme: "nats://" (KV
+// buckets on the worker's NATS), "redis://" or "rediss://", or "memory://"
+// (nothing survives a restart; for tests).
+type Store struct {
+	URL string `yaml:"url"`
+}
+
+// API configures the operator HTTP API.
+type API struct {
+	// Listen is the API's address. Default "127.0.0.1:8080".
+	Listen string  `yaml:"listen"`
+	Tokens []Token `yaml:"tokens"`
+}
+
+// Token is a bearer token. Its value comes from an environment variable or
+// a file, never from the YAML itself.
+type Token struct {
+	Name string `yaml:"name"`
+	// Role is "read" or "operate".
+	Role      string `yaml:"role"`
+	ValueEnv  string `yaml:"value_env"`
+	ValueFile string `yaml:"value_file"`
+}
+
+// Model is a named model definition.
+type Model struct {
+	// Provider is "scripted", "openai", "gemini" or "anthropic".
+	Provider string `yaml:"provider"`
+	// Model is the provider's model name, and the name pricing looks up.
+	// Required for real providers; a scripted model defaults to its key.
+	Model      string `yaml:"model"`
+	BaseURL    string `yaml:"base_url"`
+	APIKeyEnv  string `yaml:"api_key_env"`
+	APIKeyFile string `yaml:"api_key_file"`
+
+	// Script is the scripted provider's responses, one per model call.
+	Script []ScriptStep `yaml:"script"`
+	// ScriptFile names a YAML file holding the script (a list of steps),
+	// relative to the config file. Loaded into Script by Load, so after
+	// Load both are set; the file is not ${ENV}-expanded. A scripted model
+	// sets exactly one of Script, ScriptFile and Behaviour.
+	ScriptFile string `yaml:"script_file"`
+	// Loop restarts the script when it ends; otherwise the call after the
+	// last step fails.
+	Loop bool `yaml:"loop"`
+	// Behaviour selects a built-in scripted behaviour instead of a script:
+	// "demo".
+	Behaviour string `yaml:"behaviour"`
+}
+
+// ScriptStep is one scripted model response.
+type ScriptStep struct {
+	// Text is the response text.
+	Text string `yaml:"text"`
+	// Call is a function call the model makes.
+	Call *Call `yaml:"call"`
+	// Usage is the token usage the response reports.
+	Usage Usage `yaml:"usage"`
+	// Error makes the model call fail with this message.
+	Error string `yaml:"error"`
+	// Hang blocks the call until its context is cancelled.
+	Hang bool `yaml:"hang"`
+	// Line is the step's line in its file, for error messages.
+	Line int `yaml:"-"`
+}
+
+// Call is a scripted function call.
+type Call struct {
+	Name string         `yaml:"name"`
+	Args map[string]any `yaml:"args"`
+}
+
+// Usage is a token count.
+type Usage struct {
+	Input       int `yaml:"input"`
+	CachedInput int `yaml:"cached_input"`
+	Output      int `yaml:"output"`
+}
+
+// Price is a model's price in USD per million tokens.
+type Price struct {
+	InputPerMTok       float64 `yaml:"input_per_mtok"`
+	CachedInputPerMTok float64 `yaml:"cached_input_per_mtok"`
+	OutputPerMTok      float64 `yaml:"output_per_mtok"`
+}
+
+// Agent is one configured agent.
+type Agent struct {
+	// Name is [a-z0-9_-]+, usable as a NATS subject token.
+	Name string `yaml:"name"`
+	// Model is a key of Config.Models.
+	Model       string `yaml:"model"`
+	Instruction string `yaml:"instruction"`
+	// Tools are built-in tool names granted to the agent.
+	Tools []string `yaml:"tools"`
+	// Publish lists subject patterns the publish tool may use.
+	Publish   []string       `yaml:"publish"`
+	Subscribe []Subscription `yaml:"subscribe"`
+	Schedules []Schedule     `yaml:"schedules"`
+	Sleep     Sleep          `yaml:"sleep"`
+	Budgets   Budgets        `yaml:"budgets"`
+	Watchdog  Watchdog       `yaml:"watchdog"`
+	Inbox     Inbox          `yaml:"inbox"`
+	Turn      Turn           `yaml:"turn"`
+}
+
+// Subscription binds an existing NATS subject to the agent.
+type Subscription struct {
+	// Subject may use NATS wildcards ("alerts.payments.>"). Required.
+	Subject string `yaml:"subject"`
+	// Mode is "inbox" (wakes the agent, default) or "deferred".
+	Mode string `yaml:"mode"`
+}
+
+// Schedule is a cron schedule that wakes the agent.
+type Schedule struct {
+	Name string `yaml:"name"`
+	// Cron is a 5-field spec, an optional leading seconds field, or a
+	// descriptor such as "@every 10m" or "@daily".
+	Cron string `yaml:"cron"`
+	// Timezone is an IANA name. Default "UTC".
+	Timezone string `yaml:"timezone"`
+	// Prompt is the text the agent is woken with.
+	Prompt string `yaml:"prompt"`
+	// Overlap is "skip" (default), "queue" or "replace": what a tick does
+	// when the agent is still running a turn.
+	Overlap string `yaml:"overlap"`
+	// Jitter delays each tick by a random amount up to this. Default 0.
+	Jitter Duration `yaml:"jitter"`
+	// Enabled defaults to true.
+	Enabled *bool `yaml:"enabled"`
+}
+
+// Sleep bounds how long the agent sleeps between turns.
+type Sleep struct {
+	// Min is the floor for a model-requested wake. Default 0.
+	Min Duration `yaml:"min"`
+	// Default is the heartbeat used when a turn asks for no wake; zero
+	// means none: the agent sleeps until another wake source.
+	Default Duration `yaml:"default"`
+	// Max is the ceiling for a model-requested wake. Default 24h.
+	Max Duration `yaml:"max"`
+}
+
+// Budgets are cost ceilings in USD; zero means no ceiling.
+type Budgets struct {
+	TurnUSD    float64 `yaml:"turn_usd"`
+	SessionUSD float64 `yaml:"session_usd"`
+	DailyUSD   float64 `yaml:"daily_usd"`
+}
+
+// Watchdog configures loop detection.
+type Watchdog struct {
+	// Mode is "off", "warn", "feedback" or "enforce" (default).
+	Mode string `yaml:"mode"`
+}
+
+// Inbox bounds the agent's queue.
+type Inbox struct {
+	// Cap is the most messages held; the oldest are dropped beyond it.
+	// Default 256.
+	Cap int `yaml:"cap"`
+}
+
+// Turn bounds one turn.
+type Turn struct {
+	// Timeout cancels a turn that runs longer. Default 10m.
+	Timeout Duration `yaml:"timeout"`
+	// MaxPerWake is how many turns may run back to back (wakes that landed
+	// during a turn) before the agent must sleep for max(sleep.min, 1s).
+	// Default 10.
+	MaxPerWake int `yaml:"max_per_wake"`
+	// HistoryTurns is how many past turns are sent to the model. Default 20.
+	HistoryTurns int `yaml:"history_turns"`
+}
+
+// Duration is a time.Duration written as "30s", "5m", "1h30m" in YAML.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

@@ -1,0 +1,363 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/adk/agent/llmagent"
+	"google.golang.org/adk/runner"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/history"
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/tools"
+)
+
+// State is an agent's place in its life cycle.
+type State string
+
+// Agent states.
+const (
+	Sleeping State = "sleeping"
+	Running  State = "running"
+	Paused   State = "paused"
+	Halted   State = "halted"
+	Stopped  State = "stopped"
+)
+
+// States lists every state, for metrics that export one series per state.
+var States = []State{Sleeping, Running, Paused, Halted, Stopped}
+
+// Agent is one agent's loop and its operator controls. All methods are
+// safe for concurrent use.
+type Agent struct {
+	spec   Spec
+	clock  clock.Clock
+	log    *slog.Logger
+	bus    *events.Bus
+	guard  Guard
+	inbox  *inbox.Inbox
+	hist   *history.Service
+	runner *runner.Runner
+
+	signal chan struct{} // buffered 1: "look at causes"
+
+	mu          sync.Mutex
+	causes      []Cause
+	paused      bool
+	halt        string // non-empty: halted, with the reason
+	stopping    bool
+	stopped     bool
+	running     bool
+	cancelTurn  context.CancelCauseFunc
+	notes       []string // for the next prompt
+	consecutive int      // turns since the agent was last idle
+	throttledTo time.Time
+	timer       clock.Timer
+	next        Cause     // what the armed timer will wake with
+	nextAt      time.Time // zero: no timer armed
+	requested   *wakeRequest
+	turns       uint64
+	last        *TurnSummary
+}
+
+type wakeRequest struct {
+	at     time.Time
+	reason string
+}
+
+func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
+	if s.MaxTurnsPerWake <= 0 {
+		s.MaxTurnsPerWake = 10
+	}
+	a := &Agent{
+		spec:   s,
+		clock:  deps.Clock,
+		log:    deps.Log.With("agent", s.Name),
+		bus:    deps.Events,
+		guard:  deps.Guard,
+		hist:   hist,
+		signal: make(chan struct{}, 1),
+	}
+	a.inbox = inbox.New(s.InboxCap, a.onDrop)
+	ts, err := tools.Build(s.Tools, host{a}, s.Sleep)
+	if err != nil {
+		return nil, err
+	}
+	llm, err := llmagent.New(llmagent.Config{
+		Name:        s.Name,
+		Description: "agent-worker agent " + s.Name,
+		Model:       s.Model,
+		Instruction: s.Instruction,
+		Tools:       ts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build ADK agent: %w", err)
+	}
+	a.runner, err = runner.New(runner.Config{
+		AppName:           AppName,
+		Agent:             llm,
+		SessionService:    hist,
+		AutoCreateSession: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build ADK runner: %w", err)
+	}
+	return a, nil
+}
+
+// Name returns the agent's name.
+func (a *Agent) Name() string { return a.spec.Name }
+
+func (a *Agent) emit(typ string, data map[string]any) {
+	a.bus.Publish(events.Event{Time: a.clock.Now(), Agent: a.spec.Name, Type: typ, Data: data})
+}
+
+func (a *Agent) poke() {
+	select {
+	case a.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Send queues m. A wake message wakes the agent (behind the gate); a
+// deferred one waits for the next turn. Received is stamped when zero.
+func (a *Agent) Send(m inbox.Message) {
+	if m.Received.IsZero() {
+		m.Received = a.clock.Now()
+	}
+	if m.Kind == "" {
+		m.Kind = inbox.Wake
+	}
+	wake := a.inbox.Push(m)
+	a.emit(events.MessageQueued, map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source})
+	if wake {
+		a.Wake(Cause{Source: SourceInbox, At: m.Received})
+	}
+}
+
+func (a *Agent) onDrop(m inbox.Message, reason string) {
+	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason)
+	a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": reason})
+}
+
+// Wake asks for a turn for cause c. Wakes coalesce: all causes waiting
+// when a turn starts go into that turn. A paused or halted agent keeps the
+// cause for the turn its release runs.
+func (a *Agent) Wake(c Cause) {
+	if c.At.IsZero() {
+		c.At = a.clock.Now()
+	}
+	a.mu.Lock()
+	a.causes = append(a.causes, c)
+	a.mu.Unlock()
+	a.emit(events.Wake, map[string]any{"source": string(c.Source), "name": c.Name})
+	a.poke()
+}
+
+// Pause closes the gate: the running turn (if any) finishes, no new turn
+// starts, messages stay queued. Pausing a paused agent is a no-op.
+func (a *Agent) Pause() {
+	a.mu.Lock()
+	was := a.paused
+	a.paused = true
+	a.mu.Unlock()
+	if !was {
+		a.log.Info("paused")
+		a.emit(events.Paused, nil)
+	}
+}
+
+// Resume opens the gate and runs one turn with everything queued, plus
+// message (if non-empty) as an operator instruction. It is the only way
+// out of a pause.
+func (a *Agent) Resume(message string) error {
+	a.mu.Lock()
+	if a.stopping {
+		a.mu.Unlock()
+		return ErrStopped
+	}
+	a.paused = false
+	a.mu.Unlock()
+	a.log.Info("resumed")
+	a.emit(events.Resumed, map[string]any{"message": message != ""})
+	a.Wake(Cause{Source: SourceOperator, Instruction: message})
+	return nil
+}
+
+// Interrupt cancels the running turn (its messages go back to the inbox).
+// With hold, it also pauses the agent; cancelling and closing the gate
+// happen under one lock, so no turn can start in between. It reports
+// whether a turn was running.
+func (a *Agent) Interrupt(hold bool) bool {
+	a.mu.Lock()
+	wasRunning := a.running
+	if hold {
+		a.paused = true
+	}
+	if a.cancelTurn != nil {
+		a.cancelTurn(ErrInterrupted)
+	}
+	a.mu.Unlock()
+	a.log.Info("interrupted", "hold", hold, "turn_running", wasRunning)
+	a.emit(events.Interrupted, map[string]any{"hold": hold, "turn_running": wasRunning})
+	if hold {
+		a.emit(events.Paused, map[string]any{"by": "interrupt"})
+	}
+	return wasRunning
+}
+
+// Halt closes the gate for reason (a guardrail trip) and cancels the
+// running turn. Only ClearHalt reopens it.
+func (a *Agent) Halt(reason string) {
+	a.mu.Lock()
+	a.halt = reason
+	if a.cancelTurn != nil {
+		a.cancelTurn(fmt.Errorf("%w: %s", ErrHalted, reason))
+	}
+	a.mu.Unlock()
+	a.log.Warn("halted", "reason", reason)
+	a.emit(events.Halted, map[string]any{"reason": reason})
+}
+
+// ClearHalt reopens a halted agent's gate; if wake messages are waiting,
+// a turn follows.
+func (a *Agent) ClearHalt() {
+	a.mu.Lock()
+	a.halt = ""
+	a.mu.Unlock()
+	a.log.Info("halt cleared")
+	if w, _ := a.inbox.Len(); w > 0 {
+		a.Wake(Cause{Source: SourceOperator})
+	}
+	a.poke()
+}
+
+// stop closes the gate for good (Shutdown).
+func (a *Agent) stop() {
+	a.mu.Lock()
+	a.stopping = true
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	running := a.running
+	a.mu.Unlock()
+	a.emit(events.Stopping, map[string]any{"turn_running": running})
+	a.poke()
+}
+
+func (a *Agent) cancelRunning(cause error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cancelTurn != nil {
+		a.cancelTurn(cause)
+	}
+}
+
+// State returns the agent's current state.
+func (a *Agent) State() State {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stateLocked()
+}
+
+func (a *Agent) stateLocked() State {
+	switch {
+	case a.stopped:
+		return Stopped
+	case a.running:
+		return Running
+	case a.halt != "":
+		return Halted
+	case a.paused:
+		return Paused
+	}
+	return Sleeping
+}
+
+// loop waits for wakes and runs turns until the agent is stopped or ctx
+// ends.
+func (a *Agent) loop(ctx context.Context) {
+	defer func() {
+		a.mu.Lock()
+		a.stopped = true
+		a.mu.Unlock()
+		a.log.Info("agent stopped")
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.signal:
+		}
+		for {
+			c, ok := a.admit(ctx)
+			if !ok {
+				break
+			}
+			a.turn(ctx, c)
+		}
+		a.mu.Lock()
+		done := a.stopping
+		a.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// admit decides under the lock whether a turn starts now. On yes, it takes
+// the waiting causes and marks the agent running with a cancel function in
+// place, so Interrupt/Halt reach the turn from this instant.
+func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.causes) == 0 {
+		a.consecutive = 0
+		return turnStart{}, false
+	}
+	if a.stopping || a.paused || a.halt != "" {
+		return turnStart{}, false
+	}
+	if now := a.clock.Now(); now.Before(a.throttledTo) {
+		return turnStart{}, false
+	}
+	if a.guard != nil {
+		if err := a.guard.Admit(ctx, a.spec.Name); err != nil {
+			a.halt = err.Error()
+			a.log.Warn("turn refused by guard; agent halted", "reason", err)
+			a.emit(events.Halted, map[string]any{"reason": err.Error()})
+			return turnStart{}, false
+		}
+	}
+	turnCtx, cancel := context.WithCancelCause(ctx)
+	t := turnStart{ctx: turnCtx, cancel: cancel, causes: a.causes, notes: a.notes}
+	a.causes, a.notes = nil, nil
+	a.running = true
+	a.cancelTurn = cancel
+	a.requested = nil
+	a.consecutive++
+	a.turns++
+	t.n = a.turns
+	return t, true
+}
+
+// host adapts an Agent to tools.Host.
+type host struct{ a *Agent }
+
+func (h host) Now() time.Time { return h.a.clock.Now() }
+
+func (h host) RequestWake(at time.Time, reason string) {
+	h.a.mu.Lock()
+	h.a.requested = &wakeRequest{at: at, reason: reason}
+	h.a.mu.Unlock()
+}
+
+func (h host) ReportDone(summary string, details map[string]any) {
+	h.a.log.Info("task reported done", "summary", summary)
+	h.a.emit(events.ReportDone, map[string]any{"summary": summary, "details": details})
+}

@@ -1,0 +1,171 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/adk/model"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/history"
+	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/tools"
+)
+
+// AppName is the ADK application name every agent runs under.
+const AppName = "agent-worker"
+
+// MaxAttempts is how many failed turns a message may be drained into
+// before it is dropped.
+const MaxAttempts = 3
+
+// Errors a turn can end with (context causes) and operator calls return.
+var (
+	ErrTurnTimeout  = errors.New("turn timed out")
+	ErrInterrupted  = errors.New("turn interrupted by operator")
+	ErrShutdown     = errors.New("worker shutting down")
+	ErrUnknownAgent = errors.New("unknown agent")
+	ErrPaused       = errors.New("agent is paused")
+	ErrHalted       = errors.New("agent is halted")
+	ErrStopped      = errors.New("agent is stopped")
+)
+
+// Spec is one agent as the driver needs it, resolved from config.
+type Spec struct {
+	Name        string
+	Instruction string
+	// Model is this agent's own model instance (scripted models keep one
+	// cursor per instance).
+	Model model.LLM
+	// Tools are built-in tool names (see package tools).
+	Tools []string
+	// Sleep bounds model-requested wakes.
+	Sleep tools.Sleep
+	// Heartbeat wakes the agent this long after a turn that asked for no
+	// wake; zero means no heartbeat.
+	Heartbeat time.Duration
+	// InboxCap bounds the inbox (inbox.DefaultCap when zero).
+	InboxCap int
+	// TurnTimeout cancels a longer turn; zero means none.
+	TurnTimeout time.Duration
+	// MaxTurnsPerWake bounds back-to-back turns before the agent must
+	// sleep max(Sleep.Min, 1s). Default 10.
+	MaxTurnsPerWake int
+	// HistoryTurns is how many past turns the model sees. Default 20.
+	HistoryTurns int
+}
+
+// Guard admits or refuses a turn after the pause/halt gate and before the
+// inbox is drained (budgets). A non-nil error halts the agent with it.
+type Guard interface {
+	Admit(ctx context.Context, agent string) error
+}
+
+// Deps are the driver's collaborators.
+type Deps struct {
+	Clock  clock.Clock     // default clock.Real()
+	Store  store.Store     // required: history lives here
+	Events *events.Bus     // default: a private bus
+	Log    *slog.Logger    // default: discard
+	Guard  Guard           // optional
+}
+
+// Driver owns the loops of all configured agents.
+type Driver struct {
+	deps   Deps
+	agents map[string]*Agent
+	order  []string
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New builds the agents. It fails on an agent the driver cannot run (bad
+// tools, duplicate names); nothing is started until Run.
+func New(deps Deps, specs []Spec) (*Driver, error) {
+	if deps.Store == nil {
+		return nil, errors.New("driver: a store is required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = clock.Real()
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Events == nil {
+		deps.Events = events.NewBus(0, deps.Log)
+	}
+	d := &Driver{deps: deps, agents: map[string]*Agent{}}
+	for _, s := range specs {
+		if _, dup := d.agents[s.Name]; dup {
+			return nil, fmt.Errorf("driver: agent %q defined twice", s.Name)
+		}
+		hist := history.New(deps.Store, s.HistoryTurns)
+		a, err := newAgent(s, deps, hist)
+		if err != nil {
+			return nil, fmt.Errorf("driver: agent %q: %w", s.Name, err)
+		}
+		d.agents[s.Name] = a
+		d.order = append(d.order, s.Name)
+	}
+	return d, nil
+}
+
+// Agent returns the named agent.
+func (d *Driver) Agent(name string) (*Agent, error) {
+	a, ok := d.agents[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownAgent, name)
+	}
+	return a, nil
+}
+
+// Agents returns the agents in config order.
+func (d *Driver) Agents() []*Agent {
+	out := make([]*Agent, 0, len(d.order))
+	for _, n := range d.order {
+		out = append(out, d.agents[n])
+	}
+	return out
+}
+
+// Events returns the bus the driver publishes on.
+func (d *Driver) Events() *events.Bus { return d.deps.Events }
+
+// Start starts every agent's loop. ctx bounds the loops: cancelling it
+// cancels running turns at once (prefer Shutdown for a graceful stop).
+func (d *Driver) Start(ctx context.Context) {
+	for _, a := range d.Agents() {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			a.loop(ctx)
+		}()
+	}
+}
+
+// Shutdown stops the driver: no new turn starts; turns already running may
+// finish until ctx ends, then they are cancelled with ErrShutdown.
+// Shutdown returns when every loop has exited.
+func (d *Driver) Shutdown(ctx context.Context) {
+	d.once.Do(func() {
+		for _, a := range d.agents {
+			a.stop()
+		}
+		done := make(chan struct{})
+		go func() { d.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		for _, a := range d.agents {
+			a.cancelRunning(ErrShutdown)
+		}
+		<-done
+	})
+}

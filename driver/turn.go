@@ -1,0 +1,218 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox"
+)
+
+// Turn outcomes.
+const (
+	OutcomeCompleted   = "completed"
+	OutcomeFailed      = "failed"
+	OutcomeTimeout     = "timeout"
+	OutcomeInterrupted = "interrupted"
+	OutcomeHalted      = "halted"
+	OutcomeShutdown    = "shutdown"
+)
+
+// TurnSummary describes a finished turn.
+type TurnSummary struct {
+	N          uint64        `json:"n"`
+	Started    time.Time     `json:"started"`
+	Duration   time.Duration `json:"duration_ns"`
+	Outcome    string        `json:"outcome"`
+	Error      string        `json:"error,omitempty"`
+	Wakes      []string      `json:"wakes"`
+	Messages   int           `json:"messages"`
+	ModelCalls int           `json:"model_calls"`
+	ToolCalls  int           `json:"tool_calls"`
+	TokensIn   int           `json:"tokens_in"`
+	TokensOut  int           `json:"tokens_out"`
+	Text       string        `json:"text,omitempty"`
+	// PromptBytes is the size of the rendered prompt for this turn (the
+	// new input only, not the history).
+	PromptBytes int `json:"prompt_bytes"`
+}
+
+type turnStart struct {
+	n      uint64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	causes []Cause
+	notes  []string
+}
+
+// turn runs one admitted turn and decides the next wake.
+func (a *Agent) turn(_ context.Context, t turnStart) {
+	start := a.clock.Now()
+	batch := a.inbox.Drain()
+	wakes, instructions := coalesce(t.causes)
+	prompt := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch}.Render()
+	sum := TurnSummary{N: t.n, Started: start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(prompt)}
+
+	a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped)
+	a.emit(events.TurnStarted, map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages)})
+
+	var timer interface{ Stop() bool }
+	if a.spec.TurnTimeout > 0 {
+		timer = a.clock.AfterFunc(a.spec.TurnTimeout, func() { t.cancel(ErrTurnTimeout) })
+	}
+	err := a.execute(t.ctx, prompt, &sum)
+	if timer != nil {
+		timer.Stop()
+	}
+	if t.ctx.Err() != nil {
+		// Whatever the runner returned, the turn ended because its
+		// context did; say why (timeout, interrupt, halt, shutdown).
+		err = context.Cause(t.ctx)
+	}
+	t.cancel(nil)
+	sum.Duration = a.clock.Now().Sub(start)
+
+	if err == nil {
+		if cerr := a.hist.Commit(t.ctx, AppName, a.spec.Name, a.spec.Name); cerr != nil {
+			err = fmt.Errorf("record turn: %w", cerr)
+		}
+	}
+	sum.Outcome = outcome(err)
+	if err != nil {
+		sum.Error = err.Error()
+		a.hist.Discard(AppName, a.spec.Name, a.spec.Name)
+		attempts := MaxAttempts
+		if sum.Outcome != OutcomeFailed && sum.Outcome != OutcomeTimeout {
+			attempts = 0 // interrupted, halted, shut down: not the messages' fault
+		}
+		a.inbox.Requeue(batch, attempts)
+		a.log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages))
+		a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
+	} else {
+		for _, m := range batch.Messages {
+			if m.Receipt != nil {
+				m.Receipt.Handled()
+			}
+		}
+		a.log.Info("turn completed", "turn", t.n, "duration", sum.Duration, "model_calls", sum.ModelCalls, "tool_calls", sum.ToolCalls, "tokens_in", sum.TokensIn, "tokens_out", sum.TokensOut, "text", clip(sum.Text, 120))
+		a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages})
+	}
+	a.finish(sum, err)
+}
+
+// execute runs the ADK runner for one prompt and fills in the summary.
+func (a *Agent) execute(ctx context.Context, prompt string, sum *TurnSummary) error {
+	msg := genai.NewContentFromText(prompt, genai.RoleUser)
+	for ev, err := range a.runner.Run(ctx, a.spec.Name, a.spec.Name, msg, agent.RunConfig{}) {
+		if err != nil {
+			return err
+		}
+		if ev == nil || ev.Partial || ev.Content == nil {
+			continue
+		}
+		if ev.Author == a.spec.Name {
+			if u := ev.UsageMetadata; u != nil {
+				sum.ModelCalls++
+				sum.TokensIn += int(u.PromptTokenCount)
+				sum.TokensOut += int(u.CandidatesTokenCount)
+			} else if ev.Content.Role == genai.RoleModel {
+				sum.ModelCalls++
+			}
+		}
+		var text strings.Builder
+		for _, p := range ev.Content.Parts {
+			switch {
+			case p.FunctionCall != nil:
+				sum.ToolCalls++
+			case p.Text != "" && !p.Thought && ev.Content.Role == genai.RoleModel:
+				text.WriteString(p.Text)
+			}
+		}
+		if text.Len() > 0 {
+			sum.Text = text.String()
+		}
+	}
+	return ctx.Err()
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return OutcomeCompleted
+	case errors.Is(err, ErrTurnTimeout):
+		return OutcomeTimeout
+	case errors.Is(err, ErrInterrupted):
+		return OutcomeInterrupted
+	case errors.Is(err, ErrHalted):
+		return OutcomeHalted
+	case errors.Is(err, ErrShutdown):
+		return OutcomeShutdown
+	}
+	return OutcomeFailed
+}
+
+// finish records the turn and decides what wakes the agent next: its own
+// request (already clamped by the tool), else an earlier request still
+// pending, else the heartbeat; and whether waiting causes run now or after
+// a throttle pause.
+func (a *Agent) finish(sum TurnSummary, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.running = false
+	a.cancelTurn = nil
+	a.last = &sum
+	now := a.clock.Now()
+	switch {
+	case a.requested != nil:
+		a.armLocked(a.requested.at, Cause{Source: SourceTimer, Due: a.requested.at})
+		a.emit(events.WakeScheduled, map[string]any{"at": a.requested.at, "reason": a.requested.reason})
+		a.log.Info("next wake requested", "at", a.requested.at, "reason", a.requested.reason)
+	case !a.nextAt.IsZero() && a.next.Source == SourceTimer:
+		// An earlier request still stands.
+	case a.spec.Heartbeat > 0:
+		at := now.Add(a.spec.Heartbeat)
+		a.armLocked(at, Cause{Source: SourceHeartbeat, Due: at})
+	}
+	a.requested = nil
+	if len(a.causes) > 0 && a.consecutive >= a.spec.MaxTurnsPerWake {
+		pause := max(a.spec.Sleep.Min, time.Second)
+		a.throttledTo = now.Add(pause)
+		a.consecutive = 0
+		a.log.Warn("too many back-to-back turns; sleeping before the next", "turns", a.spec.MaxTurnsPerWake, "pause", pause)
+		a.emit(events.Throttled, map[string]any{"turns": a.spec.MaxTurnsPerWake, "pause_ms": pause.Milliseconds()})
+		a.notes = append(a.notes, fmt.Sprintf("you ran %d turns back to back, so the worker paused %s before this one", a.spec.MaxTurnsPerWake, pause))
+		a.clock.AfterFunc(pause, a.poke)
+	}
+}
+
+// armLocked replaces the agent's wake timer. Callers hold mu.
+func (a *Agent) armLocked(at time.Time, c Cause) {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.next, a.nextAt = c, at
+	a.timer = a.clock.AfterFunc(at.Sub(a.clock.Now()), func() {
+		a.mu.Lock()
+		if !a.nextAt.Equal(at) {
+			a.mu.Unlock()
+			return // replaced meanwhile
+		}
+		a.nextAt, a.timer = time.Time{}, nil
+		a.mu.Unlock()
+		a.Wake(c)
+	})
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

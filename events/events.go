@@ -1,0 +1,149 @@
+// Package events is the in-process stream of what agents do: turns
+// started, completed and failed, messages queued and dropped, wakes,
+// pauses, reports. NATS, Server-Sent Events and metrics subscribe to it;
+// it must not know about any of them.
+package events
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Event types published by the worker.
+const (
+	TurnStarted    = "turn-started"
+	TurnCompleted  = "turn-completed"
+	TurnFailed     = "turn-failed"
+	MessageQueued  = "message-queued"
+	MessageDropped = "message-dropped"
+	Wake           = "wake"
+	Paused         = "paused"
+	Resumed        = "resumed"
+	Interrupted    = "interrupted"
+	Halted         = "halted"
+	ReportDone     = "report-done"
+	WakeScheduled  = "wake-scheduled"
+	Throttled      = "throttled"
+	Stopping       = "stopping"
+)
+
+// Event is one thing that happened to one agent.
+type Event struct {
+	// Seq numbers events of one Bus from 1, without gaps.
+	Seq   uint64         `json:"seq"`
+	Time  time.Time      `json:"time"`
+	Agent string         `json:"agent"`
+	Type  string         `json:"type"`
+	Data  map[string]any `json:"data,omitempty"`
+}
+
+// Bus fans events out to subscribers and keeps the newest ones for replay.
+//
+// Publish never blocks: a subscriber whose buffer is full misses the event,
+// which is logged and counted on the subscription (Dropped); it can recover
+// what it missed with Since while the ring still holds it.
+type Bus struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	seq  uint64
+	ring []Event // newest last, at most cap(ring)
+	size int
+	subs map[*Subscription]struct{}
+}
+
+// NewBus returns a bus that keeps the newest ringSize events (default
+// 1024 when ringSize <= 0).
+func NewBus(ringSize int, log *slog.Logger) *Bus {
+	if ringSize <= 0 {
+		ringSize = 1024
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Bus{log: log, size: ringSize, subs: map[*Subscription]struct{}{}}
+}
+
+// Subscription receives events published after it was made.
+type Subscription struct {
+	C       <-chan Event
+	c       chan Event
+	bus     *Bus
+	filter  func(Event) bool
+	dropped uint64
+}
+
+// Publish stamps e with the next sequence number (and Time if unset) and
+// delivers it. It returns the stamped event.
+func (b *Bus) Publish(e Event) Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	e.Seq = b.seq
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if len(b.ring) == b.size {
+		copy(b.ring, b.ring[1:])
+		b.ring = b.ring[:len(b.ring)-1]
+	}
+	b.ring = append(b.ring, e)
+	for s := range b.subs {
+		if s.filter != nil && !s.filter(e) {
+			continue
+		}
+		select {
+		case s.c <- e:
+		default:
+			s.dropped++
+			b.log.Warn("event subscriber too slow; event dropped for it", "agent", e.Agent, "type", e.Type, "seq", e.Seq, "dropped_total", s.dropped)
+		}
+	}
+	return e
+}
+
+// Subscribe returns a subscription with a buffer of n events that receives
+// the events for which filter returns true (all when filter is nil).
+func (b *Bus) Subscribe(n int, filter func(Event) bool) *Subscription {
+	c := make(chan Event, n)
+	s := &Subscription{C: c, c: c, bus: b, filter: filter}
+	b.mu.Lock()
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+// Close stops delivery and closes C.
+func (s *Subscription) Close() {
+	b := s.bus
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.subs[s]; ok {
+		delete(b.subs, s)
+		close(s.c)
+	}
+}
+
+// Dropped returns how many events this subscription missed because its
+// buffer was full.
+func (s *Subscription) Dropped() uint64 {
+	s.bus.mu.Lock()
+	defer s.bus.mu.Unlock()
+	return s.dropped
+}
+
+// Since returns the retained events with Seq > seq, oldest first, and
+// whether the ring still held everything after seq (false means some were
+// already overwritten).
+func (b *Bus) Since(seq uint64) ([]Event, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	complete := len(b.ring) == 0 || b.ring[0].Seq <= seq+1
+	var out []Event
+	for _, e := range b.ring {
+		if e.Seq > seq {
+			out = append(out, e)
+		}
+	}
+	return out, complete
+}

@@ -1,0 +1,172 @@
+// Package inbox is an agent's queue of incoming messages: wake versus
+// deferred, coalescing of everything waiting into one framed prompt, and a
+// cap that drops the oldest and says so. It does not run turns; the driver
+// drains it.
+package inbox
+
+import (
+	"sync"
+	"time"
+)
+
+// Kind says whether a message wakes the agent.
+type Kind string
+
+const (
+	// Wake messages wake a sleeping agent.
+	Wake Kind = "inbox"
+	// Deferred messages wait for whatever turn comes next and never cut a
+	// sleep short.
+	Deferred Kind = "deferred"
+)
+
+// DefaultCap is the number of messages an inbox holds when no cap is set.
+const DefaultCap = 256
+
+// Message is one piece of external input for an agent.
+type Message struct {
+	// ID identifies the message for idempotency ("" when the sender gave
+	// none).
+	ID   string
+	Kind Kind
+	// Source says where it came from: "api", "nats:alerts.prod.db",
+	// "subagent:scan-1".
+	Source string
+	// From is the sender's self-declared name; untrusted.
+	From string
+	Text string
+	// Attributes are sender-supplied key/values; untrusted.
+	Attributes map[string]string
+	Received   time.Time
+	// Receipt, when set, learns whether the message was handled or
+	// dropped (the NATS binding acks or terminates through it).
+	Receipt Receipt
+	// Attempts counts turns that drained the message and failed.
+	Attempts int
+}
+
+// Receipt is how a message's origin learns what became of it.
+type Receipt interface {
+	// Handled: a turn that drained the message finished and was recorded.
+	Handled()
+	// Dropped: the message left the inbox without being handled.
+	Dropped(reason string)
+}
+
+// Batch is what one Drain took: the messages, oldest first, and how many
+// were dropped for overflow since the previous drain.
+type Batch struct {
+	Messages []Message
+	Dropped  int
+}
+
+// Inbox is a bounded FIFO of messages. It is safe for concurrent use.
+type Inbox struct {
+	cap     int
+	onDrop  func(m Message, reason string)
+	mu      sync.Mutex
+	queue   []Message
+	dropped int
+}
+
+// New returns an inbox holding at most capacity messages (DefaultCap when
+// capacity <= 0). onDrop, if set, is called (outside the lock) for every
+// message dropped, with the reason.
+func New(capacity int, onDrop func(m Message, reason string)) *Inbox {
+	if capacity <= 0 {
+		capacity = DefaultCap
+	}
+	return &Inbox{cap: capacity, onDrop: onDrop}
+}
+
+// Push appends m. When the inbox is full the oldest message is dropped:
+// its Receipt is told, onDrop is called, and the next Batch counts it.
+// Push reports whether m should wake the agent.
+func (q *Inbox) Push(m Message) (wake bool) {
+	q.mu.Lock()
+	q.queue = append(q.queue, m)
+	dropped := q.trim()
+	q.mu.Unlock()
+	q.notify(dropped, "inbox full")
+	return m.Kind == Wake
+}
+
+// trim drops the oldest messages beyond the cap. Callers hold mu.
+func (q *Inbox) trim() []Message {
+	over := len(q.queue) - q.cap
+	if over <= 0 {
+		return nil
+	}
+	dropped := append([]Message(nil), q.queue[:over]...)
+	q.queue = append(q.queue[:0:0], q.queue[over:]...)
+	q.dropped += over
+	return dropped
+}
+
+func (q *Inbox) notify(dropped []Message, reason string) {
+	for _, m := range dropped {
+		if m.Receipt != nil {
+			m.Receipt.Dropped(reason)
+		}
+		if q.onDrop != nil {
+			q.onDrop(m, reason)
+		}
+	}
+}
+
+// Drain removes and returns every waiting message, oldest first, with the
+// overflow count since the last Drain.
+func (q *Inbox) Drain() Batch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := Batch{Messages: q.queue, Dropped: q.dropped}
+	q.queue, q.dropped = nil, 0
+	return b
+}
+
+// Requeue puts a drained batch back in front of anything that arrived
+// since, after a turn that did not handle it. With maxAttempts > 0 the turn
+// counts as a failed attempt: each message's Attempts is incremented and
+// messages that reach maxAttempts are dropped instead, with reason "failed
+// in too many turns". With maxAttempts == 0 (an interrupted turn) nothing is
+// counted. The cap still holds.
+func (q *Inbox) Requeue(b Batch, maxAttempts int) {
+	var gaveUp []Message
+	keep := make([]Message, 0, len(b.Messages))
+	for _, m := range b.Messages {
+		if maxAttempts <= 0 {
+			keep = append(keep, m)
+			continue
+		}
+		m.Attempts++
+		if m.Attempts >= maxAttempts {
+			gaveUp = append(gaveUp, m)
+			continue
+		}
+		keep = append(keep, m)
+	}
+	q.mu.Lock()
+	q.queue = append(keep, q.queue...)
+	q.dropped += b.Dropped
+	dropped := q.trim()
+	q.mu.Unlock()
+	q.notify(gaveUp, "failed in too many turns")
+	q.notify(dropped, "inbox full")
+}
+
+// Len returns how many wake and deferred messages are waiting.
+func (q *Inbox) Len() (wake, deferred int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range q.queue {
+		if m.Kind == Deferred {
+			deferred++
+		} else {
+			wake++
+		}
+	}
+	return wake, deferred
+}
+
+// Cap returns the inbox's capacity.
+func (q *Inbox) Cap() int { return q.cap }

@@ -1,0 +1,167 @@
+// Package memory is an in-process store.Store for unit tests and the
+// embedded default until a durable store is configured. Nothing it holds
+// survives the process: a restart forgets spend, halts and pauses.
+package memory
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/store"
+)
+
+// Store is a store.Store held in memory. Expiry is measured on its clock.
+type Store struct {
+	clock  clock.Clock
+	mu     sync.Mutex
+	rev    uint64
+	keys   map[string]item
+	lists  map[string][][]byte
+	closed bool
+}
+
+type item struct {
+	value   []byte
+	rev     uint64
+	expires time.Time // zero: never
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store that reads expiry time from c (clock.Real()
+// when nil).
+func New(c clock.Clock) *Store {
+	if c == nil {
+		c = clock.Real()
+	}
+	return &Store{clock: c, keys: map[string]item{}, lists: map[string][][]byte{}}
+}
+
+// live returns the key's item if present and unexpired. Callers hold mu.
+func (s *Store) live(key string) (item, bool) {
+	it, ok := s.keys[key]
+	if !ok {
+		return item{}, false
+	}
+	if !it.expires.IsZero() && !s.clock.Now().Before(it.expires) {
+		delete(s.keys, key)
+		return item{}, false
+	}
+	return it, true
+}
+
+func (s *Store) write(key string, value []byte, ttl time.Duration) uint64 {
+	s.rev++
+	it := item{value: slices.Clone(value), rev: s.rev}
+	if ttl > 0 {
+		it.expires = s.clock.Now().Add(ttl)
+	}
+	s.keys[key] = it
+	return s.rev
+}
+
+func (s *Store) Get(_ context.Context, key string) (store.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Entry{}, store.ErrClosed
+	}
+	it, ok := s.live(key)
+	if !ok {
+		return store.Entry{}, store.ErrNotFound
+	}
+	return store.Entry{Value: slices.Clone(it.value), Revision: it.rev}, nil
+}
+
+func (s *Store) Put(_ context.Context, key string, value []byte) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, store.ErrClosed
+	}
+	return s.write(key, value, 0), nil
+}
+
+func (s *Store) Create(_ context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, store.ErrClosed
+	}
+	if _, ok := s.live(key); ok {
+		return 0, store.ErrExists
+	}
+	return s.write(key, value, ttl), nil
+}
+
+func (s *Store) Update(_ context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, store.ErrClosed
+	}
+	it, ok := s.live(key)
+	if !ok {
+		return 0, store.ErrNotFound
+	}
+	if it.rev != revision {
+		return 0, store.ErrConflict
+	}
+	var ttl time.Duration
+	if !it.expires.IsZero() {
+		ttl = it.expires.Sub(s.clock.Now())
+	}
+	return s.write(key, value, ttl), nil
+}
+
+func (s *Store) Delete(_ context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	delete(s.keys, key)
+	return nil
+}
+
+func (s *Store) Append(_ context.Context, list string, value []byte, keep int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	l := append(s.lists[list], slices.Clone(value))
+	if keep > 0 && len(l) > keep {
+		l = slices.Clone(l[len(l)-keep:])
+	}
+	s.lists[list] = l
+	return nil
+}
+
+func (s *Store) Tail(_ context.Context, list string, n int) ([][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	l := s.lists[list]
+	if n > 0 && len(l) > n {
+		l = l[len(l)-n:]
+	}
+	out := make([][]byte, len(l))
+	for i, v := range l {
+		out[i] = slices.Clone(v)
+	}
+	return out, nil
+}
+
+// Close makes every later call return store.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}

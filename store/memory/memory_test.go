@@ -1,0 +1,34 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	var c *clock.Fake
+	storetest.Run(t, storetest.Backend{
+		New: func(t *testing.T) store.Store {
+			c = clock.NewFake(time.Unix(1_700_000_000, 0))
+			return memory.New(c)
+		},
+		Elapse: func(t *testing.T, d time.Duration) { c.Advance(d) },
+	})
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	s := memory.New(nil)
+	_ = s.Close()
+	if _, err := s.Get(context.Background(), "k"); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+}

@@ -1,0 +1,64 @@
+// Package store is the durable state behind agent-worker: spend, halts,
+// pauses, requested wake times, schedule claims, leases and conversation
+// history, behind one small interface. Implementations live in
+// sub-packages (memory here; nats and redis follow) and must not leak their
+// client types through it.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors every implementation returns, for errors.Is.
+var (
+	// ErrNotFound: the key does not exist (or has expired).
+	ErrNotFound = errors.New("store: key not found")
+	// ErrExists: Create found the key already present.
+	ErrExists = errors.New("store: key exists")
+	// ErrConflict: Update's expected revision is not the current one.
+	ErrConflict = errors.New("store: revision conflict")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Entry is a stored value and its revision.
+type Entry struct {
+	Value []byte
+	// Revision increases with every write to the key; Update compares it.
+	Revision uint64
+}
+
+// Store is key/value state with atomic claims and bounded lists.
+//
+// Keys are dot-separated tokens of [A-Za-z0-9_-] (for example
+// "agent.oncall.halt"), so every backend can hold them unescaped.
+// Every method is safe for concurrent use.
+type Store interface {
+	// Get returns the key's entry, or ErrNotFound.
+	Get(ctx context.Context, key string) (Entry, error)
+	// Put writes the value unconditionally and returns its revision.
+	Put(ctx context.Context, key string, value []byte) (uint64, error)
+	// Create writes the value only if the key is absent (set-if-absent),
+	// returning ErrExists otherwise. A ttl > 0 makes the key expire; after
+	// that Create succeeds again. This is the claim primitive: exactly one
+	// of several concurrent Creates of a key succeeds.
+	Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error)
+	// Update writes the value only if the key's revision is still
+	// revision (compare-and-set), returning ErrConflict otherwise and
+	// ErrNotFound if the key is gone.
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	// Delete removes the key; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+
+	// Append adds value to the end of the named list and trims it to its
+	// newest keep items (keep <= 0 keeps everything).
+	Append(ctx context.Context, list string, value []byte, keep int) error
+	// Tail returns the newest n items of the list, oldest first
+	// (n <= 0 returns all). A missing list is empty, not an error.
+	Tail(ctx context.Context, list string, n int) ([][]byte, error)
+
+	// Close releases the store's resources. The store is unusable after.
+	Close() error
+}

@@ -1,0 +1,57 @@
+// Package tools holds the built-in tools an agent may be granted in its
+// config (schedule_next_turn, report_done, ...). A tool acts only through
+// the Host it is given, so it can have no side effect the config did not
+// grant; it must not run turns or touch transports itself.
+package tools
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/adk/tool"
+)
+
+// Tool names.
+const (
+	ScheduleNextTurn = "schedule_next_turn"
+	ReportDone       = "report_done"
+)
+
+// Host is what the tools of one agent act on; the driver implements it.
+type Host interface {
+	// Now is the agent's clock.
+	Now() time.Time
+	// RequestWake records that the current turn wants the agent woken at
+	// at (already clamped). A later request in the same turn replaces it.
+	RequestWake(at time.Time, reason string)
+	// ReportDone records a completed task and emits an event.
+	ReportDone(summary string, details map[string]any)
+}
+
+// Sleep bounds a model-requested wake.
+type Sleep struct {
+	Min, Max time.Duration
+}
+
+// Build returns the named tools bound to host. Unknown names are an error;
+// so are tools that are known but not built yet in this version.
+func Build(names []string, host Host, sleep Sleep) ([]tool.Tool, error) {
+	var out []tool.Tool
+	for _, n := range names {
+		var t tool.Tool
+		var err error
+		switch n {
+		case ScheduleNextTurn:
+			t, err = newScheduleNextTurn(host, sleep)
+		case ReportDone:
+			t, err = newReportDone(host)
+		default:
+			return nil, fmt.Errorf("tool %q is not available in this build", n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("build tool %q: %w", n, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -89,6 +89,7 @@ type TLS struct {
 // buckets on the worker's NATS), "redis://" or "rediss://", or "memory://"
 // (nothing survives a restart; for tests).
 type Store struct {
+	// URL selects the store and where it is. Default "nats://".
 	URL string `yaml:"url"`
 }
 
@@ -188,7 +189,11 @@ type Agent struct {
 	Budgets   Budgets        `yaml:"budgets"`
 	Watchdog  Watchdog       `yaml:"watchdog"`
 	Inbox     Inbox          `yaml:"inbox"`
-	Turn      Turn           `yaml:"turn"`
+	// WakeOnStart runs one turn when the worker starts (default false:
+	// an agent sleeps until a real wake source, so a restart costs no
+	// turn).
+	WakeOnStart bool `yaml:"wake_on_start"`
+	Turn        Turn `yaml:"turn"`
 }
 
 // Subscription binds an existing NATS subject to the agent.
@@ -257,7 +262,8 @@ type Turn struct {
 	// during a turn) before the agent must sleep for max(sleep.min, 1s).
 	// Default 10.
 	MaxPerWake int `yaml:"max_per_wake"`
-	// HistoryTurns is how many past turns are sent to the model. Default 20.
+	// HistoryTurns is how many past turns are sent to the model, so the
+	// prompt stays flat as the agent ages. Default 10.
 	HistoryTurns int `yaml:"history_turns"`
 }
 

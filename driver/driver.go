@@ -56,7 +56,7 @@ type Spec struct {
 	// MaxTurnsPerWake bounds back-to-back turns before the agent must
 	// sleep max(Sleep.Min, 1s). Default 10.
 	MaxTurnsPerWake int
-	// HistoryTurns is how many past turns the model sees. Default 20.
+	// HistoryTurns is how many past turns the model sees (at least 1).
 	HistoryTurns int
 }
 
@@ -68,11 +68,11 @@ type Guard interface {
 
 // Deps are the driver's collaborators.
 type Deps struct {
-	Clock  clock.Clock     // default clock.Real()
-	Store  store.Store     // required: history lives here
-	Events *events.Bus     // default: a private bus
-	Log    *slog.Logger    // default: discard
-	Guard  Guard           // optional
+	Clock  clock.Clock  // default clock.Real()
+	Store  store.Store  // required: history lives here
+	Events *events.Bus  // default: a private bus
+	Log    *slog.Logger // default: discard
+	Guard  Guard        // optional
 }
 
 // Driver owns the loops of all configured agents.

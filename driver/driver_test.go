@@ -318,7 +318,7 @@ func TestBackToBackTurnsAreThrottled(t *testing.T) {
 	h.waitCall()
 	h.a.Send(wakeMsg("2"))
 	h.step()
-	h.waitCall() // turn 2 runs back to back
+	h.waitCall()           // turn 2 runs back to back
 	h.a.Send(wakeMsg("3")) // lands during turn 2
 	h.release()
 	th := h.waitEvent(events.Throttled)

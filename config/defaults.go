@@ -1,0 +1,78 @@
+package config
+
+import "time"
+
+// applyDefaults fills every unset (zero) field that has a default. It is the
+// only place defaults are decided; the field comments in config.go state
+// them. A field explicitly set to its zero value (inbox.cap: 0, sleep.max:
+// 0) is indistinguishable from an unset one and gets the default too.
+// Negative values are left for validation to reject.
+func applyDefaults(c *Config) {
+	setString(&c.DataDir, "./data")
+	setDuration(&c.ShutdownGrace, 30*time.Second)
+
+	setString(&c.Log.Format, "text")
+	setString(&c.Log.Level, "info")
+
+	setString(&c.NATS.Listen, "127.0.0.1:4222")
+	setString(&c.NATS.SubjectPrefix, "agents")
+	setString(&c.NATS.Stream, "AGENTS")
+	setInt(&c.NATS.MaxMessageBytes, 65536)
+	setBool(&c.NATS.JetStream, true)
+	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
+
+	setString(&c.Store.URL, "nats://")
+	setString(&c.API.Listen, "127.0.0.1:8080")
+
+	for name, m := range c.Models {
+		// A scripted model has no provider-side name; its key stands in, so
+		// pricing and metrics have something to look up.
+		if m.Provider == "scripted" && m.Model == "" {
+			m.Model = name
+			c.Models[name] = m
+		}
+	}
+
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		setDuration(&a.Sleep.Max, 24*time.Hour)
+		setString(&a.Watchdog.Mode, "enforce")
+		setInt(&a.Inbox.Cap, 256)
+		setDuration(&a.Turn.Timeout, 10*time.Minute)
+		setInt(&a.Turn.MaxPerWake, 10)
+		setInt(&a.Turn.HistoryTurns, 10)
+		for j := range a.Subscribe {
+			setString(&a.Subscribe[j].Mode, "inbox")
+		}
+		for j := range a.Schedules {
+			s := &a.Schedules[j]
+			setString(&s.Timezone, "UTC")
+			setString(&s.Overlap, "skip")
+			setBool(&s.Enabled, true)
+		}
+	}
+}
+
+func setString(p *string, def string) {
+	if *p == "" {
+		*p = def
+	}
+}
+
+func setInt(p *int, def int) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+func setDuration(p *Duration, def time.Duration) {
+	if *p == 0 {
+		*p = Duration(def)
+	}
+}
+
+func setBool(p **bool, def bool) {
+	if *p == nil {
+		*p = &def
+	}
+}

@@ -1,0 +1,374 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// KnownTools are the built-in tool names an agent's tools list may grant.
+var KnownTools = []string{"schedule_next_turn", "report_done", "publish", "http_get"}
+
+var (
+	providers       = []string{"scripted", "openai", "gemini", "anthropic"}
+	behaviours      = []string{"demo"}
+	logFormats      = []string{"text", "json"}
+	logLevels       = []string{"debug", "info", "warn", "error"}
+	storeSchemes    = []string{"nats", "redis", "rediss", "memory"}
+	tokenRoles      = []string{"read", "operate"}
+	subscribeModes  = []string{"inbox", "deferred"}
+	overlapPolicies = []string{"skip", "queue", "replace"}
+	watchdogModes   = []string{"off", "warn", "feedback", "enforce"}
+
+	// namePattern is the shape of agent and schedule names: they become
+	// NATS subject tokens and metric label values.
+	namePattern = regexp.MustCompile(`^[a-z0-9_-]+$`)
+)
+
+// cronParser accepts what the scheduler accepts: five fields, an optional
+// leading seconds field, or a descriptor ("@daily", "@every 10m").
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Validate checks c as Load does, for a Config built or changed in code.
+// It expects defaults to be applied (Default and Load do that): a zero
+// inbox cap, for example, is an error here. Problems are returned as
+// *Errors; their lines are 0 except for script steps, which carry their
+// own, because the YAML's line map is gone by now.
+func (c *Config) Validate() error {
+	v := validator{file: c.File}
+	v.config(c)
+	return finish(c.File, v.errs)
+}
+
+// validator reports problems by field path; lines maps a path to its line
+// and a problem falls back to the nearest parent that has one.
+type validator struct {
+	file   string
+	lines  map[string]int
+	failed map[string]bool
+	errs   []Error
+}
+
+func (v *validator) line(p path) int {
+	for n := len(p); n >= 0; n-- {
+		if l, ok := v.lines[p[:n].String()]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+// at reports a problem at p, unless p or a parent could not be decoded (the
+// decoder has said so already, and the zero value left behind would only
+// add noise).
+func (v *validator) at(p path, format string, args ...any) {
+	v.atLine(v.file, v.line(p), p, format, args...)
+}
+
+func (v *validator) atLine(file string, line int, p path, format string, args ...any) {
+	for n := len(p); n >= 0; n-- {
+		if v.failed[p[:n].String()] {
+			return
+		}
+	}
+	v.errs = append(v.errs, Error{File: file, Line: line, Msg: p.String() + ": " + fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) oneOf(p path, got string, allowed []string) {
+	switch {
+	case slices.Contains(allowed, got):
+	case got == "":
+		v.at(p, "required: one of %s", strings.Join(allowed, ", "))
+	default:
+		v.at(p, "must be one of %s; got %q", strings.Join(allowed, ", "), got)
+	}
+}
+
+func (v *validator) duration(p path, d Duration) {
+	if d < 0 {
+		v.at(p, "must not be negative; got %s", d)
+	}
+}
+
+func (v *validator) nonNegative(p path, f float64) {
+	if f < 0 {
+		v.at(p, "must not be negative; got %v", f)
+	}
+}
+
+func (v *validator) atLeastOne(p path, n int) {
+	if n < 1 {
+		v.at(p, "must be at least 1; got %d", n)
+	}
+}
+
+func (v *validator) config(c *Config) {
+	var root path
+	v.duration(root.key("shutdown_grace"), c.ShutdownGrace)
+	v.oneOf(root.key("log", "format"), c.Log.Format, logFormats)
+	v.oneOf(root.key("log", "level"), c.Log.Level, logLevels)
+
+	v.atLeastOne(root.key("nats", "max_message_bytes"), c.NATS.MaxMessageBytes)
+	v.duration(root.key("nats", "duplicate_window"), c.NATS.DuplicateWindow)
+
+	scheme, _, ok := strings.Cut(c.Store.URL, "://")
+	switch {
+	case !ok:
+		v.at(root.key("store", "url"), "want SCHEME://..., with scheme one of %s; got %q", strings.Join(storeSchemes, ", "), c.Store.URL)
+	case !slices.Contains(storeSchemes, scheme):
+		v.at(root.key("store", "url"), "scheme must be one of %s; got %q", strings.Join(storeSchemes, ", "), c.Store.URL)
+	}
+
+	for i, t := range c.API.Tokens {
+		p := root.key("api", "tokens").index(i)
+		v.oneOf(p.key("role"), t.Role, tokenRoles)
+		if (t.ValueEnv == "") == (t.ValueFile == "") {
+			v.at(p, "needs exactly one of value_env, value_file")
+		}
+	}
+
+	for _, name := range sortedKeys(c.Models) {
+		v.model(c, name, c.Models[name])
+	}
+	for _, name := range sortedKeys(c.Pricing) {
+		p, pr := root.key("pricing", name), c.Pricing[name]
+		v.nonNegative(p.key("input_per_mtok"), pr.InputPerMTok)
+		v.nonNegative(p.key("cached_input_per_mtok"), pr.CachedInputPerMTok)
+		v.nonNegative(p.key("output_per_mtok"), pr.OutputPerMTok)
+	}
+
+	if len(c.Agents) == 0 {
+		v.at(root.key("agents"), "at least one agent is required")
+	}
+	seen := map[string]int{}
+	for i := range c.Agents {
+		p := root.key("agents").index(i)
+		a := &c.Agents[i]
+		if first, dup := seen[a.Name]; dup && a.Name != "" {
+			v.at(p.key("name"), "duplicate agent name %q (also agents[%d])", a.Name, first)
+		} else {
+			seen[a.Name] = i
+		}
+		v.agent(c, p, a)
+	}
+}
+
+func (v *validator) model(c *Config, name string, m Model) {
+	p := path{"models"}.key(name)
+	v.oneOf(p.key("provider"), m.Provider, providers)
+	if m.APIKeyEnv != "" && m.APIKeyFile != "" {
+		v.at(p.key("api_key_file"), "api_key_env and api_key_file are mutually exclusive")
+	}
+	hasScript := len(m.Script) > 0 || m.ScriptFile != ""
+	if m.Provider != "scripted" {
+		if !slices.Contains(providers, m.Provider) {
+			return
+		}
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"script", len(m.Script) > 0}, {"script_file", m.ScriptFile != ""}, {"behaviour", m.Behaviour != ""}, {"loop", m.Loop}} {
+			if k.set {
+				v.at(p.key(k.key), "only for provider scripted, not %s", m.Provider)
+			}
+		}
+		if m.Model == "" {
+			v.at(p.key("model"), "required for provider %s (the provider's model name)", m.Provider)
+		}
+		return
+	}
+
+	switch {
+	case !hasScript && m.Behaviour == "":
+		v.at(p, "a scripted model needs one of script, script_file, behaviour")
+	case hasScript && m.Behaviour != "":
+		v.at(p, "a scripted model needs exactly one of script, script_file, behaviour")
+	case m.Behaviour != "" && !slices.Contains(behaviours, m.Behaviour):
+		v.at(p.key("behaviour"), "unknown behaviour %q (known: %s)", m.Behaviour, strings.Join(behaviours, ", "))
+	}
+
+	file := v.file
+	if m.ScriptFile != "" {
+		file = scriptPath(c.File, m.ScriptFile)
+	}
+	for i, s := range m.Script {
+		sp := p.key("script").index(i)
+		line := s.Line
+		if line == 0 && file == v.file {
+			line = v.line(sp)
+		}
+		var kinds []string
+		for _, k := range []struct {
+			name string
+			set  bool
+		}{{"text", s.Text != ""}, {"call", s.Call != nil}, {"error", s.Error != ""}, {"hang", s.Hang}} {
+			if k.set {
+				kinds = append(kinds, k.name)
+			}
+		}
+		switch {
+		case len(kinds) == 0:
+			v.atLine(file, line, sp, "empty step: needs one of text, call, error, hang")
+		case len(kinds) > 1 && !slices.Equal(kinds, []string{"text", "call"}):
+			v.atLine(file, line, sp, "a step needs exactly one of text, call, error, hang (only text and call go together); got %s", strings.Join(kinds, " and "))
+		}
+		if s.Call != nil && s.Call.Name == "" {
+			v.atLine(file, line, sp.key("call", "name"), "required")
+		}
+		for _, u := range []struct {
+			key string
+			n   int
+		}{{"input", s.Usage.Input}, {"cached_input", s.Usage.CachedInput}, {"output", s.Usage.Output}} {
+			if u.n < 0 {
+				v.atLine(file, line, sp.key("usage", u.key), "must not be negative; got %d", u.n)
+			}
+		}
+	}
+}
+
+func (v *validator) agent(c *Config, p path, a *Agent) {
+	switch {
+	case a.Name == "":
+		v.at(p.key("name"), "required")
+	case !namePattern.MatchString(a.Name):
+		v.at(p.key("name"), "%q must match %s: agent names are NATS subject tokens", a.Name, namePattern)
+	}
+
+	switch _, ok := c.Models[a.Model]; {
+	case a.Model == "":
+		v.at(p.key("model"), "required: a key of models")
+	case !ok && len(c.Models) == 0:
+		v.at(p.key("model"), "unknown model %q: no models are defined", a.Model)
+	case !ok:
+		v.at(p.key("model"), "unknown model %q (models: %s)", a.Model, strings.Join(sortedKeys(c.Models), ", "))
+	}
+
+	for i, t := range a.Tools {
+		switch {
+		case !slices.Contains(KnownTools, t):
+			v.at(p.key("tools").index(i), "unknown tool %q (known: %s)", t, strings.Join(KnownTools, ", "))
+		case slices.Index(a.Tools, t) < i:
+			v.at(p.key("tools").index(i), "tool %q is listed twice", t)
+		}
+	}
+	for i, s := range a.Publish {
+		v.subject(p.key("publish").index(i), s)
+	}
+	for i, s := range a.Subscribe {
+		sp := p.key("subscribe").index(i)
+		v.subject(sp.key("subject"), s.Subject)
+		v.oneOf(sp.key("mode"), s.Mode, subscribeModes)
+	}
+
+	names := map[string]int{}
+	for i, s := range a.Schedules {
+		v.schedule(p.key("schedules").index(i), s, names, i)
+	}
+
+	sp := p.key("sleep")
+	v.duration(sp.key("min"), a.Sleep.Min)
+	v.duration(sp.key("default"), a.Sleep.Default)
+	v.duration(sp.key("max"), a.Sleep.Max)
+	switch {
+	case a.Sleep.Min > a.Sleep.Max:
+		v.at(sp.key("min"), "min %s is above max %s", a.Sleep.Min, a.Sleep.Max)
+	case a.Sleep.Default > 0 && a.Sleep.Default < a.Sleep.Min:
+		v.at(sp.key("default"), "default %s is below min %s", a.Sleep.Default, a.Sleep.Min)
+	case a.Sleep.Default > a.Sleep.Max:
+		v.at(sp.key("default"), "default %s is above max %s", a.Sleep.Default, a.Sleep.Max)
+	}
+
+	bp := p.key("budgets")
+	v.nonNegative(bp.key("turn_usd"), a.Budgets.TurnUSD)
+	v.nonNegative(bp.key("session_usd"), a.Budgets.SessionUSD)
+	v.nonNegative(bp.key("daily_usd"), a.Budgets.DailyUSD)
+
+	v.oneOf(p.key("watchdog", "mode"), a.Watchdog.Mode, watchdogModes)
+	v.atLeastOne(p.key("inbox", "cap"), a.Inbox.Cap)
+	v.duration(p.key("turn", "timeout"), a.Turn.Timeout)
+	v.atLeastOne(p.key("turn", "max_per_wake"), a.Turn.MaxPerWake)
+	v.atLeastOne(p.key("turn", "history_turns"), a.Turn.HistoryTurns)
+}
+
+func (v *validator) subject(p path, s string) {
+	switch {
+	case s == "":
+		v.at(p, "required: a NATS subject")
+	case strings.ContainsAny(s, " \t\r\n"):
+		v.at(p, "NATS subject %q contains whitespace", s)
+	}
+}
+
+// schedule checks one schedule; names holds the agent's schedule names
+// seen so far.
+func (v *validator) schedule(p path, s Schedule, names map[string]int, i int) {
+	switch first, dup := names[s.Name]; {
+	case s.Name == "":
+		v.at(p.key("name"), "required")
+	case !namePattern.MatchString(s.Name):
+		v.at(p.key("name"), "%q must match %s: schedule names are API path segments and metric labels", s.Name, namePattern)
+	case dup:
+		v.at(p.key("name"), "duplicate schedule name %q (also schedules[%d])", s.Name, first)
+	default:
+		names[s.Name] = i
+	}
+
+	if s.Cron == "" {
+		v.at(p.key("cron"), "required")
+	} else if _, err := cronParser.Parse(s.Cron); err != nil {
+		v.at(p.key("cron"), "bad cron %q: %v", s.Cron, err)
+	} else if err := checkCronSteps(s.Cron); err != nil {
+		v.at(p.key("cron"), "bad cron %q: %v", s.Cron, err)
+	}
+
+	if _, err := time.LoadLocation(s.Timezone); err != nil {
+		v.at(p.key("timezone"), "bad timezone %q: %v", s.Timezone, err)
+	}
+	v.oneOf(p.key("overlap"), s.Overlap, overlapPolicies)
+	v.duration(p.key("jitter"), s.Jitter)
+}
+
+// checkCronSteps rejects specs robfig/cron accepts but that cannot be
+// meant: "*/61" in the minute field silently fires once an hour, at :00,
+// and "@every -1s" fires every second.
+func checkCronSteps(spec string) error {
+	fields := strings.Fields(spec)
+	if len(fields) > 0 && (strings.HasPrefix(fields[0], "TZ=") || strings.HasPrefix(fields[0], "CRON_TZ=")) {
+		fields = fields[1:]
+	}
+	if len(fields) == 2 && fields[0] == "@every" {
+		// cron rounds a delay below one second up to one second.
+		if d, err := time.ParseDuration(fields[1]); err == nil && d < time.Second {
+			return fmt.Errorf("@every needs at least 1s; got %s", fields[1])
+		}
+	}
+	if len(fields) == 0 || strings.HasPrefix(fields[0], "@") {
+		return nil
+	}
+	type bound struct {
+		name   string
+		lo, hi int
+	}
+	bounds := []bound{{"minute", 0, 59}, {"hour", 0, 23}, {"day-of-month", 1, 31}, {"month", 1, 12}, {"day-of-week", 0, 6}}
+	if len(fields) == 6 {
+		bounds = append([]bound{{"second", 0, 59}}, bounds...)
+	}
+	for i, f := range fields[:min(len(fields), len(bounds))] {
+		for part := range strings.SplitSeq(f, ",") {
+			_, step, ok := strings.Cut(part, "/")
+			if !ok {
+				continue
+			}
+			n, err := strconv.Atoi(step)
+			if b := bounds[i]; err == nil && n > b.hi-b.lo {
+				return fmt.Errorf("%s field %q: step %d exceeds %d", b.name, f, n, b.hi-b.lo)
+			}
+		}
+	}
+	return nil
+}

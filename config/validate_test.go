@@ -1,0 +1,454 @@
+package config
+
+import (
+	"testing"
+	"time"
+	_ "time/tzdata" // schedules name IANA zones; don't depend on the host's zoneinfo
+)
+
+func TestValidationRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "no agents key",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+`,
+			want: []string{"config.yaml:1: agents: at least one agent is required"},
+		},
+		{
+			name: "empty agents list",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents: []
+`,
+			want: []string{"config.yaml:3: agents: at least one agent is required"},
+		},
+		{
+			name: "agent name not a subject token",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: Pay.Ments
+    model: fake
+`,
+			want: []string{`config.yaml:4: agents[0].name: "Pay.Ments" must match ^[a-z0-9_-]+$: agent names are NATS subject tokens`},
+		},
+		{
+			name: "agent name missing and duplicated",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+  - model: fake
+  - name: a
+    model: fake
+`,
+			want: []string{
+				"config.yaml:6: agents[1].name: required",
+				`config.yaml:7: agents[2].name: duplicate agent name "a" (also agents[0])`,
+			},
+		},
+		{
+			name: "agent model missing and unknown",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+  other: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+  - name: b
+    model: gpt
+`,
+			want: []string{
+				"config.yaml:5: agents[0].model: required: a key of models",
+				`config.yaml:7: agents[1].model: unknown model "gpt" (models: fake, other)`,
+			},
+		},
+		{
+			name: "provider",
+			yaml: `
+models:
+  fake: {provider: scriptd}
+  none: {model: x}
+agents:
+  - name: a
+    model: fake
+`,
+			want: []string{
+				`config.yaml:2: models.fake.provider: must be one of scripted, openai, gemini, anthropic; got "scriptd"`,
+				`config.yaml:3: models.none.provider: required: one of scripted, openai, gemini, anthropic`,
+			},
+		},
+		{
+			name: "scripted model needs exactly one source",
+			yaml: `
+models:
+  nothing:
+    provider: scripted
+  both:
+    provider: scripted
+    behaviour: demo
+    script: [{text: hi}]
+  chaos: {provider: scripted, behaviour: chaos}
+agents:
+  - name: a
+    model: nothing
+`,
+			want: []string{
+				"config.yaml:2: models.nothing: a scripted model needs one of script, script_file, behaviour",
+				"config.yaml:4: models.both: a scripted model needs exactly one of script, script_file, behaviour",
+				`config.yaml:8: models.chaos.behaviour: unknown behaviour "chaos" (known: demo)`,
+			},
+		},
+		{
+			name: "real providers",
+			yaml: `
+models:
+  main:
+    provider: openai
+    api_key_env: OPENAI_API_KEY
+    api_key_file: /run/key
+    loop: true
+agents:
+  - name: a
+    model: main
+`,
+			want: []string{
+				"config.yaml:2: models.main.model: required for provider openai (the provider's model name)",
+				"config.yaml:5: models.main.api_key_file: api_key_env and api_key_file are mutually exclusive",
+				"config.yaml:6: models.main.loop: only for provider scripted, not openai",
+			},
+		},
+		{
+			name: "script steps",
+			yaml: `
+models:
+  fake:
+    provider: scripted
+    script:
+      - text: hi
+        call: {name: report_done}
+      - usage: {input: 1}
+      - error: boom
+        hang: true
+      - {text: hi, error: boom}
+      - call: {args: {x: 1}}
+      - text: ok
+        usage: {output: -3}
+agents:
+  - name: a
+    model: fake
+`,
+			want: []string{
+				"config.yaml:7: models.fake.script[1]: empty step: needs one of text, call, error, hang",
+				"config.yaml:8: models.fake.script[2]: a step needs exactly one of text, call, error, hang (only text and call go together); got error and hang",
+				"config.yaml:10: models.fake.script[3]: a step needs exactly one of text, call, error, hang (only text and call go together); got text and error",
+				"config.yaml:11: models.fake.script[4].call.name: required",
+				"config.yaml:12: models.fake.script[5].usage.output: must not be negative; got -3",
+			},
+		},
+		{
+			name: "negative and malformed durations",
+			yaml: `
+shutdown_grace: -1s
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    sleep:
+      min: -5s
+    turn: {timeout: 5}
+`,
+			want: []string{
+				`config.yaml:1: shutdown_grace: negative duration "-1s"`,
+				`config.yaml:8: agents[0].sleep.min: negative duration "-5s"`,
+				`config.yaml:9: agents[0].turn.timeout: bad duration "5": want a number and a unit, like 30s, 5m or 1h30m`,
+			},
+		},
+		{
+			name: "sleep bounds",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    sleep: {min: 1h, max: 30m}
+  - name: b
+    model: fake
+    sleep:
+      min: 1m
+      default: 30s
+  - name: c
+    model: fake
+    sleep: {default: 2h, max: 1h}
+  - name: ok
+    model: fake
+    sleep: {min: 1m, default: 1m, max: 1m}
+`,
+			want: []string{
+				"config.yaml:6: agents[0].sleep.min: min 1h0m0s is above max 30m0s",
+				"config.yaml:11: agents[1].sleep.default: default 30s is below min 1m0s",
+				"config.yaml:14: agents[2].sleep.default: default 2h0m0s is above max 1h0m0s",
+			},
+		},
+		{
+			name: "schedules",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    schedules:
+      - {name: ok, cron: "@every 10m"}
+      - name: steps
+        cron: "*/61 * * * *"
+      - name: hours
+        cron: "0 25 * * *"
+      - name: Morning
+        cron: "@daily"
+        timezone: Mars/Base
+      - name: ok
+        cron: "0 8 * * MON-FRI"
+        overlap: pile
+      - name: fast
+        cron: "@every -1s"
+        jitter: -1m
+      - name: nocron
+`,
+			want: []string{
+				`config.yaml:9: agents[0].schedules[1].cron: bad cron "*/61 * * * *": minute field "*/61": step 61 exceeds 59`,
+				`config.yaml:11: agents[0].schedules[2].cron: bad cron "0 25 * * *": end of range (25) above maximum (23): 25`,
+				`config.yaml:12: agents[0].schedules[3].name: "Morning" must match ^[a-z0-9_-]+$: schedule names are API path segments and metric labels`,
+				`config.yaml:14: agents[0].schedules[3].timezone: bad timezone "Mars/Base": unknown time zone Mars/Base`,
+				`config.yaml:15: agents[0].schedules[4].name: duplicate schedule name "ok" (also schedules[0])`,
+				`config.yaml:17: agents[0].schedules[4].overlap: must be one of skip, queue, replace; got "pile"`,
+				`config.yaml:19: agents[0].schedules[5].cron: bad cron "@every -1s": @every needs at least 1s; got -1s`,
+				`config.yaml:20: agents[0].schedules[5].jitter: negative duration "-1m"`,
+				`config.yaml:21: agents[0].schedules[6].cron: required`,
+			},
+		},
+		{
+			name: "subscriptions and publish",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    publish: ["ops.>", "bad subject"]
+    subscribe:
+      - subject: alerts.>
+        mode: wake
+      - mode: deferred
+`,
+			want: []string{
+				`config.yaml:6: agents[0].publish[1]: NATS subject "bad subject" contains whitespace`,
+				`config.yaml:9: agents[0].subscribe[0].mode: must be one of inbox, deferred; got "wake"`,
+				`config.yaml:10: agents[0].subscribe[1].subject: required: a NATS subject`,
+			},
+		},
+		{
+			name: "tools",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    tools:
+      - publish
+      - shell
+      - publish
+`,
+			want: []string{
+				`config.yaml:8: agents[0].tools[1]: unknown tool "shell" (known: schedule_next_turn, report_done, publish, http_get)`,
+				`config.yaml:9: agents[0].tools[2]: tool "publish" is listed twice`,
+			},
+		},
+		{
+			name: "watchdog budgets inbox turn",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    watchdog: {mode: kill}
+    budgets:
+      turn_usd: -0.5
+      daily_usd: 3
+    inbox: {cap: -1}
+    turn:
+      max_per_wake: -2
+      history_turns: -3
+`,
+			want: []string{
+				`config.yaml:6: agents[0].watchdog.mode: must be one of off, warn, feedback, enforce; got "kill"`,
+				"config.yaml:8: agents[0].budgets.turn_usd: must not be negative; got -0.5",
+				"config.yaml:10: agents[0].inbox.cap: must be at least 1; got -1",
+				"config.yaml:12: agents[0].turn.max_per_wake: must be at least 1; got -2",
+				"config.yaml:13: agents[0].turn.history_turns: must be at least 1; got -3",
+			},
+		},
+		{
+			name: "log nats store",
+			yaml: `
+log: {format: xml, level: trace}
+nats:
+  max_message_bytes: -1
+store:
+  url: postgres://db
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				`config.yaml:1: log.format: must be one of text, json; got "xml"`,
+				`config.yaml:1: log.level: must be one of debug, info, warn, error; got "trace"`,
+				"config.yaml:3: nats.max_message_bytes: must be at least 1; got -1",
+				`config.yaml:5: store.url: scheme must be one of nats, redis, rediss, memory; got "postgres://db"`,
+			},
+		},
+		{
+			name: "store url without scheme",
+			yaml: `
+store: {url: "localhost:6379"}
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{`config.yaml:1: store.url: want SCHEME://..., with scheme one of nats, redis, rediss, memory; got "localhost:6379"`},
+		},
+		{
+			name: "api tokens",
+			yaml: `
+api:
+  tokens:
+    - {name: ok, role: read, value_env: TOKEN}
+    - name: both
+      role: admin
+      value_env: TOKEN
+      value_file: /run/token
+    - name: neither
+      role: operate
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				"config.yaml:4: api.tokens[1]: needs exactly one of value_env, value_file",
+				`config.yaml:5: api.tokens[1].role: must be one of read, operate; got "admin"`,
+				"config.yaml:8: api.tokens[2]: needs exactly one of value_env, value_file",
+			},
+		},
+		{
+			name: "pricing",
+			yaml: `
+pricing:
+  gpt-4.1-mini:
+    input_per_mtok: 0.4
+    output_per_mtok: -1.6
+  fake: {cached_input_per_mtok: -0.1}
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				`config.yaml:4: pricing["gpt-4.1-mini"].output_per_mtok: must not be negative; got -1.6`,
+				"config.yaml:5: pricing.fake.cached_input_per_mtok: must not be negative; got -0.1",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, got := loadText(t, tt.yaml)
+			if c != nil {
+				t.Error("Load returned a config along with errors")
+			}
+			assertErrors(t, got, tt.want)
+		})
+	}
+}
+
+// A config with several unrelated problems reports all of them at once, in
+// line order.
+func TestAllProblemsReported(t *testing.T) {
+	t.Parallel()
+	_, got := loadText(t, `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    inbox: {cap: -5}
+  - name: b
+    model: nope
+    watchdog: {mode: loud}
+`)
+	assertErrors(t, got, []string{
+		"config.yaml:6: agents[0].inbox.cap: must be at least 1; got -5",
+		`config.yaml:8: agents[1].model: unknown model "nope" (models: fake)`,
+		`config.yaml:9: agents[1].watchdog.mode: must be one of off, warn, feedback, enforce; got "loud"`,
+	})
+}
+
+// Validate on a Config built in code reports paths without lines.
+func TestValidateInCode(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.Agents[0].Inbox.Cap = 0
+	c.ShutdownGrace = Duration(-time.Second)
+	c.Agents = append(c.Agents, Agent{Name: "demo", Model: "demo", Inbox: Inbox{Cap: 1}, Turn: Turn{MaxPerWake: 1, HistoryTurns: 1}, Watchdog: Watchdog{Mode: "off"}})
+	got := errorLines(t, "", c.Validate())
+	assertErrors(t, got, []string{
+		"shutdown_grace: must not be negative; got -1s",
+		"agents[0].inbox.cap: must be at least 1; got 0",
+		`agents[1].name: duplicate agent name "demo" (also agents[0])`,
+	})
+}
+
+func TestCheckCronSteps(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		spec string
+		ok   bool
+	}{
+		{"*/59 * * * *", true},
+		{"*/60 * * * *", false},
+		{"0 */23 * * *", true},
+		{"0 */24 * * *", false},
+		{"*/30 0 8 * * *", true}, // with seconds
+		{"*/61 0 8 * * *", false},
+		{"0 0 */31 * *", false},
+		{"0 0 1 */12 *", false},
+		{"0 0 * * */7", false},
+		{"0 8 * * MON-FRI", true},
+		{"TZ=Europe/Berlin */61 * * * *", false},
+		{"@every 10m", true},
+		{"@every 500ms", false},
+		{"@hourly", true},
+	}
+	for _, tt := range tests {
+		if err := checkCronSteps(tt.spec); (err == nil) != tt.ok {
+			t.Errorf("checkCronSteps(%q) = %v, want ok=%v", tt.spec, err, tt.ok)
+		}
+	}
+}

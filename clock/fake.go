@@ -23,11 +23,10 @@ func NewFake(t time.Time) *Fake {
 }
 
 type fakeTimer struct {
-	c     *Fake
-	at    time.Time
-	seq   int
-	f     func()
-	fired bool
+	c   *Fake
+	at  time.Time
+	seq int
+	f   func()
 }
 
 // Now returns the fake time.

@@ -17,6 +17,7 @@ const (
 	SourceSchedule  Source = "schedule"
 	SourceOperator  Source = "operator"
 	SourceSubagent  Source = "subagent"
+	SourceStartup   Source = "startup"
 )
 
 // Cause is one reason to wake. Several causes that arrive before a turn
@@ -47,6 +48,8 @@ func (c Cause) describe() string {
 		fmt.Fprintf(&b, "schedule %q", c.Name)
 	case SourceSubagent:
 		fmt.Fprintf(&b, "subagent %q reported", c.Name)
+	case SourceStartup:
+		b.WriteString("worker started")
 	default:
 		b.WriteString(string(c.Source))
 	}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer the worker's goroutines may write while the
+// test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const broken = `models:
+  fake: {provider: scripted, script: [{text: hi}]}
+agents:
+  - name: oncall
+    model: fake
+    schedules: [{name: tick, cron: "*/61 * * * *"}]
+  - name: oncall
+    model: fake
+    colour: blue
+`
+
+func TestValidateAndRunRejectBrokenConfig(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, broken)
+	for _, verb := range []string{"validate", "run"} {
+		t.Run(verb, func(t *testing.T) {
+			var out, errb syncBuffer
+			code := execute(context.Background(), []string{verb, "--config", p}, &out, &errb)
+			if code != exitConfig {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, exitConfig, errb.String())
+			}
+			for _, want := range []string{
+				p + `:6: agents[0].schedules[0].cron: bad cron "*/61 * * * *"`,
+				p + `:7: agents[1].name: duplicate agent name "oncall"`,
+				p + `:9: agents[1]: unknown key "colour"`,
+			} {
+				if !strings.Contains(errb.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+				}
+			}
+		})
+	}
+}
+
+func TestValidateAcceptsExample(t *testing.T) {
+	t.Parallel()
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"validate", "--config", "../../config.example.yaml"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "ok (") {
+		t.Fatalf("stdout: %q", out.String())
+	}
+}
+
+func TestValidateNeedsConfig(t *testing.T) {
+	t.Parallel()
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"validate"}, &out, &errb); code != exitConfig {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(errb.String(), "--config") {
+		t.Fatalf("stderr: %q", errb.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"version"}, &out, &errb); code != exitOK || !strings.HasPrefix(out.String(), "agent-worker dev (go") {
+		t.Fatalf("exit %d, out %q", code, out.String())
+	}
+}
+
+// TestRunEmbeddedDefault is `make run`: with no config the demo agent runs
+// a turn on its own, and cancellation (SIGINT) shuts the worker down
+// cleanly with exit 0.
+func TestRunEmbeddedDefault(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() { done <- execute(ctx, []string{"run"}, &out, &errb) }()
+	end := time.Now().Add(20 * time.Second)
+	for !strings.Contains(errb.String(), `msg="turn completed" agent=demo turn=1`) {
+		if time.Now().After(end) {
+			cancel()
+			t.Fatalf("no demo turn in the log:\n%s", errb.String())
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("exit %d:\n%s", code, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop after cancellation")
+	}
+	if !strings.Contains(out.String(), "running 1 agent(s) [demo]") {
+		t.Errorf("banner missing: %q", out.String())
+	}
+	for _, want := range []string{"clamped", `msg="worker stopped"`} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
+
+func TestRunRefusesStoreNotBuilt(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, "store: {url: \"redis://localhost:6379/0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"run", "--config", p}, &out, &errb); code != exitConfig {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "not in this build") {
+		t.Fatalf("stderr: %s", errb.String())
+	}
+}

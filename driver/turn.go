@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -59,7 +60,9 @@ func (a *Agent) turn(_ context.Context, t turnStart) {
 	prompt := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch}.Render()
 	sum := TurnSummary{N: t.n, Started: start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(prompt)}
 
-	a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped)
+	if a.log.Enabled(t.ctx, slog.LevelInfo) {
+		a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped)
+	}
 	a.emit(events.TurnStarted, map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages)})
 
 	var timer interface{ Stop() bool }
@@ -100,7 +103,7 @@ func (a *Agent) turn(_ context.Context, t turnStart) {
 				m.Receipt.Handled()
 			}
 		}
-		a.log.Info("turn completed", "turn", t.n, "duration", sum.Duration, "model_calls", sum.ModelCalls, "tool_calls", sum.ToolCalls, "tokens_in", sum.TokensIn, "tokens_out", sum.TokensOut, "text", clip(sum.Text, 120))
+		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.String("text", clip(sum.Text, 120)))
 		a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages})
 	}
 	a.finish(sum, err)
@@ -209,10 +212,14 @@ func (a *Agent) armLocked(at time.Time, c Cause) {
 	})
 }
 
+// clip shortens s to at most n runes, marking the cut.
 func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
 	}
-	return string(r[:n]) + "…"
+	return s
 }

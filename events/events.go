@@ -47,7 +47,8 @@ type Bus struct {
 	log  *slog.Logger
 	mu   sync.Mutex
 	seq  uint64
-	ring []Event // newest last, at most cap(ring)
+	ring []Event // circular once full: the oldest is at ring[head]
+	head int
 	size int
 	subs map[*Subscription]struct{}
 }
@@ -83,11 +84,12 @@ func (b *Bus) Publish(e Event) Event {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	if len(b.ring) == b.size {
-		copy(b.ring, b.ring[1:])
-		b.ring = b.ring[:len(b.ring)-1]
+	if len(b.ring) < b.size {
+		b.ring = append(b.ring, e)
+	} else {
+		b.ring[b.head] = e
+		b.head = (b.head + 1) % b.size
 	}
-	b.ring = append(b.ring, e)
 	for s := range b.subs {
 		if s.filter != nil && !s.filter(e) {
 			continue
@@ -138,10 +140,15 @@ func (s *Subscription) Dropped() uint64 {
 func (b *Bus) Since(seq uint64) ([]Event, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	complete := len(b.ring) == 0 || b.ring[0].Seq <= seq+1
+	n := len(b.ring)
+	if n == 0 {
+		return nil, true
+	}
+	oldest := b.ring[b.head%n].Seq
+	complete := oldest <= seq+1
 	var out []Event
-	for _, e := range b.ring {
-		if e.Seq > seq {
+	for i := range n {
+		if e := b.ring[(b.head+i)%n]; e.Seq > seq {
 			out = append(out, e)
 		}
 	}

@@ -33,6 +33,13 @@ func TestBusDeliversReplaysAndCountsDrops(t *testing.T) {
 	if _, complete := b.Since(0); complete {
 		t.Fatal("Since(0) claims completeness after event 1 left the ring")
 	}
+	for range 5 {
+		b.Publish(Event{Agent: "c"})
+	}
+	got, _ = b.Since(0)
+	if len(got) != 3 || got[0].Seq != 7 || got[2].Seq != 9 {
+		t.Fatalf("after wrapping, Since(0) = %v, want seqs 7..9", got)
+	}
 	all.Close()
 	all.Close() // idempotent
 	b.Publish(Event{Agent: "a"})

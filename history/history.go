@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/adk/session"
+	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/store"
 )
@@ -50,9 +51,41 @@ type conversation struct {
 	updated       time.Time
 }
 
-// turnRecord is what one turn looks like in the store.
+// turnRecord is what one turn looks like in the store: the parts of each
+// event that shape what the model sees next (who said what, on which
+// branch), not the transient response metadata.
 type turnRecord struct {
-	Events []*session.Event `json:"events"`
+	Events []storedEvent `json:"events"`
+}
+
+type storedEvent struct {
+	ID         string         `json:"id"`
+	Invocation string         `json:"inv,omitempty"`
+	Author     string         `json:"author"`
+	Branch     string         `json:"branch,omitempty"`
+	Time       time.Time      `json:"ts"`
+	Content    *genai.Content `json:"content,omitempty"`
+	StateDelta map[string]any `json:"state,omitempty"`
+}
+
+func encodeTurn(evs []*session.Event) turnRecord {
+	rec := turnRecord{Events: make([]storedEvent, len(evs))}
+	for i, e := range evs {
+		rec.Events[i] = storedEvent{ID: e.ID, Invocation: e.InvocationID, Author: e.Author, Branch: e.Branch,
+			Time: e.Timestamp, Content: e.Content, StateDelta: e.Actions.StateDelta}
+	}
+	return rec
+}
+
+func (r turnRecord) decode() []*session.Event {
+	out := make([]*session.Event, len(r.Events))
+	for i, e := range r.Events {
+		ev := &session.Event{ID: e.ID, InvocationID: e.Invocation, Author: e.Author, Branch: e.Branch, Timestamp: e.Time}
+		ev.Content = e.Content
+		ev.Actions.StateDelta = e.StateDelta
+		out[i] = ev
+	}
+	return out
 }
 
 func listKey(app, user, id string) string { return "history." + app + "." + user + "." + id }
@@ -78,9 +111,10 @@ func (s *Service) load(ctx context.Context, app, user, id string) (*conversation
 		if err := json.Unmarshal(r, &rec); err != nil {
 			return nil, fmt.Errorf("load history of %s/%s: turn %d of %d: %w", user, id, i+1, len(raw), err)
 		}
-		c.turns = append(c.turns, rec.Events)
-		if n := len(rec.Events); n > 0 {
-			c.updated = rec.Events[n-1].Timestamp
+		evs := rec.decode()
+		c.turns = append(c.turns, evs)
+		if n := len(evs); n > 0 {
+			c.updated = evs[n-1].Timestamp
 		}
 	}
 	s.convs[convKey(app, user, id)] = c
@@ -207,7 +241,7 @@ func (s *Service) Commit(ctx context.Context, app, user, id string) error {
 	if !ok || len(c.pending) == 0 {
 		return nil
 	}
-	raw, err := json.Marshal(turnRecord{Events: c.pending})
+	raw, err := json.Marshal(encodeTurn(c.pending))
 	if err != nil {
 		return fmt.Errorf("history: encode turn of %s/%s: %w", user, id, err)
 	}

@@ -153,6 +153,11 @@ func (a *Agent) Wake(c Cause) {
 		c.At = a.clock.Now()
 	}
 	a.mu.Lock()
+	if a.stopping {
+		a.mu.Unlock()
+		a.log.Info("wake ignored: agent is stopping", "source", c.Source)
+		return
+	}
 	a.causes = append(a.causes, c)
 	a.mu.Unlock()
 	a.emit(events.Wake, map[string]any{"source": string(c.Source), "name": c.Name})
@@ -299,7 +304,7 @@ func (a *Agent) loop(ctx context.Context) {
 			if !ok {
 				break
 			}
-			a.turn(ctx, c)
+			a.turn(c)
 		}
 		a.mu.Lock()
 		done := a.stopping

@@ -53,7 +53,7 @@ type turnStart struct {
 }
 
 // turn runs one admitted turn and decides the next wake.
-func (a *Agent) turn(_ context.Context, t turnStart) {
+func (a *Agent) turn(t turnStart) {
 	start := a.clock.Now()
 	batch := a.inbox.Drain()
 	wakes, instructions := coalesce(t.causes)
@@ -82,7 +82,9 @@ func (a *Agent) turn(_ context.Context, t turnStart) {
 	sum.Duration = a.clock.Now().Sub(start)
 
 	if err == nil {
-		if cerr := a.hist.Commit(t.ctx, AppName, a.spec.Name, a.spec.Name); cerr != nil {
+		// The turn's own context is cancelled by now; recording the turn
+		// must not be.
+		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name); cerr != nil {
 			err = fmt.Errorf("record turn: %w", cerr)
 		}
 	}

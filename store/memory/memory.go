@@ -63,7 +63,10 @@ func (s *Store) write(key string, value []byte, ttl time.Duration) uint64 {
 	return s.rev
 }
 
-func (s *Store) Get(_ context.Context, key string) (store.Entry, error) {
+func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Entry{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -76,7 +79,10 @@ func (s *Store) Get(_ context.Context, key string) (store.Entry, error) {
 	return store.Entry{Value: slices.Clone(it.value), Revision: it.rev}, nil
 }
 
-func (s *Store) Put(_ context.Context, key string, value []byte) (uint64, error) {
+func (s *Store) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -85,7 +91,10 @@ func (s *Store) Put(_ context.Context, key string, value []byte) (uint64, error)
 	return s.write(key, value, 0), nil
 }
 
-func (s *Store) Create(_ context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+func (s *Store) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -97,7 +106,10 @@ func (s *Store) Create(_ context.Context, key string, value []byte, ttl time.Dur
 	return s.write(key, value, ttl), nil
 }
 
-func (s *Store) Update(_ context.Context, key string, value []byte, revision uint64) (uint64, error) {
+func (s *Store) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -117,7 +129,10 @@ func (s *Store) Update(_ context.Context, key string, value []byte, revision uin
 	return s.write(key, value, ttl), nil
 }
 
-func (s *Store) Delete(_ context.Context, key string) error {
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -127,7 +142,10 @@ func (s *Store) Delete(_ context.Context, key string) error {
 	return nil
 }
 
-func (s *Store) Append(_ context.Context, list string, value []byte, keep int) error {
+func (s *Store) Append(ctx context.Context, list string, value []byte, keep int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -141,7 +159,10 @@ func (s *Store) Append(_ context.Context, list string, value []byte, keep int) e
 	return nil
 }
 
-func (s *Store) Tail(_ context.Context, list string, n int) ([][]byte, error) {
+func (s *Store) Tail(ctx context.Context, list string, n int) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

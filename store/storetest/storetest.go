@@ -162,6 +162,18 @@ func Run(t *testing.T, b Backend) {
 		}
 	})
 
+	t.Run("CancelledContextFails", func(t *testing.T) {
+		s := fresh(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.Put(cctx, "ctx.k", []byte("v")); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Put with a cancelled context: err = %v", err)
+		}
+		if err := s.Append(cctx, "ctx.l", []byte("v"), 1); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Append with a cancelled context: err = %v", err)
+		}
+	})
+
 	t.Run("ValuesAreCopied", func(t *testing.T) {
 		s := fresh(t)
 		v := []byte("abc")

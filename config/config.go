@@ -70,6 +70,11 @@ type NATS struct {
 	JetStream *bool `yaml:"jetstream"`
 	// DuplicateWindow is JetStream's dedup window. Default 2m.
 	DuplicateWindow Duration `yaml:"duplicate_window"`
+	// AckWait is how long the server waits for an ack before redelivering
+	// a message. The worker keeps waiting messages alive with in-progress
+	// acks, so this bounds only how soon a crashed worker's messages are
+	// redelivered. Default 30s.
+	AckWait Duration `yaml:"ack_wait"`
 	CredsFile       string   `yaml:"creds_file"`
 	NKeyFile        string   `yaml:"nkey_file"`
 	User            string   `yaml:"user"`

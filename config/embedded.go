@@ -8,10 +8,6 @@ import "time"
 // environment. Each call returns a fresh Config the caller may change.
 func Default() *Config {
 	c := &Config{
-		// memory:// until the NATS KV store lands; then this becomes
-		// nats:// (the default applyDefaults would pick anyway), so that
-		// pause state, spend and trips of the demo survive a restart.
-		Store: Store{URL: "memory://"},
 		Models: map[string]Model{
 			"demo": {Provider: "scripted", Behaviour: "demo"},
 		},

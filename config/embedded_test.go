@@ -31,7 +31,7 @@ func TestDefaultValidates(t *testing.T) {
 	if a.Instruction == "" || a.Inbox.Cap != 256 || a.Watchdog.Mode != "enforce" {
 		t.Errorf("defaults not applied to the demo agent: %+v", a)
 	}
-	if c.Store.URL != "memory://" || c.File != "" {
+	if c.Store.URL != "nats://" || c.File != "" {
 		t.Errorf("store %q file %q", c.Store.URL, c.File)
 	}
 }

@@ -471,6 +471,7 @@ func TestExplicitFalseKept(t *testing.T) {
 	t.Parallel()
 	c, errs := loadText(t, `
 nats: {jetstream: false}
+store: {url: "redis://localhost:6379/0"}
 models:
   fake: {provider: scripted, behaviour: demo}
 agents:

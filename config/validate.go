@@ -115,6 +115,10 @@ func (v *validator) config(c *Config) {
 
 	v.atLeastOne(root.key("nats", "max_message_bytes"), c.NATS.MaxMessageBytes)
 	v.duration(root.key("nats", "duplicate_window"), c.NATS.DuplicateWindow)
+	v.duration(root.key("nats", "ack_wait"), c.NATS.AckWait)
+	if c.NATS.AckWait > 0 && c.NATS.AckWait.D() < time.Second {
+		v.at(root.key("nats", "ack_wait"), "must be at least 1s; got %v", c.NATS.AckWait.D())
+	}
 
 	scheme, _, ok := strings.Cut(c.Store.URL, "://")
 	switch {
@@ -122,6 +126,8 @@ func (v *validator) config(c *Config) {
 		v.at(root.key("store", "url"), "want SCHEME://..., with scheme one of %s; got %q", strings.Join(storeSchemes, ", "), c.Store.URL)
 	case !slices.Contains(storeSchemes, scheme):
 		v.at(root.key("store", "url"), "scheme must be one of %s; got %q", strings.Join(storeSchemes, ", "), c.Store.URL)
+	case scheme == "nats" && c.NATS.JetStream != nil && !*c.NATS.JetStream:
+		v.at(root.key("store", "url"), "nats:// keeps state in JetStream KV, but nats.jetstream is false; use redis:// (or memory:// for tests)")
 	}
 
 	for i, t := range c.API.Tokens {
@@ -263,6 +269,9 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 		sp := p.key("subscribe").index(i)
 		v.subject(sp.key("subject"), s.Subject)
 		v.oneOf(sp.key("mode"), s.Mode, subscribeModes)
+		if pre := c.NATS.SubjectPrefix + "."; c.NATS.SubjectPrefix != "" && (strings.HasPrefix(s.Subject, pre) || s.Subject == ">") {
+			v.at(sp.key("subject"), "%q is under nats.subject_prefix %q, whose subjects are routed by agent name; publish to %s%s.inbox or .deferred instead", s.Subject, c.NATS.SubjectPrefix, pre, a.Name)
+		}
 	}
 
 	names := map[string]int{}
@@ -293,7 +302,13 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	v.duration(p.key("turn", "timeout"), a.Turn.Timeout)
 	v.atLeastOne(p.key("turn", "max_per_wake"), a.Turn.MaxPerWake)
 	v.atLeastOne(p.key("turn", "history_turns"), a.Turn.HistoryTurns)
+	if a.Turn.HistoryTurns > MaxHistoryTurns {
+		v.at(p.key("turn", "history_turns"), "must be at most %d (the NATS KV store keeps %d revisions of a list); got %d", MaxHistoryTurns, MaxHistoryTurns, a.Turn.HistoryTurns)
+	}
 }
+
+// MaxHistoryTurns bounds turn.history_turns.
+const MaxHistoryTurns = 64
 
 func (v *validator) subject(p path, s string) {
 	switch {

@@ -31,6 +31,41 @@ agents: []
 			want: []string{"config.yaml:3: agents: at least one agent is required"},
 		},
 		{
+			name: "nats store without jetstream",
+			yaml: `
+nats: {jetstream: false}
+store: {url: "nats://"}
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents: [{name: a, model: fake}]
+`,
+			want: []string{"config.yaml:2: store.url: nats:// keeps state in JetStream KV, but nats.jetstream is false; use redis:// (or memory:// for tests)"},
+		},
+		{
+			name: "history window beyond the store's bound",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    turn: {history_turns: 65}
+`,
+			want: []string{"config.yaml:6: agents[0].turn.history_turns: must be at most 64 (the NATS KV store keeps 64 revisions of a list); got 65"},
+		},
+		{
+			name: "bound subject under the agent prefix",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    subscribe: [{subject: "agents.b.inbox"}]
+`,
+			want: []string{`config.yaml:6: agents[0].subscribe[0].subject: "agents.b.inbox" is under nats.subject_prefix "agents", whose subjects are routed by agent name; publish to agents.a.inbox or .deferred instead`},
+		},
+		{
 			name: "agent name not a subject token",
 			yaml: `
 models:

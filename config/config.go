@@ -74,13 +74,13 @@ type NATS struct {
 	// a message. The worker keeps waiting messages alive with in-progress
 	// acks, so this bounds only how soon a crashed worker's messages are
 	// redelivered. Default 30s.
-	AckWait Duration `yaml:"ack_wait"`
-	CredsFile       string   `yaml:"creds_file"`
-	NKeyFile        string   `yaml:"nkey_file"`
-	User            string   `yaml:"user"`
-	PasswordEnv     string   `yaml:"password_env"`
-	TokenEnv        string   `yaml:"token_env"`
-	TLS             TLS      `yaml:"tls"`
+	AckWait     Duration `yaml:"ack_wait"`
+	CredsFile   string   `yaml:"creds_file"`
+	NKeyFile    string   `yaml:"nkey_file"`
+	User        string   `yaml:"user"`
+	PasswordEnv string   `yaml:"password_env"`
+	TokenEnv    string   `yaml:"token_env"`
+	TLS         TLS      `yaml:"tls"`
 }
 
 // TLS names the files of a TLS client configuration.

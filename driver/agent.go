@@ -14,6 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
 )
 
@@ -43,8 +44,10 @@ type Agent struct {
 	inbox  *inbox.Inbox
 	hist   *history.Service
 	runner *runner.Runner
+	store  store.Store
 
 	signal chan struct{} // buffered 1: "look at causes"
+	done   chan struct{} // closed by stop: the worker is shutting down
 
 	mu          sync.Mutex
 	causes      []Cause
@@ -52,6 +55,9 @@ type Agent struct {
 	halt        string // non-empty: halted, with the reason
 	stopping    bool
 	stopped     bool
+	restored    bool // persisted state loaded; the gate stays shut until then
+	pauseSet    bool // an operator paused or resumed since start: newer than the store
+	persistMu   sync.Mutex
 	running     bool
 	cancelTurn  context.CancelCauseFunc
 	notes       []string // for the next prompt
@@ -81,10 +87,15 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		bus:    deps.Events,
 		guard:  deps.Guard,
 		hist:   hist,
+		store:  deps.Store,
 		signal: make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	a.inbox = inbox.New(s.InboxCap, a.onDrop)
-	ts, err := tools.Build(s.Tools, host{a}, s.Sleep)
+	ts, err := tools.Build(s.Tools, tools.Env{
+		Agent: s.Name, Host: host{a}, Sleep: s.Sleep,
+		Publisher: deps.Publisher, PublishAllow: s.Publish,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -170,8 +181,10 @@ func (a *Agent) Pause() {
 	a.mu.Lock()
 	was := a.paused
 	a.paused = true
+	a.pauseSet = true
 	a.mu.Unlock()
 	if !was {
+		a.syncPause()
 		a.log.Info("paused")
 		a.emit(events.Paused, nil)
 	}
@@ -186,11 +199,18 @@ func (a *Agent) Resume(message string) error {
 		a.mu.Unlock()
 		return ErrStopped
 	}
+	// Opening the gate and queueing the resume's own wake happen under
+	// one lock, so the turn the gate lets through includes the operator's
+	// message.
 	a.paused = false
+	a.pauseSet = true
+	a.causes = append(a.causes, Cause{Source: SourceOperator, At: a.clock.Now(), Instruction: message})
 	a.mu.Unlock()
 	a.log.Info("resumed")
 	a.emit(events.Resumed, map[string]any{"message": message != ""})
-	a.Wake(Cause{Source: SourceOperator, Instruction: message})
+	a.emit(events.Wake, map[string]any{"source": string(SourceOperator)})
+	a.syncPause()
+	a.poke()
 	return nil
 }
 
@@ -203,11 +223,15 @@ func (a *Agent) Interrupt(hold bool) bool {
 	wasRunning := a.running
 	if hold {
 		a.paused = true
+		a.pauseSet = true
 	}
 	if a.cancelTurn != nil {
 		a.cancelTurn(ErrInterrupted)
 	}
 	a.mu.Unlock()
+	if hold {
+		a.syncPause()
+	}
 	a.log.Info("interrupted", "hold", hold, "turn_running", wasRunning)
 	a.emit(events.Interrupted, map[string]any{"hold": hold, "turn_running": wasRunning})
 	if hold {
@@ -245,6 +269,9 @@ func (a *Agent) ClearHalt() {
 // stop closes the gate for good (Shutdown).
 func (a *Agent) stop() {
 	a.mu.Lock()
+	if !a.stopping {
+		close(a.done)
+	}
 	a.stopping = true
 	if a.timer != nil {
 		a.timer.Stop()
@@ -293,6 +320,10 @@ func (a *Agent) loop(ctx context.Context) {
 		a.mu.Unlock()
 		a.log.Info("agent stopped")
 	}()
+	if !a.restoreWithRetry(ctx) {
+		return
+	}
+	a.poke() // wakes that arrived while restoring
 	for {
 		select {
 		case <-ctx.Done():
@@ -325,7 +356,7 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 		a.consecutive = 0
 		return turnStart{}, false
 	}
-	if a.stopping || a.paused || a.halt != "" {
+	if a.stopping || a.paused || a.halt != "" || !a.restored {
 		return turnStart{}, false
 	}
 	if now := a.clock.Now(); now.Before(a.throttledTo) {

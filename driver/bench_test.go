@@ -131,7 +131,7 @@ func newBareRunner(tb testing.TB) *bareRunner {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ts, err := tools.Build([]string{tools.ScheduleNextTurn, tools.ReportDone}, nopHost{}, tools.Sleep{Max: 24 * time.Hour})
+	ts, err := tools.Build([]string{tools.ScheduleNextTurn, tools.ReportDone}, tools.Env{Host: nopHost{}, Sleep: tools.Sleep{Max: 24 * time.Hour}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -44,6 +44,8 @@ type Spec struct {
 	Model model.LLM
 	// Tools are built-in tool names (see package tools).
 	Tools []string
+	// Publish lists the subject patterns the publish tool may use.
+	Publish []string
 	// Sleep bounds model-requested wakes.
 	Sleep tools.Sleep
 	// Heartbeat wakes the agent this long after a turn that asked for no
@@ -73,6 +75,8 @@ type Deps struct {
 	Events *events.Bus  // default: a private bus
 	Log    *slog.Logger // default: discard
 	Guard  Guard        // optional
+	// Publisher serves the publish tool; agents granted it need one.
+	Publisher tools.Publisher
 }
 
 // Driver owns the loops of all configured agents.

@@ -167,6 +167,12 @@ func outcome(err error) string {
 // pending, else the heartbeat; and whether waiting causes run now or after
 // a throttle pause.
 func (a *Agent) finish(sum TurnSummary, err error) {
+	var persistWake *wakeRecord
+	defer func() {
+		if persistWake != nil {
+			a.persist("wake", *persistWake)
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.running = false
@@ -176,6 +182,7 @@ func (a *Agent) finish(sum TurnSummary, err error) {
 	switch {
 	case a.requested != nil:
 		a.armLocked(a.requested.at, Cause{Source: SourceTimer, Due: a.requested.at})
+		persistWake = &wakeRecord{At: a.requested.at, Reason: a.requested.reason}
 		a.emit(events.WakeScheduled, map[string]any{"at": a.requested.at, "reason": a.requested.reason})
 		a.log.Info("next wake requested", "at", a.requested.at, "reason", a.requested.reason)
 	case !a.nextAt.IsZero() && a.next.Source == SourceTimer:
@@ -210,6 +217,9 @@ func (a *Agent) armLocked(at time.Time, c Cause) {
 		}
 		a.nextAt, a.timer = time.Time{}, nil
 		a.mu.Unlock()
+		if c.Source == SourceTimer {
+			a.wakeServed(at)
+		}
 		a.Wake(c)
 	})
 }

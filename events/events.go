@@ -26,6 +26,12 @@ const (
 	WakeScheduled  = "wake-scheduled"
 	Throttled      = "throttled"
 	Stopping       = "stopping"
+	// MessageRejected: input refused (bad body, unknown agent) and sent
+	// to the dead-letter subject. Data: reason, subject.
+	MessageRejected = "message-rejected"
+	// MessageDuplicate: a redelivered or republished message whose turn
+	// already completed; acked without a second turn.
+	MessageDuplicate = "message-duplicate"
 )
 
 // Event is one thing that happened to one agent.

@@ -48,6 +48,10 @@ type Store interface {
 	// Update writes the value only if the key's revision is still
 	// revision (compare-and-set), returning ErrConflict otherwise and
 	// ErrNotFound if the key is gone.
+	//
+	// The value Update writes never expires: a ttl given to Create is
+	// dropped, not carried over, in every backend (NATS KV writes a new
+	// message without a TTL; Redis SET without KEEPTTL).
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
 	// Delete removes the key; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error

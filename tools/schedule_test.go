@@ -36,7 +36,7 @@ func TestClamp(t *testing.T) {
 
 func TestBuildRejectsUnknownTool(t *testing.T) {
 	t.Parallel()
-	if _, err := Build([]string{"rm_rf"}, nil, Sleep{}); err == nil || !strings.Contains(err.Error(), `"rm_rf"`) {
+	if _, err := Build([]string{"rm_rf"}, Env{}); err == nil || !strings.Contains(err.Error(), `"rm_rf"`) {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 const (
 	ScheduleNextTurn = "schedule_next_turn"
 	ReportDone       = "report_done"
+	Publish          = "publish"
 )
 
 // Host is what the tools of one agent act on; the driver implements it.
@@ -33,18 +34,38 @@ type Sleep struct {
 	Min, Max time.Duration
 }
 
-// Build returns the named tools bound to host. Unknown names are an error;
-// so are tools that are known but not built yet in this version.
-func Build(names []string, host Host, sleep Sleep) ([]tool.Tool, error) {
+// Publisher sends a message on a NATS subject.
+type Publisher interface {
+	Publish(subject string, data []byte) error
+}
+
+// Env is what one agent's tools may act on: nothing beyond it.
+type Env struct {
+	// Agent is the agent's name (the From of what it publishes).
+	Agent string
+	Host  Host
+	Sleep Sleep
+	// Publisher and PublishAllow serve the publish tool: it may send only
+	// to subjects matching one of the patterns.
+	Publisher    Publisher
+	PublishAllow []string
+}
+
+// Build returns the named tools bound to env. Unknown names are an error;
+// so are tools that are known but not built yet in this version, and
+// publish without a publisher.
+func Build(names []string, env Env) ([]tool.Tool, error) {
 	var out []tool.Tool
 	for _, n := range names {
 		var t tool.Tool
 		var err error
 		switch n {
 		case ScheduleNextTurn:
-			t, err = newScheduleNextTurn(host, sleep)
+			t, err = newScheduleNextTurn(env.Host, env.Sleep)
 		case ReportDone:
-			t, err = newReportDone(host)
+			t, err = newReportDone(env.Host)
+		case Publish:
+			t, err = newPublish(env)
 		default:
 			return nil, fmt.Errorf("tool %q is not available in this build", n)
 		}

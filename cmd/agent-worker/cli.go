@@ -40,7 +40,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(runCmd(stdout, stderr), validateCmd(stdout), versionCmd(stdout))
+	root.AddCommand(runCmd(stdout, stderr), validateCmd(stdout), versionCmd(stdout), sendCmd(stdout))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK

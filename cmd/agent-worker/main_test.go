@@ -111,7 +111,8 @@ func TestRunEmbeddedDefault(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan int)
-	go func() { done <- execute(ctx, []string{"run"}, &out, &errb) }()
+	args := []string{"run", "--data-dir", t.TempDir(), "--nats-listen", "-1"}
+	go func() { done <- execute(ctx, args, &out, &errb) }()
 	end := time.Now().Add(20 * time.Second)
 	for !strings.Contains(errb.String(), `msg="turn completed" agent=demo turn=1`) {
 		if time.Now().After(end) {
@@ -129,8 +130,10 @@ func TestRunEmbeddedDefault(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("run did not stop after cancellation")
 	}
-	if !strings.Contains(out.String(), "running 1 agent(s) [demo]") {
-		t.Errorf("banner missing: %q", out.String())
+	for _, want := range []string{"running 1 agent(s) [demo]", "NATS (embedded): nats://127.0.0.1:", "agent-worker send demo"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("banner lacks %q: %q", want, out.String())
+		}
 	}
 	for _, want := range []string{"clamped", `msg="worker stopped"`} {
 		if !strings.Contains(errb.String(), want) {
@@ -143,10 +146,11 @@ func TestRunRefusesStoreNotBuilt(t *testing.T) {
 	t.Parallel()
 	p := writeFile(t, "store: {url: \"redis://localhost:6379/0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
 	var out, errb syncBuffer
-	if code := execute(context.Background(), []string{"run", "--config", p}, &out, &errb); code != exitConfig {
+	args := []string{"run", "--config", p, "--data-dir", t.TempDir(), "--nats-listen", "-1"}
+	if code := execute(context.Background(), args, &out, &errb); code != exitConfig {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(errb.String(), "not in this build") {
+	if !strings.Contains(errb.String(), "not in this build") || !strings.Contains(errb.String(), "redis") {
 		t.Fatalf("stderr: %s", errb.String())
 	}
 }

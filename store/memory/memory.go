@@ -122,11 +122,9 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, revision u
 	if it.rev != revision {
 		return 0, store.ErrConflict
 	}
-	var ttl time.Duration
-	if !it.expires.IsZero() {
-		ttl = it.expires.Sub(s.clock.Now())
-	}
-	return s.write(key, value, ttl), nil
+	// The updated value never expires (store.Store.Update): the ttl
+	// Create gave the key is dropped, as NATS KV and Redis do.
+	return s.write(key, value, 0), nil
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {

@@ -1,0 +1,150 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agent-worker/agent-worker/store"
+)
+
+// What an agent keeps in the store, so a restart is not a way around a
+// pause or a forgotten wake: keys "agent.<name>.paused" and
+// "agent.<name>.wake".
+type pausedRecord struct {
+	Since time.Time `json:"since"`
+}
+
+type wakeRecord struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+func (a *Agent) key(what string) string { return "agent." + a.spec.Name + "." + what }
+
+// persist writes v (or deletes the key when v is nil). A failure is logged
+// loudly: the in-memory state still holds, but would not survive a
+// restart.
+func (a *Agent) persist(what string, v any) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	if v == nil {
+		err = a.store.Delete(ctx, a.key(what))
+	} else {
+		data, _ := json.Marshal(v)
+		_, err = a.store.Put(ctx, a.key(what), data)
+	}
+	if err != nil {
+		a.log.Error("could not persist agent state; it will not survive a restart", "what", what, "error", err)
+	}
+}
+
+// syncPause stores the current pause state. Writes are serialised and
+// each writes the state as it is when it runs, so the last write is
+// always the latest state, however pause and resume interleave.
+func (a *Agent) syncPause() {
+	a.persistMu.Lock()
+	defer a.persistMu.Unlock()
+	a.mu.Lock()
+	paused := a.paused
+	a.mu.Unlock()
+	if paused {
+		a.persist("paused", pausedRecord{Since: a.clock.Now()})
+	} else {
+		a.persist("paused", nil)
+	}
+}
+
+// restore loads the persisted pause and wake. It is retried with backoff
+// until it succeeds; until then the gate stays closed.
+func (a *Agent) restore(ctx context.Context) error {
+	var p pausedRecord
+	paused, err := a.load(ctx, "paused", &p)
+	if err != nil {
+		return err
+	}
+	var w wakeRecord
+	hasWake, err := a.load(ctx, "wake", &w)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	if paused && !a.pauseSet {
+		a.paused = true
+	}
+	switch {
+	case !a.nextAt.IsZero():
+		// Armed since start: newer than what was stored.
+	case hasWake:
+		// Overdue wakes (the worker was down) fire at once.
+		a.armLocked(w.At, Cause{Source: SourceTimer, Due: w.At})
+	case a.spec.Heartbeat > 0:
+		at := a.clock.Now().Add(a.spec.Heartbeat)
+		a.armLocked(at, Cause{Source: SourceHeartbeat, Due: at})
+	}
+	a.restored = true
+	a.mu.Unlock()
+	if paused || hasWake {
+		a.log.Info("state restored", "paused", paused, "wake_at", w.At)
+	}
+	return nil
+}
+
+func (a *Agent) load(ctx context.Context, what string, v any) (bool, error) {
+	e, err := a.store.Get(ctx, a.key(what))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("restore %s: %w", what, err)
+	}
+	if err := json.Unmarshal(e.Value, v); err != nil {
+		// A record this version cannot read is reported, not fatal.
+		a.log.Error("unreadable persisted state ignored", "what", what, "error", err)
+		return false, nil
+	}
+	return true, nil
+}
+
+// restoreWithRetry keeps trying restore until it works or ctx ends.
+func (a *Agent) restoreWithRetry(ctx context.Context) bool {
+	backoff := time.Second
+	for {
+		err := a.restore(ctx)
+		if err == nil {
+			return true
+		}
+		a.log.Error("state restore failed; retrying, no turn runs until it succeeds", "error", err, "retry_in", backoff)
+		retry := make(chan struct{})
+		t := a.clock.AfterFunc(backoff, func() { close(retry) })
+		select {
+		case <-retry:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-a.done:
+			t.Stop()
+			return false
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// wakeServed deletes the persisted wake if it is still the one that fired
+// at at (a newer request may have replaced it meanwhile).
+func (a *Agent) wakeServed(at time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var w wakeRecord
+	ok, err := a.load(ctx, "wake", &w)
+	if err != nil {
+		a.log.Error("could not check the persisted wake", "error", err)
+		return
+	}
+	if ok && w.At.Equal(at) {
+		a.persist("wake", nil)
+	}
+}

@@ -1,0 +1,406 @@
+package natsinbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/natsbus/subject"
+	"github.com/agent-worker/agent-worker/store"
+)
+
+// Header names on dead-lettered messages.
+const (
+	HeaderRejectReason    = "Agent-Worker-Reject-Reason"
+	HeaderRejectDetail    = "Agent-Worker-Reject-Detail"
+	HeaderOriginalSubject = "Agent-Worker-Original-Subject"
+	HeaderAgent           = "Agent-Worker-Agent"
+)
+
+// RejectUnknownAgent is the reject reason for input addressed to an agent
+// that is not configured.
+const RejectUnknownAgent = "unknown_agent"
+
+// RejectDropped is the reject reason for a message the inbox dropped
+// (overflow, or too many failed turns).
+const RejectDropped = "dropped"
+
+// Target receives an agent's messages; the driver's agent is one.
+type Target interface {
+	Send(inbox.Message)
+}
+
+// Agent is one agent as the binding needs it.
+type Agent struct {
+	Name   string
+	Target Target
+	// Subscribe lists the extra subjects the agent binds.
+	Subscribe []config.Subscription
+	// Cap bounds the agent's unacked messages (its inbox cap).
+	Cap int
+}
+
+// Options configure a Binding.
+type Options struct {
+	Subjects natsbus.Subjects
+	// Stream is the JetStream stream holding the agents' input.
+	Stream string
+	// MaxBytes bounds a body (nats.max_message_bytes).
+	MaxBytes int
+	// AckWait is the consumers' ack deadline; in-progress acks are sent
+	// every AckWait/3.
+	AckWait time.Duration
+	// Store records handled message ids (JetStream mode).
+	Store store.Store
+	// HandledTTL is how long a handled id is remembered. Default 24h.
+	HandledTTL time.Duration
+	Events     *events.Bus
+	Log        *slog.Logger
+	Clock      clock.Clock
+}
+
+// Binding consumes the agents' NATS input. Stop it to release the
+// consumers.
+type Binding struct {
+	opts   Options
+	nc     *nats.Conn
+	agents map[string]*Agent
+
+	consumes []jetstream.ConsumeContext
+	subs     []*nats.Subscription
+
+	mu      sync.Mutex
+	pending map[*receipt]struct{}
+	queue   []outcome // receipts settled by the driver, to be acked or termed
+	wake    chan struct{}
+	stopped bool
+	keep    clock.Timer
+	worker  sync.WaitGroup
+}
+
+type outcome struct {
+	r      *receipt
+	reason string // "" handled; else the drop reason
+}
+
+// Start creates (or resumes) one durable pull consumer per agent, plus
+// one that dead-letters input for unknown agents, and starts consuming.
+// With js nil it runs in core NATS mode. Durable consumers of agents no
+// longer configured are deleted so they do not hold messages forever.
+func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []Agent, opts Options) (*Binding, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.HandledTTL == 0 {
+		opts.HandledTTL = 24 * time.Hour
+	}
+	if opts.AckWait == 0 {
+		opts.AckWait = 30 * time.Second
+	}
+	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, wake: make(chan struct{}, 1)}
+	for i := range agents {
+		b.agents[agents[i].Name] = &agents[i]
+	}
+	b.worker.Add(1)
+	go b.settle()
+	var err error
+	if js == nil {
+		err = b.startCore()
+	} else {
+		err = b.startJetStream(ctx, js)
+	}
+	if err != nil {
+		b.Stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+// consumerName is an agent's durable consumer.
+func consumerName(agent string) string { return "agent-" + agent }
+
+const unknownConsumer = "unknown-agents"
+
+func (b *Binding) startJetStream(ctx context.Context, js jetstream.JetStream) error {
+	stream, err := js.Stream(ctx, b.opts.Stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", b.opts.Stream, err)
+	}
+	if err := b.pruneConsumers(ctx, stream); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.agents)) {
+		a := b.agents[name]
+		filters := []string{b.opts.Subjects.Inbox(name), b.opts.Subjects.Deferred(name)}
+		for _, s := range a.Subscribe {
+			if !slices.Contains(filters, s.Subject) {
+				filters = append(filters, s.Subject)
+			}
+		}
+		c, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:        consumerName(name),
+			Description:    "agent-worker agent " + name,
+			FilterSubjects: filters,
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        b.opts.AckWait,
+			MaxAckPending:  max(a.Cap, 1),
+			MaxDeliver:     -1,
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("consumer for agent %s on %v: %w", name, filters, err)
+		}
+		cc, err := c.Consume(func(m jetstream.Msg) { b.onMessage(a, m) },
+			jetstream.PullMaxMessages(max(a.Cap, 1)),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				b.opts.Log.Warn("consumer error; it retries", "agent", name, "error", err)
+			}))
+		if err != nil {
+			return fmt.Errorf("consume for agent %s: %w", name, err)
+		}
+		b.consumes = append(b.consumes, cc)
+	}
+	c, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:        unknownConsumer,
+		Description:    "agent-worker: dead-letters input for agents that are not configured",
+		FilterSubjects: []string{b.opts.Subjects.AllInboxes(), b.opts.Subjects.AllDeferred()},
+		AckPolicy:      jetstream.AckNonePolicy,
+		DeliverPolicy:  jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer for unknown agents: %w", err)
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) { b.onUnknown(m.Subject(), m.Data(), m.Headers()) })
+	if err != nil {
+		return fmt.Errorf("consume for unknown agents: %w", err)
+	}
+	b.consumes = append(b.consumes, cc)
+	b.armKeepalive()
+	return nil
+}
+
+// pruneConsumers deletes agent consumers whose agent is gone.
+func (b *Binding) pruneConsumers(ctx context.Context, stream jetstream.Stream) error {
+	names := stream.ConsumerNames(ctx)
+	var stale []string
+	for n := range names.Name() {
+		agent, ok := strings.CutPrefix(n, "agent-")
+		if ok && b.agents[agent] == nil {
+			stale = append(stale, n)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("list consumers of %s: %w", b.opts.Stream, err)
+	}
+	for _, n := range stale {
+		if err := stream.DeleteConsumer(ctx, n); err != nil {
+			return fmt.Errorf("delete consumer %s of a removed agent: %w", n, err)
+		}
+		b.opts.Log.Warn("deleted the consumer of an agent no longer configured; its unhandled messages are released", "consumer", n)
+	}
+	return nil
+}
+
+func (b *Binding) startCore() error {
+	for _, name := range slices.Sorted(maps.Keys(b.agents)) {
+		a := b.agents[name]
+		subjects := []string{b.opts.Subjects.Inbox(name), b.opts.Subjects.Deferred(name)}
+		for _, s := range a.Subscribe {
+			subjects = append(subjects, s.Subject)
+		}
+		for _, subj := range slices.Compact(subjects) {
+			sub, err := b.nc.Subscribe(subj, func(m *nats.Msg) { b.onCore(a, m) })
+			if err != nil {
+				return fmt.Errorf("subscribe %s for agent %s: %w", subj, name, err)
+			}
+			b.subs = append(b.subs, sub)
+		}
+	}
+	for _, subj := range []string{b.opts.Subjects.AllInboxes(), b.opts.Subjects.AllDeferred()} {
+		sub, err := b.nc.Subscribe(subj, func(m *nats.Msg) { b.onUnknown(m.Subject, m.Data, m.Header) })
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		b.subs = append(b.subs, sub)
+	}
+	return nil
+}
+
+// kind says whether a message on subject wakes agent a.
+func (b *Binding) kind(a *Agent, subj string) inbox.Kind {
+	if agent, k, ok := b.opts.Subjects.Agent(subj); ok && agent == a.Name {
+		if k == "deferred" {
+			return inbox.Deferred
+		}
+		return inbox.Wake
+	}
+	kind := inbox.Kind("")
+	for _, s := range a.Subscribe {
+		if subject.Match(s.Subject, subj) {
+			if s.Mode != "deferred" {
+				return inbox.Wake
+			}
+			kind = inbox.Deferred
+		}
+	}
+	if kind == "" {
+		return inbox.Wake
+	}
+	return kind
+}
+
+// onMessage handles one JetStream delivery for agent a. It never blocks
+// on the agent: Send only queues.
+func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
+	meta, err := m.Metadata()
+	if err != nil {
+		b.opts.Log.Warn("message without JetStream metadata; terminated", "agent", a.Name, "subject", m.Subject(), "error", err)
+		_ = m.Term()
+		return
+	}
+	body, err := inbox.ParseBody(m.Data(), b.opts.MaxBytes)
+	if err != nil {
+		b.reject(a.Name, m.Subject(), m.Data(), m.Headers(), err)
+		if err := m.TermWithReason(rejectReason(err)); err != nil {
+			b.opts.Log.Warn("terminate rejected message", "agent", a.Name, "error", err)
+		}
+		return
+	}
+	id, explicit := messageID(m.Headers(), body, meta)
+	key := handledKey(a.Name, id)
+	if (explicit || meta.NumDelivered > 1) && b.opts.Store != nil {
+		_, err := b.opts.Store.Get(context.Background(), key)
+		switch {
+		case err == nil:
+			b.opts.Log.Info("duplicate of a handled message; acked without a turn", "agent", a.Name, "id", id, "deliveries", meta.NumDelivered)
+			b.emit(a.Name, events.MessageDuplicate, map[string]any{"id": id, "subject": m.Subject(), "deliveries": meta.NumDelivered})
+			if err := m.Ack(); err != nil {
+				b.opts.Log.Warn("ack duplicate", "agent", a.Name, "id", id, "error", err)
+			}
+			return
+		case !errors.Is(err, store.ErrNotFound):
+			b.opts.Log.Warn("cannot check whether a message was handled; delivering it (at least once)", "agent", a.Name, "id", id, "error", err)
+		}
+	}
+	r := &receipt{b: b, msg: m, key: key, agent: a.Name, id: id, subject: m.Subject(), headers: m.Headers()}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		_ = m.Nak()
+		return
+	}
+	b.pending[r] = struct{}{}
+	b.mu.Unlock()
+	a.Target.Send(inbox.Message{
+		ID: id, Kind: b.kind(a, m.Subject()), Source: "nats:" + m.Subject(), From: body.From,
+		Text: body.Text, Attributes: body.Attributes, Received: meta.Timestamp, Receipt: r,
+	})
+}
+
+// onCore handles one core NATS message (at most once: no receipt).
+func (b *Binding) onCore(a *Agent, m *nats.Msg) {
+	body, err := inbox.ParseBody(m.Data, b.opts.MaxBytes)
+	if err != nil {
+		b.reject(a.Name, m.Subject, m.Data, m.Header, err)
+		return
+	}
+	id := m.Header.Get(nats.MsgIdHdr)
+	if id == "" {
+		id = body.ID
+	}
+	a.Target.Send(inbox.Message{
+		ID: id, Kind: b.kind(a, m.Subject), Source: "nats:" + m.Subject, From: body.From,
+		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(),
+	})
+}
+
+// onUnknown dead-letters input addressed to an agent that is not
+// configured; input for known agents is theirs and ignored here.
+func (b *Binding) onUnknown(subject string, data []byte, h nats.Header) {
+	agent, _, ok := b.opts.Subjects.Agent(subject)
+	if ok && b.agents[agent] != nil {
+		return
+	}
+	b.reject(natsbus.UnknownAgent, subject, data, h, &inbox.RejectError{Reason: RejectUnknownAgent, Detail: fmt.Sprintf("no agent %q is configured", agent)})
+}
+
+func rejectReason(err error) string {
+	var re *inbox.RejectError
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return "invalid"
+}
+
+// reject publishes the original body to the agent's dead-letter subject
+// with the reason, logs it and emits message-rejected.
+func (b *Binding) reject(agent, subject string, data []byte, h nats.Header, why error) {
+	reason := rejectReason(why)
+	dlq := b.opts.Subjects.DLQ(agent)
+	out := nats.NewMsg(dlq)
+	for k, vs := range h {
+		if !strings.HasPrefix(k, "Nats-") {
+			out.Header[k] = vs
+		}
+	}
+	out.Header.Set(HeaderRejectReason, reason)
+	out.Header.Set(HeaderRejectDetail, clip(why.Error(), 500))
+	out.Header.Set(HeaderOriginalSubject, subject)
+	out.Header.Set(HeaderAgent, agent)
+	out.Data = data
+	if err := b.nc.PublishMsg(out); err != nil {
+		b.opts.Log.Error("dead-letter publish failed; the rejected message is lost", "agent", agent, "subject", subject, "reason", reason, "error", err)
+	}
+	b.opts.Log.Warn("message rejected to the dead-letter subject", "agent", agent, "subject", subject, "reason", reason, "detail", clip(why.Error(), 200), "dlq", dlq)
+	b.emit(agent, events.MessageRejected, map[string]any{"reason": reason, "subject": subject, "dlq": dlq})
+}
+
+func (b *Binding) emit(agent, typ string, data map[string]any) {
+	if b.opts.Events != nil {
+		b.opts.Events.Publish(events.Event{Time: b.opts.Clock.Now(), Agent: agent, Type: typ, Data: data})
+	}
+}
+
+// messageID returns the message's idempotency key and whether the sender
+// chose it.
+func messageID(h nats.Header, body inbox.Body, meta *jetstream.MsgMetadata) (string, bool) {
+	if id := h.Get(nats.MsgIdHdr); id != "" {
+		return id, true
+	}
+	if body.ID != "" {
+		return body.ID, true
+	}
+	return fmt.Sprintf("%s-seq-%d", meta.Stream, meta.Sequence.Stream), false
+}
+
+// handledKey is the store key that records a handled message id.
+func handledKey(agent, id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "handled." + agent + "." + hex.EncodeToString(sum[:16])
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

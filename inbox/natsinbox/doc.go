@@ -1,0 +1,27 @@
+// Package natsinbox binds agents' inboxes to NATS: it consumes each
+// agent's subjects from JetStream (or, in core mode, plain
+// subscriptions), turns bodies into inbox messages, dead-letters what it
+// cannot use, and acks a message only when the turn that drained it has
+// been recorded.
+//
+// # Guarantees (JetStream mode)
+//
+//   - At least once: a message is acked only after the driver reports it
+//     handled (its turn finished and was stored). Until then its ack
+//     deadline is kept alive with in-progress acks, however long the agent
+//     sleeps, is paused or halted, or the turn runs.
+//   - No double work: a handled message's id (Nats-Msg-Id, else the
+//     envelope's id, else the stream sequence) is recorded in the store
+//     before the ack; a redelivery or republish of it is acked without a
+//     turn.
+//   - Backpressure, not loss: the server delivers at most inbox.cap
+//     unacked messages per agent; the rest wait in the stream.
+//   - Bad input never blocks the loop: it is published to the dead-letter
+//     subject with an Agent-Worker-Reject-Reason header, terminated (not
+//     redelivered), logged and announced as a message-rejected event.
+//
+// In core NATS mode none of this holds: delivery is at most once.
+//
+// It must not run turns: it hands messages to a Target (the driver's
+// agent) and learns their fate through inbox.Receipt.
+package natsinbox

@@ -1,0 +1,149 @@
+package natsinbox
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/store"
+)
+
+// receipt is a JetStream message waiting in an agent's inbox.
+type receipt struct {
+	b       *Binding
+	msg     jetstream.Msg
+	key     string
+	agent   string
+	id      string
+	subject string
+	headers nats.Header
+}
+
+var _ inbox.Receipt = (*receipt)(nil)
+
+// Handled queues the ack; the driver never waits on NATS.
+func (r *receipt) Handled() { r.b.enqueue(outcome{r: r}) }
+
+// Dropped queues the dead-letter and termination.
+func (r *receipt) Dropped(reason string) { r.b.enqueue(outcome{r: r, reason: reason}) }
+
+func (b *Binding) enqueue(o outcome) {
+	b.mu.Lock()
+	b.queue = append(b.queue, o)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle acks handled messages (after recording their ids) and
+// dead-letters dropped ones, until Stop has drained the queue.
+func (b *Binding) settle() {
+	defer b.worker.Done()
+	for {
+		b.mu.Lock()
+		q := b.queue
+		b.queue = nil
+		stopped := b.stopped
+		b.mu.Unlock()
+		for _, o := range q {
+			b.settleOne(o)
+		}
+		if len(q) > 0 {
+			continue
+		}
+		if stopped {
+			return
+		}
+		<-b.wake
+	}
+}
+
+func (b *Binding) settleOne(o outcome) {
+	r := o.r
+	b.mu.Lock()
+	delete(b.pending, r)
+	b.mu.Unlock()
+	if o.reason != "" {
+		b.reject(r.agent, r.subject, r.msg.Data(), r.headers, &inbox.RejectError{Reason: RejectDropped, Detail: o.reason})
+		if err := r.msg.TermWithReason(RejectDropped); err != nil {
+			b.opts.Log.Warn("terminate dropped message", "agent", r.agent, "id", r.id, "error", err)
+		}
+		return
+	}
+	if b.opts.Store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := b.opts.Store.Create(ctx, r.key, []byte(r.id), b.opts.HandledTTL)
+		cancel()
+		if err != nil && !errors.Is(err, store.ErrExists) {
+			b.opts.Log.Warn("could not record a handled message id; a redelivery would run again", "agent", r.agent, "id", r.id, "error", err)
+		}
+	}
+	if err := r.msg.Ack(); err != nil {
+		b.opts.Log.Warn("ack failed; the message will be redelivered and recognised as handled", "agent", r.agent, "id", r.id, "error", err)
+	}
+}
+
+// armKeepalive sends in-progress acks for every waiting message every
+// AckWait/3, so messages that wait (agent asleep, paused, halted, or in a
+// long turn) are not redelivered.
+func (b *Binding) armKeepalive() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return
+	}
+	b.keep = b.opts.Clock.AfterFunc(b.opts.AckWait/3, func() {
+		b.mu.Lock()
+		waiting := make([]*receipt, 0, len(b.pending))
+		for r := range b.pending {
+			waiting = append(waiting, r)
+		}
+		b.mu.Unlock()
+		for _, r := range waiting {
+			if err := r.msg.InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+				b.opts.Log.Warn("in-progress ack failed", "agent", r.agent, "id", r.id, "error", err)
+			}
+		}
+		b.armKeepalive()
+	})
+}
+
+// Stop stops consuming, settles what the driver has already handled, and
+// naks messages still waiting so a restarted worker gets them at once
+// instead of after AckWait.
+func (b *Binding) Stop() {
+	for _, cc := range b.consumes {
+		cc.Stop()
+	}
+	for _, s := range b.subs {
+		_ = s.Unsubscribe()
+	}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.stopped = true
+	if b.keep != nil {
+		b.keep.Stop()
+	}
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	b.worker.Wait()
+	b.mu.Lock()
+	waiting := b.pending
+	b.pending = map[*receipt]struct{}{}
+	b.mu.Unlock()
+	for r := range waiting {
+		_ = r.msg.Nak()
+	}
+}

@@ -1,0 +1,235 @@
+package natsbus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/config"
+)
+
+// Conn is the worker's connection to NATS and, when it runs one, the
+// embedded server.
+type Conn struct {
+	NC *nats.Conn
+	// JS is nil in core NATS mode (nats.jetstream: false).
+	JS jetstream.JetStream
+	// ClientURL is where other processes (the nats CLI, agent-worker
+	// send) reach the server.
+	ClientURL string
+	// Embedded reports whether the server runs in this process.
+	Embedded bool
+
+	server *server.Server
+	log    *slog.Logger
+}
+
+// Connect starts the embedded server when cfg.URL is empty (JetStream
+// files under dataDir/jetstream, so state survives a restart) or connects
+// to cfg.URL with its credentials. The connection reconnects forever with
+// backoff and jitter; losing it never fails Connect's caller later on.
+func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Conn{log: log}
+	jsOn := cfg.JetStream == nil || *cfg.JetStream
+	opts := c.clientOptions()
+	if cfg.URL == "" {
+		ns, err := startServer(cfg.Listen, filepath.Join(dataDir, "jetstream"), jsOn)
+		if err != nil {
+			return nil, err
+		}
+		c.server, c.Embedded = ns, true
+		c.ClientURL = ns.ClientURL()
+		opts = append(opts, nats.InProcessServer(ns))
+		log.Info("embedded NATS server started", "url", c.ClientURL, "jetstream", jsOn, "store_dir", filepath.Join(dataDir, "jetstream"))
+	} else {
+		c.ClientURL = cfg.URL
+		auth, err := authOptions(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, auth...)
+	}
+	nc, err := nats.Connect(c.ClientURL, opts...)
+	if err != nil {
+		c.shutdownServer()
+		return nil, fmt.Errorf("connect to NATS at %s: %w", c.ClientURL, err)
+	}
+	c.NC = nc
+	if jsOn {
+		c.JS, err = jetstream.New(nc)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("JetStream on %s: %w", c.ClientURL, err)
+		}
+	} else {
+		log.Warn("core NATS mode (nats.jetstream: false): messages are delivered at most once; a message arriving while the worker is down or busy crashing is lost")
+	}
+	return c, nil
+}
+
+func (c *Conn) clientOptions() []nats.Option {
+	return []nats.Option{
+		nats.Name("agent-worker"),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(false),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			// Exponential from 100ms to 5s, with up to 20% jitter.
+			d := min(100*time.Millisecond<<min(attempts, 6), 5*time.Second)
+			return d + time.Duration(rand.Int64N(int64(d/5)+1))
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.log.Warn("NATS connection lost; reconnecting", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.log.Info("NATS connection restored", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			c.log.Warn("NATS async error", "subject", subject, "error", err)
+		}),
+	}
+}
+
+func authOptions(cfg config.NATS) ([]nats.Option, error) {
+	var opts []nats.Option
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats.nkey_file %s: %w", cfg.NKeyFile, err)
+		}
+		opts = append(opts, o)
+	}
+	if cfg.User != "" {
+		pw, err := fromEnv("nats.password_env", cfg.PasswordEnv)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.UserInfo(cfg.User, pw))
+	}
+	if cfg.TokenEnv != "" {
+		tok, err := fromEnv("nats.token_env", cfg.TokenEnv)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Token(tok))
+	}
+	if cfg.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLS.CAFile))
+	}
+	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
+	}
+	return opts, nil
+}
+
+func fromEnv(key, name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return "", fmt.Errorf("%s: environment variable %s is not set", key, name)
+	}
+	return v, nil
+}
+
+// startServer runs nats-server in this process.
+func startServer(listen, storeDir string, jetStream bool) (*server.Server, error) {
+	host, port := "127.0.0.1", -1
+	if listen != "-1" && listen != "" {
+		h, p, err := net.SplitHostPort(listen)
+		if err != nil {
+			return nil, fmt.Errorf("nats.listen %q: want host:port or -1: %w", listen, err)
+		}
+		if port, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("nats.listen %q: bad port: %w", listen, err)
+		}
+		host = h
+	}
+	if port > 0 && portTaken(host, port) {
+		return nil, fmt.Errorf("embedded NATS server: nats.listen %s is already in use (another agent-worker or nats-server?); set nats.listen to a free port, or -1 for a random one", listen)
+	}
+	if err := os.MkdirAll(storeDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data dir for the embedded NATS server: %w", err)
+	}
+	ns, err := server.NewServer(&server.Options{
+		ServerName: "agent-worker",
+		Host:       host,
+		Port:       port,
+		JetStream:  jetStream,
+		StoreDir:   storeDir,
+		NoSigs:     true,
+		NoLog:      true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("embedded NATS server did not become ready within 10s")
+	}
+	return ns, nil
+}
+
+func portTaken(host string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return true
+	}
+	_ = l.Close()
+	return false
+}
+
+// Close drains the connection (pending publishes are flushed) and stops
+// the embedded server, if any.
+func (c *Conn) Close() {
+	if c.NC != nil {
+		done := make(chan struct{})
+		c.NC.SetClosedHandler(func(*nats.Conn) { close(done) })
+		if err := c.NC.Drain(); err == nil {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				c.NC.Close()
+			}
+		} else {
+			c.NC.Close()
+		}
+	}
+	c.shutdownServer()
+}
+
+func (c *Conn) shutdownServer() {
+	if c.server != nil {
+		c.server.Shutdown()
+		c.server.WaitForShutdown()
+	}
+}
+
+// Ready reports whether the connection is usable, for readiness checks.
+func (c *Conn) Ready() error {
+	if !c.NC.IsConnected() {
+		return fmt.Errorf("NATS: %s", c.NC.Status())
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package natsbus
+
+import (
+	"encoding/json"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agent-worker/agent-worker/events"
+)
+
+// ForwardEvents publishes every event on the bus to
+// <prefix>.<agent>.events.<type> as JSON, until stop is called. Publishing
+// is core NATS (fire and forget); the forwarder has its own buffer, so a
+// slow connection never slows an agent: events it cannot keep up with are
+// dropped, logged and counted by the bus subscription.
+func ForwardEvents(nc *nats.Conn, subjects Subjects, bus *events.Bus, log *slog.Logger) (stop func()) {
+	sub := bus.Subscribe(8192, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range sub.C {
+			data, err := json.Marshal(e)
+			if err != nil {
+				log.Warn("event not encodable; not published", "agent", e.Agent, "type", e.Type, "error", err)
+				continue
+			}
+			if err := nc.Publish(subjects.Event(e.Agent, e.Type), data); err != nil {
+				log.Warn("event publish failed", "agent", e.Agent, "type", e.Type, "error", err)
+			}
+		}
+	}()
+	return func() {
+		sub.Close()
+		<-done
+	}
+}
+
+// Publisher publishes an agent's message for the publish tool.
+type Publisher struct{ NC *nats.Conn }
+
+// Publish sends data to subject (core NATS; a stream that captures the
+// subject stores it).
+func (p Publisher) Publish(subject string, data []byte) error {
+	return p.NC.Publish(subject, data)
+}

@@ -1,0 +1,38 @@
+// Package subject matches NATS subjects against patterns, without
+// depending on a NATS client, so tools can check what an agent may
+// publish to.
+package subject
+
+import "strings"
+
+// Match reports whether subject matches the NATS pattern: dot-separated
+// tokens, "*" for exactly one token, a final ">" for one or more.
+func Match(pattern, subject string) bool {
+	p := strings.Split(pattern, ".")
+	t := strings.Split(subject, ".")
+	for i, tok := range p {
+		switch {
+		case tok == ">":
+			return i < len(t)
+		case i >= len(t):
+			return false
+		case tok != "*" && tok != t[i]:
+			return false
+		}
+	}
+	return len(p) == len(t)
+}
+
+// Valid reports whether s is a publishable subject: non-empty tokens, no
+// wildcards, no whitespace.
+func Valid(s string) bool {
+	if s == "" || strings.ContainsAny(s, " \t\r\n*>") {
+		return false
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" {
+			return false
+		}
+	}
+	return true
+}

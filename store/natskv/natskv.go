@@ -1,0 +1,204 @@
+package natskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/store"
+)
+
+// DefaultBucket is the bucket name prefix Open uses when Options.Bucket is
+// empty.
+const DefaultBucket = "agent-worker"
+
+// markerTTL is how long the state bucket keeps the marker a deleted or
+// expired key leaves behind (LimitMarkerTTL), so watchers see the removal.
+// Markers are not needed for correctness: Create succeeds over a marker and
+// over nothing alike.
+const markerTTL = time.Minute
+
+// ErrInvalidKey is returned, wrapped with the key, for a key or list name
+// that NATS KV cannot hold: empty, starting or ending with a dot, with an
+// empty token ("a..b"), or with a character outside [A-Za-z0-9_=/.-]
+// (wildcards and spaces included). The keys agent-worker uses are
+// dot-separated tokens of [A-Za-z0-9_-] and are always valid.
+var ErrInvalidKey = errors.New("invalid key: want dot-separated tokens of [A-Za-z0-9_=/-]")
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// Bucket prefixes the two bucket names, <Bucket>-state and
+	// <Bucket>-lists; [A-Za-z0-9_-] only. Empty means DefaultBucket.
+	// Workers that share a bucket share their state.
+	Bucket string
+	// Replicas is the number of copies the JetStream cluster keeps of each
+	// bucket (1, 3 or 5). Zero means 1. Changing it on an existing bucket
+	// updates the bucket.
+	Replicas int
+	// Storage is where the server keeps the buckets. The zero value is
+	// jetstream.FileStorage: state survives a server restart.
+	// jetstream.MemoryStorage does not.
+	Storage jetstream.StorageType
+	// Log receives the store's warnings (a list keep beyond MaxListItems, a
+	// failed list trim). Nil discards them.
+	Log *slog.Logger
+}
+
+// Store is a store.Store over two JetStream KV buckets. It is safe for
+// concurrent use, by several goroutines and by several processes opening
+// the same buckets: Create and Update are atomic on the server.
+type Store struct {
+	state      jetstream.KeyValue
+	lists      jetstream.KeyValue
+	listStream jetstream.Stream // the lists bucket's stream, for trims
+	listSubj   string           // subject prefix of the lists bucket's keys
+	maxPayload func() int64
+	log        *slog.Logger
+	closed     atomic.Bool
+	keepWarned sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+var validBucket = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// Open creates the store's buckets, or updates them to opts, and returns a
+// Store over them. It is idempotent: opening existing buckets keeps their
+// contents, so a restarted worker finds its state. js's connection stays
+// the caller's: Store.Close does not close it.
+func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	if opts.Bucket == "" {
+		opts.Bucket = DefaultBucket
+	}
+	if !validBucket.MatchString(opts.Bucket) {
+		return nil, fmt.Errorf("natskv: open: bucket %q: want [A-Za-z0-9_-]+", opts.Bucket)
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	stateName, listsName := opts.Bucket+"-state", opts.Bucket+"-lists"
+
+	state, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      stateName,
+		Description: "agent-worker state: spend, halts, pauses, wake times, claims, leases",
+		History:     1,
+		Replicas:    opts.Replicas,
+		Storage:     opts.Storage,
+		// Setting it enables per-message TTLs, which Create's ttl needs.
+		LimitMarkerTTL: markerTTL,
+	})
+	if err != nil {
+		return nil, wrap(ctx, "open bucket", stateName, err)
+	}
+	lists, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      listsName,
+		Description: "agent-worker lists: conversation history, newest items per list",
+		History:     MaxListItems,
+		Replicas:    opts.Replicas,
+		Storage:     opts.Storage,
+	})
+	if err != nil {
+		return nil, wrap(ctx, "open bucket", listsName, err)
+	}
+	listStream, err := js.Stream(ctx, "KV_"+listsName)
+	if err != nil {
+		return nil, wrap(ctx, "open bucket", listsName, err)
+	}
+	s := &Store{
+		state:      state,
+		lists:      lists,
+		listStream: listStream,
+		listSubj:   "$KV." + listsName + ".",
+		maxPayload: func() int64 { return 0 },
+		log:        log.With("store", "natskv", "bucket", opts.Bucket),
+	}
+	if nc := js.Conn(); nc != nil {
+		s.maxPayload = nc.MaxPayload
+	}
+	return s, nil
+}
+
+// Close makes every later call return store.ErrClosed. It does not close
+// the NATS connection, and it neither waits for nor cancels calls already
+// running. Closing twice is not an error.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// begin is every method's entry check: closed store, done context, bad key.
+func (s *Store) begin(ctx context.Context, op, key string) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("natskv: %s %q: %w", op, key, err)
+	}
+	if !validKey(key) {
+		return fmt.Errorf("natskv: %s %q: %w", op, key, ErrInvalidKey)
+	}
+	return nil
+}
+
+// wrap says what was being done. A done context wins over whatever error
+// the client made of it, so callers can match context.Canceled and
+// context.DeadlineExceeded.
+func wrap(ctx context.Context, op, key string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("natskv: %s %q: %w", op, key, cerr)
+	}
+	return fmt.Errorf("natskv: %s %q: %w", op, key, err)
+}
+
+// wrapWrite is wrap for a write of value, naming the sizes when the value
+// did not fit in a NATS message.
+func (s *Store) wrapWrite(ctx context.Context, op, key string, value []byte, err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return wrap(ctx, op, key, fmt.Errorf("value of %d bytes (plus headers) exceeds the server's max_payload of %d bytes: %w",
+			len(value), s.maxPayload(), err))
+	}
+	return wrap(ctx, op, key, err)
+}
+
+// validKey is NATS KV's own rule, checked here so a bad key gets
+// ErrInvalidKey rather than a NATS error.
+func validKey(key string) bool {
+	if key == "" || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '_', c == '=', c == '/', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// wrongLastSequence reports whether err is the server refusing a write
+// whose expected last revision of the key did not match: 10071, or 10164
+// from replicated streams.
+func wrongLastSequence(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}

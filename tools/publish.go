@@ -1,0 +1,63 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/adk/tool"
+	"google.golang.org/adk/tool/functiontool"
+
+	"github.com/agent-worker/agent-worker/natsbus/subject"
+)
+
+// PublishArgs are publish's arguments.
+type PublishArgs struct {
+	Subject string `json:"subject" jsonschema:"the NATS subject to publish to; must be one this agent is allowed"`
+	Text    string `json:"text" jsonschema:"the message text"`
+}
+
+// PublishResult is what the model is told.
+type PublishResult struct {
+	Published bool   `json:"published"`
+	Subject   string `json:"subject"`
+}
+
+func newPublish(env Env) (tool.Tool, error) {
+	if env.Publisher == nil {
+		return nil, errors.New("no NATS publisher is available to this worker")
+	}
+	allow := strings.Join(env.PublishAllow, ", ")
+	if allow == "" {
+		allow = "none"
+	}
+	return functiontool.New(functiontool.Config{
+		Name:        Publish,
+		Description: "Publish a message on a NATS subject for other systems or agents. Allowed subjects: " + allow + ".",
+	}, func(_ tool.Context, a PublishArgs) (PublishResult, error) {
+		if !subject.Valid(a.Subject) {
+			return PublishResult{}, fmt.Errorf("%q is not a subject you can publish to (dot-separated tokens, no wildcards)", a.Subject)
+		}
+		if !allowed(env.PublishAllow, a.Subject) {
+			return PublishResult{}, fmt.Errorf("subject %q is not allowed for this agent; allowed: %s", a.Subject, allow)
+		}
+		if strings.TrimSpace(a.Text) == "" {
+			return PublishResult{}, errors.New("text is required")
+		}
+		data, _ := json.Marshal(map[string]string{"text": a.Text, "from": env.Agent})
+		if err := env.Publisher.Publish(a.Subject, data); err != nil {
+			return PublishResult{}, fmt.Errorf("publish to %q failed: %w", a.Subject, err)
+		}
+		return PublishResult{Published: true, Subject: a.Subject}, nil
+	})
+}
+
+func allowed(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if subject.Match(p, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,247 @@
+// Package worker assembles the rooms — NATS, store, driver, inbox binding,
+// control, events — into one running agent-worker, and takes it apart in
+// the right order. It holds wiring only; every decision lives in the
+// package it belongs to.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/adk/model"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/control"
+	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/models"
+	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/natskv"
+	"github.com/agent-worker/agent-worker/tools"
+)
+
+// ErrConfig marks start-up failures caused by the configuration (exit
+// code 2 in the command).
+var ErrConfig = errors.New("configuration")
+
+// Options tune a Worker beyond its config, for tests and embedding.
+type Options struct {
+	Log   *slog.Logger
+	Clock clock.Clock
+	// Models, when set, supplies the model of an agent instead of
+	// models.New (tests inject scripted models with hooks).
+	Models func(agent string, def config.Model) (model.LLM, error)
+}
+
+// Worker is a running agent-worker.
+type Worker struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	conn    *natsbus.Conn
+	store   store.Store
+	bus     *events.Bus
+	driver  *driver.Driver
+	binding *natsinbox.Binding
+	control *nats.Subscription
+	stopEv  func()
+	cancel  context.CancelFunc
+}
+
+// Start brings the worker up: NATS (embedded or external), the state
+// store, the stream, the agents' loops, their NATS consumers, the control
+// subject and the events forwarder. On error everything started is
+// stopped again.
+func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	w := &Worker{cfg: cfg, log: o.Log, bus: events.NewBus(0, o.Log)}
+	defer func() {
+		if err != nil {
+			w.teardown()
+		}
+	}()
+	subjects := natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
+
+	w.conn, err = natsbus.Connect(cfg.NATS, cfg.DataDir, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	w.store, err = openStore(ctx, cfg.Store.URL, w.conn, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	if w.conn.JS != nil {
+		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(),
+			Subjects: []string{subjects.AllInboxes(), subjects.AllDeferred()}}
+		for _, a := range cfg.Agents {
+			for _, s := range a.Subscribe {
+				spec.Subjects = append(spec.Subjects, s.Subject)
+			}
+		}
+		if _, err = natsbus.EnsureStream(ctx, w.conn.JS, spec, o.Log); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+
+	specs, err := buildSpecs(cfg, o.Models)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
+		Publisher: natsbus.Publisher{NC: w.conn.NC}}, specs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.cancel = cancel
+	w.driver.Start(loops)
+	w.stopEv = natsbus.ForwardEvents(w.conn.NC, subjects, w.bus, o.Log)
+
+	var bound []natsinbox.Agent
+	for _, a := range cfg.Agents {
+		ag, _ := w.driver.Agent(a.Name)
+		bound = append(bound, natsinbox.Agent{Name: a.Name, Target: ag, Subscribe: a.Subscribe, Cap: a.Inbox.Cap})
+	}
+	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, bound, natsinbox.Options{
+		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes,
+		AckWait: cfg.NATS.AckWait.D(), Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.control, err = control.ServeNATS(w.conn.NC, subjects, w.driver, o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("serve %s: %w", subjects.AllControl(), err)
+	}
+	for _, a := range cfg.Agents {
+		if a.WakeOnStart {
+			ag, _ := w.driver.Agent(a.Name)
+			ag.Wake(driver.Cause{Source: driver.SourceStartup})
+		}
+	}
+	return w, nil
+}
+
+// Driver returns the agents' driver.
+func (w *Worker) Driver() *driver.Driver { return w.driver }
+
+// Events returns the worker's event bus.
+func (w *Worker) Events() *events.Bus { return w.bus }
+
+// NATS returns the worker's NATS connection.
+func (w *Worker) NATS() *natsbus.Conn { return w.conn }
+
+// Store returns the state store.
+func (w *Worker) Store() store.Store { return w.store }
+
+// Stop shuts the worker down: no new turns; running turns may finish
+// until grace ends, then are cancelled; handled messages are acked,
+// waiting ones released for redelivery; then NATS and the store close.
+func (w *Worker) Stop(grace context.Context) {
+	if w.control != nil {
+		_ = w.control.Unsubscribe()
+		w.control = nil
+	}
+	if w.driver != nil {
+		w.driver.Shutdown(grace)
+	}
+	w.teardown()
+}
+
+// teardown releases what Start acquired, in reverse order.
+func (w *Worker) teardown() {
+	if w.control != nil {
+		_ = w.control.Unsubscribe()
+	}
+	if w.binding != nil {
+		w.binding.Stop()
+	}
+	if w.cancel != nil {
+		w.cancel()
+	}
+	if w.stopEv != nil {
+		w.stopEv()
+	}
+	if w.store != nil {
+		_ = w.store.Close()
+	}
+	if w.conn != nil {
+		w.conn.Close()
+	}
+}
+
+// openStore opens the store the URL names.
+func openStore(ctx context.Context, raw string, conn *natsbus.Conn, log *slog.Logger) (store.Store, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: store.url %q: %w", ErrConfig, Redact(raw), err)
+	}
+	switch u.Scheme {
+	case "memory":
+		log.Warn("state store is memory://: spend, halts, pauses and history do not survive a restart")
+		return memory.New(nil), nil
+	case "nats":
+		if conn.JS == nil {
+			return nil, fmt.Errorf("%w: store.url nats:// needs JetStream (nats.jetstream: true)", ErrConfig)
+		}
+		bucket := strings.Trim(u.Host+u.Path, "/")
+		return natskv.Open(ctx, conn.JS, natskv.Options{Bucket: bucket, Log: log})
+	case "redis", "rediss":
+		return nil, fmt.Errorf("%w: store.url %q: the redis store is not in this build yet; use nats://", ErrConfig, Redact(raw))
+	}
+	return nil, fmt.Errorf("%w: store.url %q: unknown scheme %q (want nats, redis, rediss or memory)", ErrConfig, Redact(raw), u.Scheme)
+}
+
+// Redact hides a password in a URL.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// buildSpecs resolves each configured agent into what the driver runs,
+// with its own model instance.
+func buildSpecs(cfg *config.Config, newModel func(string, config.Model) (model.LLM, error)) ([]driver.Spec, error) {
+	var specs []driver.Spec
+	for _, a := range cfg.Agents {
+		var m model.LLM
+		var err error
+		if newModel != nil {
+			m, err = newModel(a.Name, cfg.Models[a.Model])
+		} else {
+			m, err = models.New(a.Model, cfg.Models[a.Model])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", a.Name, err)
+		}
+		specs = append(specs, driver.Spec{
+			Name:            a.Name,
+			Instruction:     a.Instruction,
+			Model:           m,
+			Tools:           a.Tools,
+			Publish:         a.Publish,
+			Sleep:           tools.Sleep{Min: a.Sleep.Min.D(), Max: a.Sleep.Max.D()},
+			Heartbeat:       a.Sleep.Default.D(),
+			InboxCap:        a.Inbox.Cap,
+			TurnTimeout:     a.Turn.Timeout.D(),
+			MaxTurnsPerWake: a.Turn.MaxPerWake,
+			HistoryTurns:    a.Turn.HistoryTurns,
+		})
+	}
+	return specs, nil
+}

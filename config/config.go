@@ -267,6 +267,10 @@ type Turn struct {
 	// during a turn) before the agent must sleep for max(sleep.min, 1s).
 	// Default 10.
 	MaxPerWake int `yaml:"max_per_wake"`
+	// Coalesce makes a sleeping agent wait this long after the first
+	// wake before its turn starts, so a burst of alerts about one incident
+	// becomes one turn. Default 0: the turn starts at once.
+	Coalesce Duration `yaml:"coalesce"`
 	// HistoryTurns is how many past turns are sent to the model, so the
 	// prompt stays flat as the agent ages. Default 10.
 	HistoryTurns int `yaml:"history_turns"`

@@ -300,6 +300,7 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	v.oneOf(p.key("watchdog", "mode"), a.Watchdog.Mode, watchdogModes)
 	v.atLeastOne(p.key("inbox", "cap"), a.Inbox.Cap)
 	v.duration(p.key("turn", "timeout"), a.Turn.Timeout)
+	v.duration(p.key("turn", "coalesce"), a.Turn.Coalesce)
 	v.atLeastOne(p.key("turn", "max_per_wake"), a.Turn.MaxPerWake)
 	v.atLeastOne(p.key("turn", "history_turns"), a.Turn.HistoryTurns)
 	if a.Turn.HistoryTurns > MaxHistoryTurns {

@@ -82,7 +82,7 @@ func Apply(a *driver.Agent, req Request) Reply {
 // returned subscription is unsubscribed. Requests are JSON Requests;
 // replies are JSON Replies, also for errors (bad JSON, unknown agent).
 func ServeNATS(nc *nats.Conn, subjects natsbus.Subjects, d *driver.Driver, log *slog.Logger) (*nats.Subscription, error) {
-	return nc.Subscribe(subjects.AllControl(), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(subjects.AllControl(), func(m *nats.Msg) {
 		name, _, _ := subjects.Agent(m.Subject)
 		var reply Reply
 		a, err := d.Agent(name)
@@ -104,4 +104,13 @@ func ServeNATS(nc *nats.Conn, subjects natsbus.Subjects, d *driver.Driver, log *
 			log.Warn("control reply failed", "agent", name, "error", err)
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Once Start returns, requests must find a responder.
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	return sub, nil
 }

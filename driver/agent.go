@@ -60,8 +60,10 @@ type Agent struct {
 	persistMu   sync.Mutex
 	running     bool
 	cancelTurn  context.CancelCauseFunc
-	notes       []string // for the next prompt
-	consecutive int      // turns since the agent was last idle
+	notes       []string  // for the next prompt
+	consecutive int       // turns since the agent was last idle
+	firstWake   time.Time // when the oldest waiting cause arrived (coalescing)
+	coalescing  bool      // a coalesce timer is armed
 	throttledTo time.Time
 	timer       clock.Timer
 	next        Cause     // what the armed timer will wake with
@@ -168,6 +170,9 @@ func (a *Agent) Wake(c Cause) {
 		a.mu.Unlock()
 		a.log.Info("wake ignored: agent is stopping", "source", c.Source)
 		return
+	}
+	if len(a.causes) == 0 {
+		a.firstWake = a.clock.Now()
 	}
 	a.causes = append(a.causes, c)
 	a.mu.Unlock()
@@ -359,8 +364,23 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	if a.stopping || a.paused || a.halt != "" || !a.restored {
 		return turnStart{}, false
 	}
-	if now := a.clock.Now(); now.Before(a.throttledTo) {
+	now := a.clock.Now()
+	if now.Before(a.throttledTo) {
 		return turnStart{}, false
+	}
+	if a.spec.Coalesce > 0 && a.consecutive == 0 {
+		if due := a.firstWake.Add(a.spec.Coalesce); now.Before(due) {
+			if !a.coalescing {
+				a.coalescing = true
+				a.clock.AfterFunc(due.Sub(now), func() {
+					a.mu.Lock()
+					a.coalescing = false
+					a.mu.Unlock()
+					a.poke()
+				})
+			}
+			return turnStart{}, false
+		}
 	}
 	if a.guard != nil {
 		if err := a.guard.Admit(ctx, a.spec.Name); err != nil {

@@ -58,6 +58,9 @@ type Spec struct {
 	// MaxTurnsPerWake bounds back-to-back turns before the agent must
 	// sleep max(Sleep.Min, 1s). Default 10.
 	MaxTurnsPerWake int
+	// Coalesce delays a turn from sleep until this long after the first
+	// wake, so bursts coalesce; zero starts at once.
+	Coalesce time.Duration
 	// HistoryTurns is how many past turns the model sees (at least 1).
 	HistoryTurns int
 }

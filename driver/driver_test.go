@@ -354,3 +354,21 @@ func TestReportDoneEmitsEvent(t *testing.T) {
 		t.Fatalf("turn summary: %v", c.Data)
 	}
 }
+
+func TestCoalesceWindowGathersABurst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []config.ScriptStep{text("ok")}, func(s *Spec) { s.Coalesce = 2 * time.Second })
+	armed := h.clock.Armed()
+	h.a.Send(wakeMsg("alert 1"))
+	<-armed // the coalesce timer
+	h.clock.Advance(time.Second)
+	h.a.Send(wakeMsg("alert 2"))
+	if s := h.a.Status(); s.Turns != 0 {
+		t.Fatalf("a turn started inside the coalesce window: %+v", s)
+	}
+	h.clock.Advance(time.Second)
+	e := h.waitEvent(events.TurnCompleted)
+	if e.Data["messages"] != 2 {
+		t.Fatalf("turn after the window: %v", e.Data)
+	}
+}

@@ -38,7 +38,8 @@ type TurnSummary struct {
 	ToolCalls  int           `json:"tool_calls"`
 	TokensIn   int           `json:"tokens_in"`
 	TokensOut  int           `json:"tokens_out"`
-	Text       string        `json:"text,omitempty"`
+	// Text is everything the model said in the turn, in order.
+	Text string `json:"text,omitempty"`
 	// PromptBytes is the size of the rendered prompt for this turn (the
 	// new input only, not the history).
 	PromptBytes int `json:"prompt_bytes"`
@@ -105,7 +106,7 @@ func (a *Agent) turn(t turnStart) {
 				m.Receipt.Handled()
 			}
 		}
-		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.String("text", clip(sum.Text, 120)))
+		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.String("text", clip(sum.Text, 400)))
 		a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages})
 	}
 	a.finish(sum, err)
@@ -140,7 +141,12 @@ func (a *Agent) execute(ctx context.Context, prompt string, sum *TurnSummary) er
 			}
 		}
 		if text.Len() > 0 {
-			sum.Text = text.String()
+			// Everything the model said this turn, not only its last
+			// words: a summary often precedes the final tool call.
+			if sum.Text != "" {
+				sum.Text += "\n"
+			}
+			sum.Text += text.String()
 		}
 	}
 	return ctx.Err()

@@ -239,6 +239,7 @@ func buildSpecs(cfg *config.Config, newModel func(string, config.Model) (model.L
 			Heartbeat:       a.Sleep.Default.D(),
 			InboxCap:        a.Inbox.Cap,
 			TurnTimeout:     a.Turn.Timeout.D(),
+			Coalesce:        a.Turn.Coalesce.D(),
 			MaxTurnsPerWake: a.Turn.MaxPerWake,
 			HistoryTurns:    a.Turn.HistoryTurns,
 		})

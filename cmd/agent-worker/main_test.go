@@ -154,3 +154,55 @@ func TestRunRefusesStoreNotBuilt(t *testing.T) {
 		t.Fatalf("stderr: %s", errb.String())
 	}
 }
+
+// TestSendReachesTheAgent runs a worker and uses `agent-worker send`, as a
+// user would from another terminal.
+func TestSendReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, `data_dir: `+t.TempDir()+`
+nats: {listen: "-1"}
+models:
+  f: {provider: scripted, behaviour: demo}
+agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
+`)
+	cfg, err := loadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan error)
+	go func() { done <- serve(ctx, nil, cfg, &out, &errb) }()
+	defer func() { cancel(); <-done }()
+	end := time.Now().Add(20 * time.Second)
+	var url string
+	for url == "" {
+		if time.Now().After(end) {
+			t.Fatalf("no NATS URL in the banner:\n%s\n%s", out.String(), errb.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "NATS (embedded): "); ok {
+				url, _, _ = strings.Cut(rest, " ")
+			}
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+	var sout, serr syncBuffer
+	if code := execute(context.Background(), []string{"send", "ops", "disk full on db-1", "--nats", url, "--id", "m-1"}, &sout, &serr); code != exitOK {
+		t.Fatalf("send exit %d: %s", code, serr.String())
+	}
+	if !strings.Contains(sout.String(), "sent to agents.ops.inbox: stream AGENTS seq 1") {
+		t.Fatalf("send printed %q", sout.String())
+	}
+	for !strings.Contains(errb.String(), `Received 1 message(s): \"disk full on db-1\"`) {
+		if time.Now().After(end) {
+			t.Fatalf("the agent never saw the message:\n%s", errb.String())
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+	var dout, derr syncBuffer
+	execute(context.Background(), []string{"send", "ops", "disk full on db-1", "--nats", url, "--id", "m-1"}, &dout, &derr)
+	if !strings.Contains(dout.String(), "duplicate id") {
+		t.Fatalf("resend with the same id: %q", dout.String())
+	}
+}

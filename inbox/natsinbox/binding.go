@@ -87,11 +87,20 @@ type Binding struct {
 
 	mu      sync.Mutex
 	pending map[*receipt]struct{}
+	// bySeq finds a waiting message by agent and stream sequence, so a
+	// redelivery of a message still in the inbox refreshes its handle
+	// instead of queueing it twice.
+	bySeq   map[seqKey]*receipt
 	queue   []outcome // receipts settled by the driver, to be acked or termed
 	wake    chan struct{}
 	stopped bool
 	keep    clock.Timer
 	worker  sync.WaitGroup
+}
+
+type seqKey struct {
+	agent string
+	seq   uint64
 }
 
 type outcome struct {
@@ -116,7 +125,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	if opts.AckWait == 0 {
 		opts.AckWait = 30 * time.Second
 	}
-	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, wake: make(chan struct{}, 1)}
+	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, wake: make(chan struct{}, 1)}
 	for i := range agents {
 		b.agents[agents[i].Name] = &agents[i]
 	}
@@ -242,7 +251,8 @@ func (b *Binding) startCore() error {
 		}
 		b.subs = append(b.subs, sub)
 	}
-	return nil
+	// Once Start returns, the server knows every subscription.
+	return b.nc.Flush()
 }
 
 // kind says whether a message on subject wakes agent a.
@@ -301,14 +311,24 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 			b.opts.Log.Warn("cannot check whether a message was handled; delivering it (at least once)", "agent", a.Name, "id", id, "error", err)
 		}
 	}
-	r := &receipt{b: b, msg: m, key: key, agent: a.Name, id: id, subject: m.Subject(), headers: m.Headers()}
+	sk := seqKey{a.Name, meta.Sequence.Stream}
+	r := &receipt{b: b, msg: m, key: key, agent: a.Name, id: id, subject: m.Subject(), headers: m.Headers(), seq: sk}
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
 		_ = m.Nak()
 		return
 	}
+	if waiting, ok := b.bySeq[sk]; ok {
+		// Redelivered while still in the inbox (e.g. after a server
+		// restart): answer through the newest delivery, queue nothing.
+		waiting.msg = m
+		b.mu.Unlock()
+		b.opts.Log.Debug("redelivery of a waiting message; not queued again", "agent", a.Name, "id", id, "deliveries", meta.NumDelivered)
+		return
+	}
 	b.pending[r] = struct{}{}
+	b.bySeq[sk] = r
 	b.mu.Unlock()
 	a.Target.Send(inbox.Message{
 		ID: id, Kind: b.kind(a, m.Subject()), Source: "nats:" + m.Subject(), From: body.From,

@@ -21,6 +21,14 @@ type receipt struct {
 	id      string
 	subject string
 	headers nats.Header
+	seq     seqKey
+}
+
+// current returns the newest delivery of the message.
+func (r *receipt) current() jetstream.Msg {
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return r.msg
 }
 
 var _ inbox.Receipt = (*receipt)(nil)
@@ -68,10 +76,12 @@ func (b *Binding) settleOne(o outcome) {
 	r := o.r
 	b.mu.Lock()
 	delete(b.pending, r)
+	delete(b.bySeq, r.seq)
+	msg := r.msg
 	b.mu.Unlock()
 	if o.reason != "" {
-		b.reject(r.agent, r.subject, r.msg.Data(), r.headers, &inbox.RejectError{Reason: RejectDropped, Detail: o.reason})
-		if err := r.msg.TermWithReason(RejectDropped); err != nil {
+		b.reject(r.agent, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: RejectDropped, Detail: o.reason})
+		if err := msg.TermWithReason(RejectDropped); err != nil {
 			b.opts.Log.Warn("terminate dropped message", "agent", r.agent, "id", r.id, "error", err)
 		}
 		return
@@ -84,7 +94,7 @@ func (b *Binding) settleOne(o outcome) {
 			b.opts.Log.Warn("could not record a handled message id; a redelivery would run again", "agent", r.agent, "id", r.id, "error", err)
 		}
 	}
-	if err := r.msg.Ack(); err != nil {
+	if err := msg.Ack(); err != nil {
 		b.opts.Log.Warn("ack failed; the message will be redelivered and recognised as handled", "agent", r.agent, "id", r.id, "error", err)
 	}
 }
@@ -106,7 +116,7 @@ func (b *Binding) armKeepalive() {
 		}
 		b.mu.Unlock()
 		for _, r := range waiting {
-			if err := r.msg.InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			if err := r.current().InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 				b.opts.Log.Warn("in-progress ack failed", "agent", r.agent, "id", r.id, "error", err)
 			}
 		}
@@ -140,10 +150,14 @@ func (b *Binding) Stop() {
 	}
 	b.worker.Wait()
 	b.mu.Lock()
-	waiting := b.pending
+	waiting := make([]jetstream.Msg, 0, len(b.pending))
+	for r := range b.pending {
+		waiting = append(waiting, r.msg)
+	}
 	b.pending = map[*receipt]struct{}{}
+	b.bySeq = map[seqKey]*receipt{}
 	b.mu.Unlock()
-	for r := range waiting {
-		_ = r.msg.Nak()
+	for _, m := range waiting {
+		_ = m.Nak()
 	}
 }

@@ -1,0 +1,416 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+)
+
+func (r *running) agent() *driver.Agent {
+	a, err := r.w.Driver().Agent("triage")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return a
+}
+
+func TestThreeMessagesWhileAsleepBecomeOneTurnAndDeferredWaits(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(time.Now())
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{agent: "    turn: {coalesce: 1m}"}), rec, c)
+	a := r.agent()
+	for i := 1; i <= 3; i++ {
+		r.publish("agents.triage.inbox", fmt.Sprintf(`{"text": "alert %d: disk full on db-%d", "id": "a-%d"}`, i, i, i))
+	}
+	waitFor(t, "three queued messages", func() bool { return a.Status().InboxPending == 3 })
+	c.Advance(time.Minute) // the coalesce window closes
+	e := r.waitEvent(events.TurnCompleted)
+	if e.Data["messages"] != 3 {
+		t.Fatalf("turn: %v, want one turn with 3 messages", e.Data)
+	}
+	for i := 1; i <= 3; i++ {
+		if !strings.Contains(rec.prompt(0), fmt.Sprintf("alert %d", i)) {
+			t.Fatalf("turn prompt lacks alert %d:\n%s", i, rec.prompt(0))
+		}
+	}
+
+	r.publish("agents.triage.deferred", "background: db-1 was migrated last night")
+	waitFor(t, "deferred message queued", func() bool { return a.Status().Deferred == 1 })
+	if s := a.Status(); s.PendingWakes != 0 || s.Turns != 1 {
+		t.Fatalf("the deferred message woke the agent: %+v", s)
+	}
+	r.publish("agents.triage.inbox", "alert 4")
+	waitFor(t, "wake message queued", func() bool { return a.Status().InboxPending == 1 })
+	c.Advance(time.Minute)
+	r.waitEvent(events.TurnCompleted)
+	if p := rec.prompt(1); !strings.Contains(p, "db-1 was migrated") || !strings.Contains(p, "alert 4") {
+		t.Fatalf("second turn lacks the deferred or the new message:\n%s", p)
+	}
+}
+
+func TestRestartBeforeAckRedeliversAndHandledIDsAreNotRerun(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	cfg := writeConfig(t, setup{dataDir: dataDir})
+	rec := newRecorder()
+	rec.hold = make(chan struct{})
+	r := start(t, cfg, rec, nil)
+	r.publish("agents.triage.inbox", `{"text": "rotate the certificates", "id": "job-1"}`)
+	<-rec.started // the turn is in its model call; nothing is acked yet
+	gone, cancel := context.WithCancel(context.Background())
+	cancel() // no grace: the running turn is cancelled
+	r.stopWithin(gone)
+
+	rec2 := newRecorder()
+	r2 := start(t, writeConfig(t, setup{dataDir: dataDir}), rec2, nil)
+	e := r2.waitEvent(events.TurnCompleted)
+	if e.Data["messages"] != 1 || !strings.Contains(rec2.prompt(0), "rotate the certificates") {
+		t.Fatalf("after restart: %v\n%s", e.Data, rec2.all())
+	}
+	calls := rec2.calls()
+	// The same id again (a publisher retry past the stream's duplicate
+	// window): recognised as handled, acked, no turn.
+	r2.publish("agents.triage.inbox", `{"text": "rotate the certificates", "id": "job-1"}`)
+	d := r2.waitEvent(events.MessageDuplicate)
+	if d.Data["id"] != "job-1" {
+		t.Fatalf("duplicate event: %v", d.Data)
+	}
+	if rec2.calls() != calls {
+		t.Fatalf("model calls %d -> %d: the handled message ran again", calls, rec2.calls())
+	}
+	waitFor(t, "all acked", func() bool { return ackPending(t, r2) == 0 })
+}
+
+// ackPending is the agent consumer's count of delivered, unacked messages.
+func ackPending(t *testing.T, r *running) int {
+	t.Helper()
+	js, _ := jetstream.New(r.nc)
+	c, err := js.Consumer(context.Background(), "AGENTS", "agent-triage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.NumAckPending + int(info.NumPending)
+}
+
+func TestNatsMsgIdDuplicatesAreDroppedByTheStream(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{}), rec, nil)
+	js, _ := jetstream.New(r.nc)
+	for i := range 2 {
+		ack, err := js.Publish(context.Background(), "agents.triage.inbox", []byte("page the dba"), jetstream.WithMsgID("page-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack.Duplicate != (i == 1) {
+			t.Fatalf("publish %d: duplicate=%v", i+1, ack.Duplicate)
+		}
+	}
+	r.waitEvent(events.TurnCompleted)
+	r.publish("agents.triage.inbox", "sentinel")
+	r.waitEvent(events.TurnCompleted)
+	if strings.Contains(rec.all(), "page the dba") && strings.Count(rec.all(), "page the dba") != 1 {
+		t.Fatalf("the duplicate reached the agent:\n%s", rec.all())
+	}
+	if n := rec.calls(); n != 2 {
+		t.Fatalf("%d model calls, want 2 (one per distinct message):\n%s", n, rec.all())
+	}
+}
+
+func TestBadInputGoesToTheDeadLetterSubject(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{}), rec, nil)
+	dlq, err := r.nc.SubscribeSync("agents.*.dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.nc.Flush()
+	cases := []struct {
+		subject, body, reason, dlq string
+	}{
+		{"agents.triage.inbox", "\xff\xfe not utf-8", "invalid_utf8", "agents.triage.dlq"},
+		{"agents.triage.inbox", strings.Repeat("x", 5000), "too_large", "agents.triage.dlq"},
+		{"agents.triage.inbox", `{"text": `, "invalid_json", "agents.triage.dlq"},
+		{"agents.triage.deferred", `{"id": "no-text"}`, "no_text", "agents.triage.dlq"},
+		{"agents.triage.inbox", "   ", "empty", "agents.triage.dlq"},
+		{"agents.ghost.inbox", "hello?", natsinbox.RejectUnknownAgent, "agents._unknown.dlq"},
+	}
+	for _, c := range cases {
+		r.publish(c.subject, c.body)
+		m, err := dlq.NextMsg(deadline)
+		if err != nil {
+			t.Fatalf("%s: nothing on the dead-letter subject: %v", c.reason, err)
+		}
+		if m.Subject != c.dlq || m.Header.Get(natsinbox.HeaderRejectReason) != c.reason ||
+			m.Header.Get(natsinbox.HeaderOriginalSubject) != c.subject || string(m.Data) != c.body {
+			t.Fatalf("%s: dead letter on %s, reason %q, original %q", c.reason, m.Subject, m.Header.Get(natsinbox.HeaderRejectReason), m.Header.Get(natsinbox.HeaderOriginalSubject))
+		}
+	}
+	r.publish("agents.triage.inbox", "a good message after the bad ones")
+	r.waitEvent(events.TurnCompleted)
+	if !strings.Contains(rec.prompt(0), "a good message") || rec.calls() != 1 {
+		t.Fatalf("agent after bad input:\n%s", rec.all())
+	}
+	waitFor(t, "bad input terminated, not pending", func() bool { return ackPending(t, r) == 0 })
+}
+
+func TestAlertmanagerPayloadReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{agent: `    subscribe: [{subject: "alerts.payments.>", mode: inbox}]`}), rec, nil)
+	payload, err := os.ReadFile("../inbox/testdata/alertmanager_firing.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.publish("alerts.payments.cpu", string(payload))
+	r.waitEvent(events.TurnCompleted)
+	p := rec.prompt(0)
+	for _, want := range []string{"source nats:alerts.payments.cpu · from alertmanager", "Alertmanager notification [FIRING:2, RESOLVED:1]", "FIRING HighCPU severity=critical instance=web-3"} {
+		if !strings.Contains(p, want) {
+			t.Fatalf("prompt lacks %q:\n%s", want, p)
+		}
+	}
+}
+
+func TestControlSubjectAndEventsOut(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{}), rec, nil)
+	evs, err := r.nc.SubscribeSync("agents.triage.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.nc.Flush()
+	ask := func(body string) map[string]any {
+		m, err := r.nc.Request("agents.triage.control", []byte(body), deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply map[string]any
+		if err := json.Unmarshal(m.Data, &reply); err != nil {
+			t.Fatal(err)
+		}
+		return reply
+	}
+	if rep := ask(`{"verb": "pause"}`); rep["ok"] != true || rep["state"] != "paused" {
+		t.Fatalf("pause: %v", rep)
+	}
+	if rep := ask(`{"verb": "wake"}`); rep["ok"] != false || !strings.Contains(fmt.Sprint(rep["error"]), "paused") {
+		t.Fatalf("wake while paused: %v", rep)
+	}
+	if rep := ask(`{"verb": "dance"}`); rep["ok"] != false {
+		t.Fatalf("unknown verb: %v", rep)
+	}
+	if rep := ask(`not json`); rep["ok"] != false {
+		t.Fatalf("bad json: %v", rep)
+	}
+	if rep := ask(`{"verb": "resume", "message": "carry on"}`); rep["ok"] != true {
+		t.Fatalf("resume: %v", rep)
+	}
+	r.waitEvent(events.TurnCompleted)
+	seen := map[string]bool{}
+	for !seen["agents.triage.events.turn-completed"] {
+		m, err := evs.NextMsg(deadline)
+		if err != nil {
+			t.Fatalf("events seen %v: %v", seen, err)
+		}
+		seen[m.Subject] = true
+		var e events.Event
+		if err := json.Unmarshal(m.Data, &e); err != nil || e.Agent != "triage" {
+			t.Fatalf("event %s: %s (%v)", m.Subject, m.Data, err)
+		}
+	}
+	for _, want := range []string{"paused", "resumed", "turn-started"} {
+		if !seen["agents.triage.events."+want] {
+			t.Errorf("no %s event on NATS; saw %v", want, seen)
+		}
+	}
+	if !strings.Contains(rec.prompt(0), "Message from the operator:\ncarry on") {
+		t.Fatalf("resume message not in the prompt:\n%s", rec.prompt(0))
+	}
+}
+
+func TestPublishToolRespectsTheAllowList(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{
+		tools: "[publish]",
+		agent: `    publish: ["ops.reports.>"]`,
+		script: `[{call: {name: publish, args: {subject: "ops.reports.daily", text: "all green"}}}, {call: {name: publish, args: {subject: "ops.secrets", text: "leak"}}}, {text: "done"}]`,
+	}), rec, nil)
+	out, err := r.nc.SubscribeSync("ops.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.nc.Flush()
+	r.publish("agents.triage.inbox", "publish the report")
+	r.waitEvent(events.TurnCompleted)
+	m, err := out.NextMsg(deadline)
+	if err != nil || m.Subject != "ops.reports.daily" || !strings.Contains(string(m.Data), "all green") {
+		t.Fatalf("published %v %v", m, err)
+	}
+	if extra, err := out.NextMsg(50 * time.Millisecond); err == nil {
+		t.Fatalf("a refused subject was published: %s", extra.Subject)
+	}
+}
+
+func TestPauseAndWakeSurviveRestartOfWorkerAndEmbeddedServer(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	s := setup{dataDir: dataDir, script: `[{call: {name: schedule_next_turn, args: {wake_in_seconds: 3600}}}, {text: "see you in an hour"}]`}
+	r := start(t, writeConfig(t, s), newRecorder(), nil)
+	r.publish("agents.triage.inbox", "check again in an hour")
+	r.waitEvent(events.TurnCompleted)
+	a := r.agent()
+	want := a.Status().NextWake
+	if want == nil {
+		t.Fatal("no wake requested")
+	}
+	a.Pause()
+	r.stop() // worker and its embedded server go down
+
+	r2 := start(t, writeConfig(t, s), newRecorder(), nil)
+	b := r2.agent()
+	waitFor(t, "restored state", func() bool {
+		st := b.Status()
+		return st.State == driver.Paused && st.NextWake != nil && st.NextWake.Equal(*want)
+	})
+}
+
+// freePort returns a port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func runServer(t *testing.T, port int, dir string) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{ServerName: "external", Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return ns
+}
+
+func TestWorkerKeepsWorkingAcrossANATSServerRestart(t *testing.T) {
+	t.Parallel()
+	port, dir := freePort(t), t.TempDir()
+	ns := runServer(t, port, dir)
+	t.Cleanup(func() { ns.Shutdown() })
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{natsURL: ns.ClientURL()}), rec, nil)
+	a := r.agent()
+	a.Pause()
+	for i := 1; i <= 3; i++ {
+		r.publish("agents.triage.inbox", fmt.Sprintf("before restart %d", i))
+	}
+	waitFor(t, "3 queued", func() bool { return a.Status().InboxPending == 3 })
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	ns = runServer(t, port, dir)
+	waitFor(t, "worker reconnected", func() bool { return r.w.NATS().NC.IsConnected() && r.nc.IsConnected() })
+	for i := 1; i <= 2; i++ {
+		r.publish("agents.triage.inbox", fmt.Sprintf("after restart %d", i))
+	}
+	waitFor(t, "5 queued", func() bool { return a.Status().InboxPending == 5 })
+	if err := a.Resume(""); err != nil {
+		t.Fatal(err)
+	}
+	e := r.waitEvent(events.TurnCompleted)
+	if e.Data["messages"] != 5 {
+		t.Fatalf("turn after resume: %v\n%s", e.Data, rec.all())
+	}
+	for _, m := range []string{"before restart 1", "before restart 3", "after restart 2"} {
+		if strings.Count(rec.prompt(0), m) != 1 {
+			t.Fatalf("%q not exactly once in:\n%s", m, rec.prompt(0))
+		}
+	}
+	waitFor(t, "all acked", func() bool { return ackPending(t, r) == 0 })
+}
+
+// Compile-time use of nats to keep the import when tests change.
+var _ = nats.DefaultURL
+
+func TestWaitingMessagesAreKeptAliveWithInProgressAcks(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	r := start(t, writeConfig(t, setup{}), rec, nil) // ack_wait 1s
+	a := r.agent()
+	a.Pause()
+	r.publish("agents.triage.inbox", "wait for me")
+	waitFor(t, "queued", func() bool { return a.Status().InboxPending == 1 })
+	js, _ := jetstream.New(r.nc)
+	c, err := js.Consumer(context.Background(), "AGENTS", "agent-triage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Watch the consumer across three ack deadlines: without in-progress
+	// acks the server would redeliver the waiting message.
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); <-time.After(100 * time.Millisecond) {
+		info, err := c.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumRedelivered > 0 {
+			t.Fatalf("a waiting message was redelivered after %v: in-progress acks not sent", info.Config.AckWait)
+		}
+	}
+	if err := a.Resume(""); err != nil {
+		t.Fatal(err)
+	}
+	r.waitEvent(events.TurnCompleted)
+	waitFor(t, "acked", func() bool { return ackPending(t, r) == 0 })
+}
+
+func TestCoreNATSModeDeliversAtMostOnce(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	cfg := writeConfig(t, setup{top: "store: {url: \"memory://\"}\n"})
+	off := false
+	cfg.NATS.JetStream = &off
+	r := start(t, cfg, rec, nil)
+	if r.w.NATS().JS != nil {
+		t.Fatal("JetStream in core mode")
+	}
+	dlq, _ := r.nc.SubscribeSync("agents.*.dlq")
+	_ = r.nc.Flush()
+	r.publish("agents.triage.inbox", `{"text": `)
+	if m, err := dlq.NextMsg(deadline); err != nil || m.Header.Get(natsinbox.HeaderRejectReason) != "invalid_json" {
+		t.Fatalf("dead letter in core mode: %v %v", m, err)
+	}
+	r.publish("agents.triage.inbox", "core hello")
+	r.waitEvent(events.TurnCompleted)
+	if !strings.Contains(rec.prompt(0), "core hello") {
+		t.Fatalf("prompt:\n%s", rec.prompt(0))
+	}
+}

@@ -254,8 +254,8 @@ func TestPublishToolRespectsTheAllowList(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	r := start(t, writeConfig(t, setup{
-		tools: "[publish]",
-		agent: `    publish: ["ops.reports.>"]`,
+		tools:  "[publish]",
+		agent:  `    publish: ["ops.reports.>"]`,
 		script: `[{call: {name: publish, args: {subject: "ops.reports.daily", text: "all green"}}}, {call: {name: publish, args: {subject: "ops.secrets", text: "leak"}}}, {text: "done"}]`,
 	}), rec, nil)
 	out, err := r.nc.SubscribeSync("ops.>")

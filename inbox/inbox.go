@@ -62,11 +62,23 @@ type Batch struct {
 
 // Inbox is a bounded FIFO of messages. It is safe for concurrent use.
 type Inbox struct {
-	cap     int
-	onDrop  func(m Message, reason string)
-	mu      sync.Mutex
-	queue   []Message
-	dropped int
+	cap      int
+	onDrop   func(m Message, reason string)
+	mu       sync.Mutex
+	queue    []Message
+	dropped  int
+	deferred int // how many of queue are Deferred, so Len is O(1)
+}
+
+// recount recomputes deferred after the queue changed wholesale. Callers
+// hold mu.
+func (q *Inbox) recount() {
+	q.deferred = 0
+	for _, m := range q.queue {
+		if m.Kind == Deferred {
+			q.deferred++
+		}
+	}
 }
 
 // New returns an inbox holding at most capacity messages (DefaultCap when
@@ -85,6 +97,9 @@ func New(capacity int, onDrop func(m Message, reason string)) *Inbox {
 func (q *Inbox) Push(m Message) (wake bool) {
 	q.mu.Lock()
 	q.queue = append(q.queue, m)
+	if m.Kind == Deferred {
+		q.deferred++
+	}
 	dropped := q.trim()
 	q.mu.Unlock()
 	q.notify(dropped, "inbox full")
@@ -99,6 +114,11 @@ func (q *Inbox) trim() []Message {
 	}
 	dropped := append([]Message(nil), q.queue[:over]...)
 	q.queue = append(q.queue[:0:0], q.queue[over:]...)
+	for _, m := range dropped {
+		if m.Kind == Deferred {
+			q.deferred--
+		}
+	}
 	q.dropped += over
 	return dropped
 }
@@ -120,7 +140,7 @@ func (q *Inbox) Drain() Batch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	b := Batch{Messages: q.queue, Dropped: q.dropped}
-	q.queue, q.dropped = nil, 0
+	q.queue, q.dropped, q.deferred = nil, 0, 0
 	return b
 }
 
@@ -147,6 +167,7 @@ func (q *Inbox) Requeue(b Batch, maxAttempts int) {
 	}
 	q.mu.Lock()
 	q.queue = append(keep, q.queue...)
+	q.recount()
 	q.dropped += b.Dropped
 	dropped := q.trim()
 	q.mu.Unlock()
@@ -154,18 +175,12 @@ func (q *Inbox) Requeue(b Batch, maxAttempts int) {
 	q.notify(dropped, "inbox full")
 }
 
-// Len returns how many wake and deferred messages are waiting.
+// Len returns how many wake and deferred messages are waiting, in
+// constant time.
 func (q *Inbox) Len() (wake, deferred int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, m := range q.queue {
-		if m.Kind == Deferred {
-			deferred++
-		} else {
-			wake++
-		}
-	}
-	return wake, deferred
+	return len(q.queue) - q.deferred, q.deferred
 }
 
 // Cap returns the inbox's capacity.

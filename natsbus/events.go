@@ -9,13 +9,20 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 )
 
-// ForwardEvents publishes every event on the bus to
-// <prefix>.<agent>.events.<type> as JSON, until stop is called. Publishing
+// perMessage are event types raised once per input message; they stay in
+// process (API, metrics) and are not echoed to NATS, where they would
+// double the traffic of every input.
+var perMessage = map[string]bool{events.MessageQueued: true, events.Wake: true}
+
+// ForwardEvents publishes the bus's events to
+// <prefix>.<agent>.events.<type> as JSON, until stop is called: turns,
+// pauses, reports, drops, rejections, guardrails — everything except the
+// per-message message-queued and wake events. Publishing
 // is core NATS (fire and forget); the forwarder has its own buffer, so a
 // slow connection never slows an agent: events it cannot keep up with are
 // dropped, logged and counted by the bus subscription.
 func ForwardEvents(nc *nats.Conn, subjects Subjects, bus *events.Bus, log *slog.Logger) (stop func()) {
-	sub := bus.Subscribe(8192, nil)
+	sub := bus.Subscribe(8192, func(e events.Event) bool { return !perMessage[e.Type] })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -86,12 +86,16 @@ type setup struct {
 	top     string // YAML appended at the top level
 	script  string // the model's script (flow YAML list); default: one text step
 	tools   string // default [schedule_next_turn, report_done]
+	ackWait string // default 1s, so redelivery tests are quick
 }
 
-func writeConfig(t *testing.T, s setup) *config.Config {
+func writeConfig(t testing.TB, s setup) *config.Config {
 	t.Helper()
 	if s.dataDir == "" {
 		s.dataDir = t.TempDir()
+	}
+	if s.ackWait == "" {
+		s.ackWait = "1s"
 	}
 	if s.tools == "" {
 		s.tools = "[schedule_next_turn, report_done]"
@@ -104,7 +108,7 @@ shutdown_grace: 5s
 nats:
   url: %q
   listen: "-1"
-  ack_wait: 1s
+  ack_wait: %s
   max_message_bytes: 4096
 %s
 models:
@@ -117,7 +121,7 @@ agents:
     model: fake
     tools: %s
 %s
-`, s.dataDir, s.natsURL, s.top, s.script, s.tools, s.agent)
+`, s.dataDir, s.natsURL, s.ackWait, s.top, s.script, s.tools, s.agent)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		t.Fatal(err)

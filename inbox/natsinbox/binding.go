@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -159,7 +160,10 @@ func (b *Binding) startJetStream(ctx context.Context, js jetstream.JetStream) er
 	}
 	for _, name := range slices.Sorted(maps.Keys(b.agents)) {
 		a := b.agents[name]
-		filters := []string{b.opts.Subjects.Inbox(name), b.opts.Subjects.Deferred(name)}
+		// <prefix>.<agent>.* matches only the agent's inbox and deferred
+		// subjects in this stream, and one filter is cheaper for the
+		// server than two.
+		filters := []string{b.opts.Subjects.Prefix + "." + name + ".*"}
 		for _, s := range a.Subscribe {
 			if !slices.Contains(filters, s.Subject) {
 				filters = append(filters, s.Subject)
@@ -296,9 +300,8 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 		return
 	}
 	id, explicit := messageID(m.Headers(), body, meta)
-	key := handledKey(a.Name, id)
 	if (explicit || meta.NumDelivered > 1) && b.opts.Store != nil {
-		_, err := b.opts.Store.Get(context.Background(), key)
+		_, err := b.opts.Store.Get(context.Background(), handledKey(a.Name, id))
 		switch {
 		case err == nil:
 			b.opts.Log.Info("duplicate of a handled message; acked without a turn", "agent", a.Name, "id", id, "deliveries", meta.NumDelivered)
@@ -312,7 +315,7 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 		}
 	}
 	sk := seqKey{a.Name, meta.Sequence.Stream}
-	r := &receipt{b: b, msg: m, key: key, agent: a.Name, id: id, subject: m.Subject(), headers: m.Headers(), seq: sk}
+	r := &receipt{b: b, msg: m, agent: a.Name, id: id, subject: m.Subject(), headers: m.Headers(), seq: sk}
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
@@ -409,7 +412,7 @@ func messageID(h nats.Header, body inbox.Body, meta *jetstream.MsgMetadata) (str
 	if body.ID != "" {
 		return body.ID, true
 	}
-	return fmt.Sprintf("%s-seq-%d", meta.Stream, meta.Sequence.Stream), false
+	return meta.Stream + "-seq-" + strconv.FormatUint(meta.Sequence.Stream, 10), false
 }
 
 // handledKey is the store key that records a handled message id.

@@ -16,7 +16,6 @@ import (
 type receipt struct {
 	b       *Binding
 	msg     jetstream.Msg
-	key     string
 	agent   string
 	id      string
 	subject string
@@ -88,7 +87,7 @@ func (b *Binding) settleOne(o outcome) {
 	}
 	if b.opts.Store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := b.opts.Store.Create(ctx, r.key, []byte(r.id), b.opts.HandledTTL)
+		_, err := b.opts.Store.Create(ctx, handledKey(r.agent, r.id), []byte(r.id), b.opts.HandledTTL)
 		cancel()
 		if err != nil && !errors.Is(err, store.ErrExists) {
 			b.opts.Log.Warn("could not record a handled message id; a redelivery would run again", "agent", r.agent, "id", r.id, "error", err)

@@ -1,0 +1,67 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/config"
+)
+
+func embedded(t *testing.T) *Conn {
+	t.Helper()
+	c, err := Connect(config.NATS{Listen: "-1"}, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestEnsureStreamCreatesUpdatesAndRefusesForeignStreams(t *testing.T) {
+	t.Parallel()
+	c := embedded(t)
+	ctx := context.Background()
+	spec := StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox", "agents.*.deferred"}, DuplicateWindow: 2 * time.Minute}
+	if _, err := EnsureStream(ctx, c.JS, spec, c.log); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureStream(ctx, c.JS, spec, c.log); err != nil {
+		t.Fatalf("second EnsureStream (idempotent): %v", err)
+	}
+	spec.Subjects = append(spec.Subjects, "alerts.prod.>")
+	s, err := EnsureStream(ctx, c.JS, spec, c.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Subjects; !slices.Contains(got, "alerts.prod.>") {
+		t.Fatalf("bound subject not added: %v", got)
+	}
+
+	if _, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = EnsureStream(ctx, c.JS, StreamSpec{Name: "OTHER", Subjects: []string{"agents2.*.inbox"}}, c.log)
+	if !errors.Is(err, ErrStreamConflict) || !strings.Contains(err.Error(), "not created by agent-worker") {
+		t.Fatalf("foreign stream: err = %v", err)
+	}
+	info, _ := c.JS.Stream(ctx, "OTHER")
+	if got := info.CachedInfo().Config.Subjects; len(got) != 1 || got[0] != "other.>" {
+		t.Fatalf("a foreign stream was changed: %v", got)
+	}
+}
+
+func TestEmbeddedServerRefusesABusyPort(t *testing.T) {
+	t.Parallel()
+	c := embedded(t)
+	port := c.server.Addr().String()
+	_, err := Connect(config.NATS{Listen: port}, t.TempDir(), nil)
+	if err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("second server on %s: err = %v", port, err)
+	}
+}

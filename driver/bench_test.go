@@ -179,32 +179,38 @@ func (nopHost) Now() time.Time                    { return epoch }
 func (nopHost) RequestWake(time.Time, string)     {}
 func (nopHost) ReportDone(string, map[string]any) {}
 
+// The benchmarks here run a fixed workload per iteration and print a
+// table; run them with -benchtime 1x (make bench does).
+//
 // BenchmarkDriverVsBareADK times one driver turn, from Send to the turn
 // recorded (wake, hand-off to the agent's loop, gate, drain, frame, ADK
 // run, history commit, events), against a bare ADK runner.Run on the same
 // scripted model with the same context, alternating so both see the same
 // machine, and reports the ratio (target: driver ≤ 1.25× bare).
 func BenchmarkDriverVsBareADK(b *testing.B) {
-	const window = 1
-	ba := newBenchAgent(b, window, nil)
-	defer ba.close()
-	br := newBareRunner(b)
-	for i := range 20 { // warm both up
-		ba.turn(b, i)
-		br.turn(b, i)
+	const window, turns = 1, 3000
+	for range b.N {
+		ba := newBenchAgent(b, window, nil)
+		br := newBareRunner(b)
+		for i := range 20 { // warm both up
+			ba.turn(b, i)
+			br.turn(b, i)
+		}
+		var dDriver, dBare time.Duration
+		for i := range turns {
+			dDriver += ba.turn(b, i)
+			t0 := time.Now()
+			br.turn(b, i)
+			dBare += time.Since(t0)
+		}
+		ba.close()
+		ratio := float64(dDriver) / float64(dBare)
+		fmt.Printf("driver turn %v, bare ADK runner.Run %v over %d turns: driver/bare %.2f (target ≤ 1.25)\n",
+			(dDriver / turns).Round(time.Microsecond), (dBare / turns).Round(time.Microsecond), turns, ratio)
+		b.ReportMetric(float64(dDriver.Nanoseconds())/turns, "driver-ns/turn")
+		b.ReportMetric(float64(dBare.Nanoseconds())/turns, "bare-ns/turn")
+		b.ReportMetric(ratio, "driver/bare")
 	}
-	var dDriver, dBare time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		dDriver += ba.turn(b, i)
-		t0 := time.Now()
-		br.turn(b, i)
-		dBare += time.Since(t0)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(dDriver.Nanoseconds())/float64(b.N), "driver-ns/turn")
-	b.ReportMetric(float64(dBare.Nanoseconds())/float64(b.N), "bare-ns/turn")
-	b.ReportMetric(float64(dDriver)/float64(dBare), "driver/bare")
 }
 
 // BenchmarkThousandWakes runs 1,000 sequential wakes of one agent with the

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
 )
@@ -45,6 +46,7 @@ type Agent struct {
 	hist   *history.Service
 	runner *runner.Runner
 	store  store.Store
+	sched  *scheduler.Scheduler
 
 	signal chan struct{} // buffered 1: "look at causes"
 	done   chan struct{} // closed by stop: the worker is shutting down
@@ -65,9 +67,6 @@ type Agent struct {
 	firstWake   time.Time // when the oldest waiting cause arrived (coalescing)
 	coalescing  bool      // a coalesce timer is armed
 	throttledTo time.Time
-	timer       clock.Timer
-	next        Cause     // what the armed timer will wake with
-	nextAt      time.Time // zero: no timer armed
 	requested   *wakeRequest
 	turns       uint64
 	last        *TurnSummary
@@ -90,6 +89,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		guard:  deps.Guard,
 		hist:   hist,
 		store:  deps.Store,
+		sched:  deps.Scheduler,
 		signal: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
@@ -278,9 +278,6 @@ func (a *Agent) stop() {
 		close(a.done)
 	}
 	a.stopping = true
-	if a.timer != nil {
-		a.timer.Stop()
-	}
 	running := a.running
 	a.mu.Unlock()
 	a.emit(events.Stopping, map[string]any{"turn_running": running})
@@ -416,4 +413,53 @@ func (h host) RequestWake(at time.Time, reason string) {
 func (h host) ReportDone(summary string, details map[string]any) {
 	h.a.log.Info("task reported done", "summary", summary)
 	h.a.emit(events.ReportDone, map[string]any{"summary": summary, "details": details})
+}
+
+// Fire takes a schedule tick or timer from the scheduler as a wake.
+func (a *Agent) Fire(f scheduler.Fire) {
+	c := Cause{Due: f.Due}
+	switch f.Kind {
+	case scheduler.KindSchedule:
+		c.Source, c.Name, c.Instruction = SourceSchedule, f.Schedule, f.Prompt
+	case scheduler.KindHeartbeat:
+		c.Source = SourceHeartbeat
+	default:
+		c.Source = SourceTimer
+	}
+	a.Wake(c)
+}
+
+// Running reports whether a turn is running (scheduler.Target).
+func (a *Agent) Running() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running
+}
+
+// Gate says why no turn may start: "paused", "halted", "stopped", or "".
+func (a *Agent) Gate() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.stopping:
+		return "stopped"
+	case a.halt != "":
+		return "halted"
+	case a.paused:
+		return "paused"
+	}
+	return ""
+}
+
+// PendingFire reports whether a fire of the schedule waits for the next
+// turn (scheduler.Target, for overlap: queue).
+func (a *Agent) PendingFire(schedule string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.causes {
+		if c.Source == SourceSchedule && c.Name == schedule {
+			return true
+		}
+	}
+	return false
 }

@@ -82,7 +82,9 @@ func newBenchAgent(tb testing.TB, history int, record func(turn int) bool) *benc
 		tb.Fatal(err)
 	}
 	ba.a, _ = ba.d.Agent("bench")
-	ba.d.Start(context.Background())
+	if err := ba.d.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
 	return ba
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
+	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
 )
@@ -46,6 +47,8 @@ type Spec struct {
 	Tools []string
 	// Publish lists the subject patterns the publish tool may use.
 	Publish []string
+	// Schedules are the agent's cron schedules.
+	Schedules []scheduler.Schedule
 	// Sleep bounds model-requested wakes.
 	Sleep tools.Sleep
 	// Heartbeat wakes the agent this long after a turn that asked for no
@@ -80,6 +83,10 @@ type Deps struct {
 	Guard  Guard        // optional
 	// Publisher serves the publish tool; agents granted it need one.
 	Publisher tools.Publisher
+	// Scheduler fires the agents' schedules and timers. Default: one over
+	// Store and Clock. The driver adds its agents, starts it in Start and
+	// stops it in Shutdown.
+	Scheduler *scheduler.Scheduler
 }
 
 // Driver owns the loops of all configured agents.
@@ -106,6 +113,9 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 	if deps.Events == nil {
 		deps.Events = events.NewBus(0, deps.Log)
 	}
+	if deps.Scheduler == nil {
+		deps.Scheduler = scheduler.New(scheduler.Options{Store: deps.Store, Clock: deps.Clock, Log: deps.Log, Events: deps.Events})
+	}
 	d := &Driver{deps: deps, agents: map[string]*Agent{}}
 	for _, s := range specs {
 		if _, dup := d.agents[s.Name]; dup {
@@ -115,6 +125,9 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 		a, err := newAgent(s, deps, hist)
 		if err != nil {
 			return nil, fmt.Errorf("driver: agent %q: %w", s.Name, err)
+		}
+		if err := deps.Scheduler.Add(s.Name, a, s.Schedules); err != nil {
+			return nil, fmt.Errorf("driver: %w", err)
 		}
 		d.agents[s.Name] = a
 		d.order = append(d.order, s.Name)
@@ -143,9 +156,17 @@ func (d *Driver) Agents() []*Agent {
 // Events returns the bus the driver publishes on.
 func (d *Driver) Events() *events.Bus { return d.deps.Events }
 
-// Start starts every agent's loop. ctx bounds the loops: cancelling it
-// cancels running turns at once (prefer Shutdown for a graceful stop).
-func (d *Driver) Start(ctx context.Context) {
+// Scheduler returns the scheduler firing the agents' schedules and timers.
+func (d *Driver) Scheduler() *scheduler.Scheduler { return d.deps.Scheduler }
+
+// Start starts the scheduler (restoring timers, counting missed ticks)
+// and every agent's loop. ctx bounds the loops: cancelling it cancels
+// running turns at once (prefer Shutdown for a graceful stop). It fails if
+// the scheduler cannot read its state.
+func (d *Driver) Start(ctx context.Context) error {
+	if err := d.deps.Scheduler.Start(ctx); err != nil {
+		return fmt.Errorf("driver: start scheduler: %w", err)
+	}
 	for _, a := range d.Agents() {
 		d.wg.Add(1)
 		go func() {
@@ -153,6 +174,7 @@ func (d *Driver) Start(ctx context.Context) {
 			a.loop(ctx)
 		}()
 	}
+	return nil
 }
 
 // Shutdown stops the driver: no new turn starts; turns already running may
@@ -160,6 +182,7 @@ func (d *Driver) Start(ctx context.Context) {
 // Shutdown returns when every loop has exited.
 func (d *Driver) Shutdown(ctx context.Context) {
 	d.once.Do(func() {
+		d.deps.Scheduler.Stop()
 		for _, a := range d.agents {
 			a.stop()
 		}

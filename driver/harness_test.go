@@ -69,7 +69,9 @@ func newHarness(t *testing.T, script []config.ScriptStep, opts ...opt) *harness 
 	}
 	h.a, _ = h.d.Agent("tester")
 	ctx, cancel := context.WithCancel(context.Background())
-	h.d.Start(ctx)
+	if err := h.d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		h.release()
 		h.d.Shutdown(context.Background())

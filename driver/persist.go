@@ -11,15 +11,9 @@ import (
 )
 
 // What an agent keeps in the store, so a restart is not a way around a
-// pause or a forgotten wake: keys "agent.<name>.paused" and
-// "agent.<name>.wake".
+// pause: key "agent.<name>.paused". (Its timer is the scheduler's.)
 type pausedRecord struct {
 	Since time.Time `json:"since"`
-}
-
-type wakeRecord struct {
-	At     time.Time `json:"at"`
-	Reason string    `json:"reason,omitempty"`
 }
 
 func (a *Agent) key(what string) string { return "agent." + a.spec.Name + "." + what }
@@ -58,16 +52,12 @@ func (a *Agent) syncPause() {
 	}
 }
 
-// restore loads the persisted pause and wake. It is retried with backoff
-// until it succeeds; until then the gate stays closed.
+// restore loads the persisted pause, and arms the heartbeat if the
+// scheduler restored no timer. It is retried with backoff until it
+// succeeds; until then the gate stays closed.
 func (a *Agent) restore(ctx context.Context) error {
 	var p pausedRecord
 	paused, err := a.load(ctx, "paused", &p)
-	if err != nil {
-		return err
-	}
-	var w wakeRecord
-	hasWake, err := a.load(ctx, "wake", &w)
 	if err != nil {
 		return err
 	}
@@ -75,20 +65,13 @@ func (a *Agent) restore(ctx context.Context) error {
 	if paused && !a.pauseSet {
 		a.paused = true
 	}
-	switch {
-	case !a.nextAt.IsZero():
-		// Armed since start: newer than what was stored.
-	case hasWake:
-		// Overdue wakes (the worker was down) fire at once.
-		a.armLocked(w.At, Cause{Source: SourceTimer, Due: w.At})
-	case a.spec.Heartbeat > 0:
-		at := a.clock.Now().Add(a.spec.Heartbeat)
-		a.armLocked(at, Cause{Source: SourceHeartbeat, Due: at})
-	}
 	a.restored = true
 	a.mu.Unlock()
-	if paused || hasWake {
-		a.log.Info("state restored", "paused", paused, "wake_at", w.At)
+	if _, _, ok := a.sched.NextTimer(a.spec.Name); !ok && a.spec.Heartbeat > 0 {
+		a.sched.SetTimer(a.spec.Name, a.clock.Now().Add(a.spec.Heartbeat), true)
+	}
+	if paused {
+		a.log.Info("state restored", "paused", paused)
 	}
 	return nil
 }
@@ -130,21 +113,5 @@ func (a *Agent) restoreWithRetry(ctx context.Context) bool {
 			return false
 		}
 		backoff = min(backoff*2, 30*time.Second)
-	}
-}
-
-// wakeServed deletes the persisted wake if it is still the one that fired
-// at at (a newer request may have replaced it meanwhile).
-func (a *Agent) wakeServed(at time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var w wakeRecord
-	ok, err := a.load(ctx, "wake", &w)
-	if err != nil {
-		a.log.Error("could not check the persisted wake", "error", err)
-		return
-	}
-	if ok && w.At.Equal(at) {
-		a.persist("wake", nil)
 	}
 }

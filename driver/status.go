@@ -24,6 +24,7 @@ type Status struct {
 // Status returns a snapshot of the agent.
 func (a *Agent) Status() Status {
 	w, d := a.inbox.Len()
+	at, heartbeat, timerOK := a.sched.NextTimer(a.spec.Name)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := Status{
@@ -37,10 +38,12 @@ func (a *Agent) Status() Status {
 		PendingWakes: len(a.causes),
 		Turns:        a.turns,
 	}
-	if !a.nextAt.IsZero() {
-		t := a.nextAt
-		s.NextWake = &t
-		s.NextWakeCause = string(a.next.Source)
+	if timerOK {
+		s.NextWake = &at
+		s.NextWakeCause = string(SourceTimer)
+		if heartbeat {
+			s.NextWakeCause = string(SourceHeartbeat)
+		}
 	}
 	if a.last != nil {
 		l := *a.last

@@ -171,33 +171,15 @@ func outcome(err error) string {
 // finish records the turn and decides what wakes the agent next: its own
 // request (already clamped by the tool), else an earlier request still
 // pending, else the heartbeat; and whether waiting causes run now or after
-// a throttle pause.
+// a throttle pause. Timers live in the scheduler, which stores them.
 func (a *Agent) finish(sum TurnSummary, err error) {
-	var persistWake *wakeRecord
-	defer func() {
-		if persistWake != nil {
-			a.persist("wake", *persistWake)
-		}
-	}()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.running = false
 	a.cancelTurn = nil
 	a.last = &sum
-	now := a.clock.Now()
-	switch {
-	case a.requested != nil:
-		a.armLocked(a.requested.at, Cause{Source: SourceTimer, Due: a.requested.at})
-		persistWake = &wakeRecord{At: a.requested.at, Reason: a.requested.reason}
-		a.emit(events.WakeScheduled, map[string]any{"at": a.requested.at, "reason": a.requested.reason})
-		a.log.Info("next wake requested", "at", a.requested.at, "reason", a.requested.reason)
-	case !a.nextAt.IsZero() && a.next.Source == SourceTimer:
-		// An earlier request still stands.
-	case a.spec.Heartbeat > 0:
-		at := now.Add(a.spec.Heartbeat)
-		a.armLocked(at, Cause{Source: SourceHeartbeat, Due: at})
-	}
+	req := a.requested
 	a.requested = nil
+	now := a.clock.Now()
 	if len(a.causes) > 0 && a.consecutive >= a.spec.MaxTurnsPerWake {
 		pause := max(a.spec.Sleep.Min, time.Second)
 		a.throttledTo = now.Add(pause)
@@ -207,27 +189,24 @@ func (a *Agent) finish(sum TurnSummary, err error) {
 		a.notes = append(a.notes, fmt.Sprintf("you ran %d turns back to back, so the worker paused %s before this one", a.spec.MaxTurnsPerWake, pause))
 		a.clock.AfterFunc(pause, a.poke)
 	}
+	a.mu.Unlock()
+
+	switch {
+	case req != nil:
+		a.sched.SetTimer(a.spec.Name, req.at, false)
+		a.emit(events.WakeScheduled, map[string]any{"at": req.at, "reason": req.reason})
+		a.log.Info("next wake requested", "at", req.at, "reason", req.reason)
+	case a.hasRequestedTimer():
+		// An earlier request still stands.
+	case a.spec.Heartbeat > 0:
+		a.sched.SetTimer(a.spec.Name, now.Add(a.spec.Heartbeat), true)
+	}
 }
 
-// armLocked replaces the agent's wake timer. Callers hold mu.
-func (a *Agent) armLocked(at time.Time, c Cause) {
-	if a.timer != nil {
-		a.timer.Stop()
-	}
-	a.next, a.nextAt = c, at
-	a.timer = a.clock.AfterFunc(at.Sub(a.clock.Now()), func() {
-		a.mu.Lock()
-		if !a.nextAt.Equal(at) {
-			a.mu.Unlock()
-			return // replaced meanwhile
-		}
-		a.nextAt, a.timer = time.Time{}, nil
-		a.mu.Unlock()
-		if c.Source == SourceTimer {
-			a.wakeServed(at)
-		}
-		a.Wake(c)
-	})
+// hasRequestedTimer reports whether a model-requested wake is pending.
+func (a *Agent) hasRequestedTimer() bool {
+	_, heartbeat, ok := a.sched.NextTimer(a.spec.Name)
+	return ok && !heartbeat
 }
 
 // clip shortens s to at most n runes, marking the cut.

@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memory"
 	"github.com/agent-worker/agent-worker/store/natskv"
@@ -100,14 +101,17 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	sched := scheduler.New(scheduler.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus})
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}}, specs)
+		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
-	w.driver.Start(loops)
+	if err = w.driver.Start(loops); err != nil {
+		return nil, err
+	}
 	w.stopEv = natsbus.ForwardEvents(w.conn.NC, subjects, w.bus, o.Log)
 
 	var bound []natsinbox.Agent
@@ -242,7 +246,19 @@ func buildSpecs(cfg *config.Config, newModel func(string, config.Model) (model.L
 			Coalesce:        a.Turn.Coalesce.D(),
 			MaxTurnsPerWake: a.Turn.MaxPerWake,
 			HistoryTurns:    a.Turn.HistoryTurns,
+			Schedules:       schedules(a.Schedules),
 		})
 	}
 	return specs, nil
+}
+
+func schedules(in []config.Schedule) []scheduler.Schedule {
+	out := make([]scheduler.Schedule, 0, len(in))
+	for _, s := range in {
+		out = append(out, scheduler.Schedule{
+			Name: s.Name, Cron: s.Cron, Timezone: s.Timezone, Prompt: s.Prompt,
+			Overlap: s.Overlap, Jitter: s.Jitter.D(), Enabled: s.Enabled == nil || *s.Enabled,
+		})
+	}
+	return out
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
+	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store/memory"
 	"github.com/agent-worker/agent-worker/tools"
 )
@@ -275,4 +276,65 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
+}
+
+// BenchmarkScheduleFireLag runs 1,000 schedules across 100 agents on the
+// real clock — each agent has ten schedules, one per second of a ten-second
+// cycle, so every second 100 agents fire together — and prints the lag
+// from each tick's scheduled time to its turn starting (p50, p99).
+func BenchmarkScheduleFireLag(b *testing.B) {
+	const agents, perAgent = 100, 10
+	for range b.N {
+		bus := events.NewBus(0, nil)
+		sub := bus.Subscribe(4*agents*perAgent, func(e events.Event) bool { return e.Type == events.TurnStarted })
+		st := memory.New(nil)
+		var specs []Spec
+		for i := range agents {
+			m, err := scripted.New("bench", config.Model{Script: []config.ScriptStep{{Text: "checked", Usage: config.Usage{Input: 100, Output: 5}}}, Loop: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sp := Spec{Name: fmt.Sprintf("agent-%03d", i), Model: m, HistoryTurns: 1}
+			for j := range perAgent {
+				sp.Schedules = append(sp.Schedules, scheduler.Schedule{
+					Name: fmt.Sprintf("s%d", j), Cron: fmt.Sprintf("%d/10 * * * * *", j), Enabled: true, Overlap: scheduler.OverlapQueue,
+				})
+			}
+			specs = append(specs, sp)
+		}
+		d, err := New(Deps{Store: st, Events: bus}, specs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		lags := make([]time.Duration, 0, agents*perAgent)
+		timeout := time.After(30 * time.Second)
+	collect:
+		for len(lags) < agents*perAgent {
+			select {
+			case e := <-sub.C:
+				if at, ok := e.Data["cause_at"].(time.Time); ok {
+					lags = append(lags, e.Time.Sub(at))
+				}
+			case <-timeout:
+				break collect
+			}
+		}
+		d.Shutdown(context.Background())
+		if len(lags) < agents*perAgent {
+			b.Fatalf("only %d of %d ticks started a turn within 30s", len(lags), agents*perAgent)
+		}
+		fmt.Printf("schedule fire lag, %d schedules × 1 tick across %d agents (scheduled time → turn start): p50 %v, p99 %v, max %v\n",
+			len(lags), agents, median(lags).Round(time.Microsecond), pct(lags, .99).Round(time.Microsecond), pct(lags, 1).Round(time.Microsecond))
+		b.ReportMetric(float64(median(lags).Microseconds()), "p50-µs")
+		b.ReportMetric(float64(pct(lags, .99).Microseconds()), "p99-µs")
+	}
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1))]
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/scheduler"
 )
 
 func TestDeferredDoesNotWakeButRidesAlong(t *testing.T) {
@@ -370,5 +371,20 @@ func TestCoalesceWindowGathersABurst(t *testing.T) {
 	e := h.waitEvent(events.TurnCompleted)
 	if e.Data["messages"] != 2 {
 		t.Fatalf("turn after the window: %v", e.Data)
+	}
+}
+
+func TestScheduleFireIsAWakeWithItsPrompt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []config.ScriptStep{text("report written")}, func(s *Spec) {
+		s.Schedules = []scheduler.Schedule{{Name: "morning", Cron: "0 9 * * *", Timezone: "UTC", Prompt: "Write the capacity report.", Enabled: true}}
+	})
+	h.clock.Advance(time.Hour) // 09:00
+	h.waitEvent(events.TurnCompleted)
+	p := h.prompt(1)
+	for _, want := range []string{`[wake: schedule "morning" (due 2026-11-29T09:00:00Z)]`, "Scheduled task \"morning\" (due 2026-11-29T09:00:00Z):\nWrite the capacity report."} {
+		if !strings.Contains(p, want) {
+			t.Fatalf("prompt lacks %q:\n%s", want, p)
+		}
 	}
 }

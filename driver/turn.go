@@ -64,7 +64,12 @@ func (a *Agent) turn(t turnStart) {
 	if a.log.Enabled(t.ctx, slog.LevelInfo) {
 		a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped)
 	}
-	a.emit(events.TurnStarted, map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages)})
+	started := map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages)}
+	if at := earliest(t.causes); !at.IsZero() {
+		// When the oldest cause arose: wake latency is measured from it.
+		started["cause_at"] = at
+	}
+	a.emit(events.TurnStarted, started)
 
 	var timer interface{ Stop() bool }
 	if a.spec.TurnTimeout > 0 {
@@ -207,6 +212,22 @@ func (a *Agent) finish(sum TurnSummary, err error) {
 func (a *Agent) hasRequestedTimer() bool {
 	_, heartbeat, ok := a.sched.NextTimer(a.spec.Name)
 	return ok && !heartbeat
+}
+
+// earliest returns when the oldest cause arose: its due time for
+// schedules and timers, else when it arrived.
+func earliest(cs []Cause) time.Time {
+	var at time.Time
+	for _, c := range cs {
+		t := c.At
+		if !c.Due.IsZero() {
+			t = c.Due
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // clip shortens s to at most n runes, marking the cut.

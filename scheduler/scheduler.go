@@ -149,8 +149,27 @@ func Parse(spec, timezone string) (cron.Schedule, error) {
 	}
 	if ss, ok := s.(*cron.SpecSchedule); ok {
 		ss.Location = loc
+		return onceADay{ss, loc}, nil
 	}
 	return s, nil
+}
+
+// onceADay keeps a wall-clock schedule from firing twice at the same
+// local time when clocks go back (02:30 on an autumn change day happens
+// twice; robfig/cron would fire both). Interval schedules (@every) are
+// not wall-clock schedules and are not wrapped.
+type onceADay struct {
+	inner *cron.SpecSchedule
+	loc   *time.Location
+}
+
+func (o onceADay) Next(t time.Time) time.Time {
+	n := o.inner.Next(t)
+	const wall = "2006-01-02 15:04:05"
+	if !n.IsZero() && n.In(o.loc).Format(wall) == t.In(o.loc).Format(wall) {
+		return o.inner.Next(n)
+	}
+	return n
 }
 
 // New returns a scheduler; Add agents, then Start it.

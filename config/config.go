@@ -24,8 +24,9 @@ type Config struct {
 	// Models are named model definitions that agents refer to by name.
 	Models map[string]Model `yaml:"models"`
 	// Pricing maps a model name (exact, then longest prefix) to its price.
-	Pricing map[string]Price `yaml:"pricing"`
-	Agents  []Agent          `yaml:"agents"`
+	Pricing    map[string]Price `yaml:"pricing"`
+	Guardrails Guardrails       `yaml:"guardrails"`
+	Agents     []Agent          `yaml:"agents"`
 
 	// File is the path the configuration was read from ("" for the
 	// embedded default). Not a YAML key.
@@ -175,6 +176,9 @@ type Price struct {
 	InputPerMTok       float64 `yaml:"input_per_mtok"`
 	CachedInputPerMTok float64 `yaml:"cached_input_per_mtok"`
 	OutputPerMTok      float64 `yaml:"output_per_mtok"`
+	// CacheWritePerMTok prices tokens written to a provider's prompt
+	// cache (Anthropic); 0 means the input price.
+	CacheWritePerMTok float64 `yaml:"cache_write_per_mtok"`
 }
 
 // Agent is one configured agent.
@@ -193,6 +197,7 @@ type Agent struct {
 	Sleep     Sleep          `yaml:"sleep"`
 	Budgets   Budgets        `yaml:"budgets"`
 	Watchdog  Watchdog       `yaml:"watchdog"`
+	Limits    Limits         `yaml:"limits"`
 	Inbox     Inbox          `yaml:"inbox"`
 	// WakeOnStart runs one turn when the worker starts (default false:
 	// an agent sleeps until a real wake source, so a restart costs no
@@ -248,8 +253,40 @@ type Budgets struct {
 
 // Watchdog configures loop detection.
 type Watchdog struct {
-	// Mode is "off", "warn", "feedback" or "enforce" (default).
+	// Mode is "off", "warn" (log, count, event), "feedback" (also tell the
+	// model in its next prompt) or "enforce" (also halt the agent at once;
+	// the default for unattended agents).
 	Mode string `yaml:"mode"`
+	// Repeat: the same call this many times in a row. Default 5.
+	Repeat int `yaml:"repeat"`
+	// CycleRepeats: a cycle of 2-4 calls repeated this many times.
+	// Default 3.
+	CycleRepeats int `yaml:"cycle_repeats"`
+	// Dominant of the last Window calls being one call. Defaults 8 of 12.
+	Dominant int `yaml:"dominant"`
+	Window   int `yaml:"window"`
+	// Failures: a streak of failing calls (warning only). Default 3.
+	Failures int `yaml:"failures"`
+}
+
+// Limits cap one turn besides money; a turn that reaches one is stopped
+// (not the agent), and the next prompt says why.
+type Limits struct {
+	// ModelCallsPerTurn. Default 50.
+	ModelCallsPerTurn int `yaml:"model_calls_per_turn"`
+	// ToolCallsPerTurn. Default 100.
+	ToolCallsPerTurn int `yaml:"tool_calls_per_turn"`
+	// TokensPerTurn counts input plus output tokens of every model call.
+	// Default 500000.
+	TokensPerTurn int `yaml:"tokens_per_turn"`
+}
+
+// Guardrails are worker-wide guardrail settings.
+type Guardrails struct {
+	// Timezone whose calendar day the daily ceilings follow. Default UTC.
+	Timezone string `yaml:"timezone"`
+	// WorkerDailyUSD is a ceiling across all agents per day; 0 = none.
+	WorkerDailyUSD float64 `yaml:"worker_daily_usd"`
 }
 
 // Inbox bounds the agent's queue.

@@ -12,6 +12,7 @@ func applyDefaults(c *Config) {
 	setDuration(&c.ShutdownGrace, 30*time.Second)
 
 	setString(&c.Log.Format, "text")
+	setString(&c.Guardrails.Timezone, "UTC")
 	setString(&c.Log.Level, "info")
 
 	setString(&c.NATS.Listen, "127.0.0.1:4222")
@@ -38,6 +39,14 @@ func applyDefaults(c *Config) {
 		a := &c.Agents[i]
 		setDuration(&a.Sleep.Max, 24*time.Hour)
 		setString(&a.Watchdog.Mode, "enforce")
+		setInt(&a.Watchdog.Repeat, 5)
+		setInt(&a.Watchdog.CycleRepeats, 3)
+		setInt(&a.Watchdog.Dominant, 8)
+		setInt(&a.Watchdog.Window, 12)
+		setInt(&a.Watchdog.Failures, 3)
+		setInt(&a.Limits.ModelCallsPerTurn, 50)
+		setInt(&a.Limits.ToolCallsPerTurn, 100)
+		setInt(&a.Limits.TokensPerTurn, 500000)
 		setInt(&a.Inbox.Cap, 256)
 		setDuration(&a.Turn.Timeout, 10*time.Minute)
 		setInt(&a.Turn.MaxPerWake, 10)

@@ -114,6 +114,12 @@ func (v *validator) config(c *Config) {
 	v.oneOf(root.key("log", "level"), c.Log.Level, logLevels)
 
 	v.atLeastOne(root.key("nats", "max_message_bytes"), c.NATS.MaxMessageBytes)
+	if _, err := time.LoadLocation(c.Guardrails.Timezone); err != nil {
+		v.at(root.key("guardrails", "timezone"), "unknown time zone %q", c.Guardrails.Timezone)
+	}
+	if c.Guardrails.WorkerDailyUSD < 0 {
+		v.at(root.key("guardrails", "worker_daily_usd"), "must not be negative; got %v", c.Guardrails.WorkerDailyUSD)
+	}
 	v.duration(root.key("nats", "duplicate_window"), c.NATS.DuplicateWindow)
 	v.duration(root.key("nats", "ack_wait"), c.NATS.AckWait)
 	if c.NATS.AckWait > 0 && c.NATS.AckWait.D() < time.Second {
@@ -302,6 +308,30 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	v.duration(p.key("turn", "timeout"), a.Turn.Timeout)
 	v.duration(p.key("turn", "coalesce"), a.Turn.Coalesce)
 	v.atLeastOne(p.key("turn", "max_per_wake"), a.Turn.MaxPerWake)
+	for _, f := range []struct {
+		key string
+		n   int
+	}{
+		{"repeat", a.Watchdog.Repeat}, {"cycle_repeats", a.Watchdog.CycleRepeats}, {"dominant", a.Watchdog.Dominant},
+		{"window", a.Watchdog.Window}, {"failures", a.Watchdog.Failures},
+	} {
+		if f.n < 0 {
+			v.at(p.key("watchdog", f.key), "must not be negative; got %d", f.n)
+		}
+	}
+	if a.Watchdog.Dominant > a.Watchdog.Window {
+		v.at(p.key("watchdog", "dominant"), "must not exceed watchdog.window (%d); got %d", a.Watchdog.Window, a.Watchdog.Dominant)
+	}
+	for _, f := range []struct {
+		key string
+		n   int
+	}{
+		{"model_calls_per_turn", a.Limits.ModelCallsPerTurn}, {"tool_calls_per_turn", a.Limits.ToolCallsPerTurn}, {"tokens_per_turn", a.Limits.TokensPerTurn},
+	} {
+		if f.n < 0 {
+			v.at(p.key("limits", f.key), "must not be negative; got %d", f.n)
+		}
+	}
 	v.atLeastOne(p.key("turn", "history_turns"), a.Turn.HistoryTurns)
 	if a.Turn.HistoryTurns > MaxHistoryTurns {
 		v.at(p.key("turn", "history_turns"), "must be at most %d (the NATS KV store keeps %d revisions of a list); got %d", MaxHistoryTurns, MaxHistoryTurns, a.Turn.HistoryTurns)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/adk/agent/llmagent"
+	"google.golang.org/adk/plugin"
 	"google.golang.org/adk/runner"
 
 	"github.com/agent-worker/agent-worker/clock"
@@ -41,7 +42,7 @@ type Agent struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	bus    *events.Bus
-	guard  Guard
+	guards []Guard
 	inbox  *inbox.Inbox
 	hist   *history.Service
 	runner *runner.Runner
@@ -86,7 +87,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		clock:  deps.Clock,
 		log:    deps.Log.With("agent", s.Name),
 		bus:    deps.Events,
-		guard:  deps.Guard,
+		guards: deps.Guards,
 		hist:   hist,
 		store:  deps.Store,
 		sched:  deps.Scheduler,
@@ -111,11 +112,19 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build ADK agent: %w", err)
 	}
+	var plugins []*plugin.Plugin
+	for _, g := range deps.Guards {
+		g.Attach(s.Name, a)
+		if p := g.Plugin(s.Name); p != nil {
+			plugins = append(plugins, p)
+		}
+	}
 	a.runner, err = runner.New(runner.Config{
 		AppName:           AppName,
 		Agent:             llm,
 		SessionService:    hist,
 		AutoCreateSession: true,
+		PluginConfig:      runner.PluginConfig{Plugins: plugins},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build ADK runner: %w", err)
@@ -258,6 +267,23 @@ func (a *Agent) Halt(reason string) {
 	a.emit(events.Halted, map[string]any{"reason": reason})
 }
 
+// Note adds a remark from the worker to the agent's next prompt.
+func (a *Agent) Note(text string) {
+	a.mu.Lock()
+	a.notes = append(a.notes, text)
+	a.mu.Unlock()
+}
+
+// StopTurn cancels the running turn with cause (for example a per-turn
+// cap), without closing the gate.
+func (a *Agent) StopTurn(cause error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cancelTurn != nil {
+		a.cancelTurn(cause)
+	}
+}
+
 // ClearHalt reopens a halted agent's gate; if wake messages are waiting,
 // a turn follows.
 func (a *Agent) ClearHalt() {
@@ -379,8 +405,8 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 			return turnStart{}, false
 		}
 	}
-	if a.guard != nil {
-		if err := a.guard.Admit(ctx, a.spec.Name); err != nil {
+	for _, g := range a.guards {
+		if err := g.Admit(ctx, a.spec.Name); err != nil {
 			a.halt = err.Error()
 			a.log.Warn("turn refused by guard; agent halted", "reason", err)
 			a.emit(events.Halted, map[string]any{"reason": err.Error()})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/adk/model"
+	"google.golang.org/adk/plugin"
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
@@ -34,6 +35,8 @@ var (
 	ErrPaused       = errors.New("agent is paused")
 	ErrHalted       = errors.New("agent is halted")
 	ErrStopped      = errors.New("agent is stopped")
+	// ErrCapped wraps the cause of a turn stopped at a per-turn cap.
+	ErrCapped = errors.New("turn stopped at a per-turn limit")
 )
 
 // Spec is one agent as the driver needs it, resolved from config.
@@ -68,10 +71,37 @@ type Spec struct {
 	HistoryTurns int
 }
 
-// Guard admits or refuses a turn after the pause/halt gate and before the
-// inbox is drained (budgets). A non-nil error halts the agent with it.
+// Guard watches an agent's turns: it admits or refuses a turn after the
+// pause/halt gate and before the inbox is drained (budgets), and watches
+// inside the turn through an ADK plugin (metering, caps, loop detection).
+// The guard and the watchdog implement it.
 type Guard interface {
+	// Attach gives the guard its handle on an agent, before Start.
+	Attach(agent string, ctl Control)
+	// Restore loads the guard's durable state for the agent. The driver
+	// retries it until it succeeds and runs no turn before.
+	Restore(ctx context.Context, agent string) error
+	// Admit refuses a turn with an error; the driver halts the agent
+	// with it.
 	Admit(ctx context.Context, agent string) error
+	// BeginTurn and EndTurn bracket every admitted turn.
+	BeginTurn(agent string)
+	EndTurn(agent string)
+	// Plugin returns the ADK plugin that watches the agent's turns, or
+	// nil.
+	Plugin(agent string) *plugin.Plugin
+}
+
+// Control is what a Guard may do to an agent.
+type Control interface {
+	// Halt closes the gate and cancels the running turn.
+	Halt(reason string)
+	// ClearHalt reopens the gate.
+	ClearHalt()
+	// Note adds a remark to the agent's next prompt.
+	Note(text string)
+	// StopTurn cancels the running turn with cause, without halting.
+	StopTurn(cause error)
 }
 
 // Deps are the driver's collaborators.
@@ -80,7 +110,7 @@ type Deps struct {
 	Store  store.Store  // required: history lives here
 	Events *events.Bus  // default: a private bus
 	Log    *slog.Logger // default: discard
-	Guard  Guard        // optional
+	Guards []Guard      // optional; consulted in order
 	// Publisher serves the publish tool; agents granted it need one.
 	Publisher tools.Publisher
 	// Scheduler fires the agents' schedules and timers. Default: one over

@@ -61,6 +61,11 @@ func (a *Agent) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, g := range a.guards {
+		if err := g.Restore(ctx, a.spec.Name); err != nil {
+			return err
+		}
+	}
 	a.mu.Lock()
 	if paused && !a.pauseSet {
 		a.paused = true

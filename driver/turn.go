@@ -23,6 +23,7 @@ const (
 	OutcomeInterrupted = "interrupted"
 	OutcomeHalted      = "halted"
 	OutcomeShutdown    = "shutdown"
+	OutcomeCapped      = "capped"
 )
 
 // TurnSummary describes a finished turn.
@@ -75,7 +76,13 @@ func (a *Agent) turn(t turnStart) {
 	if a.spec.TurnTimeout > 0 {
 		timer = a.clock.AfterFunc(a.spec.TurnTimeout, func() { t.cancel(ErrTurnTimeout) })
 	}
+	for _, g := range a.guards {
+		g.BeginTurn(a.spec.Name)
+	}
 	err := a.execute(t.ctx, prompt, &sum)
+	for _, g := range a.guards {
+		g.EndTurn(a.spec.Name)
+	}
 	if timer != nil {
 		timer.Stop()
 	}
@@ -99,7 +106,7 @@ func (a *Agent) turn(t turnStart) {
 		sum.Error = err.Error()
 		a.hist.Discard(AppName, a.spec.Name, a.spec.Name)
 		attempts := MaxAttempts
-		if sum.Outcome != OutcomeFailed && sum.Outcome != OutcomeTimeout {
+		if sum.Outcome != OutcomeFailed && sum.Outcome != OutcomeTimeout && sum.Outcome != OutcomeCapped {
 			attempts = 0 // interrupted, halted, shut down: not the messages' fault
 		}
 		a.inbox.Requeue(batch, attempts)
@@ -169,6 +176,8 @@ func outcome(err error) string {
 		return OutcomeHalted
 	case errors.Is(err, ErrShutdown):
 		return OutcomeShutdown
+	case errors.Is(err, ErrCapped):
+		return OutcomeCapped
 	}
 	return OutcomeFailed
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/adk/model"
@@ -20,6 +21,7 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
@@ -52,6 +54,7 @@ type Worker struct {
 	bus     *events.Bus
 	driver  *driver.Driver
 	binding *natsinbox.Binding
+	guard   *guard.Guard
 	control *nats.Subscription
 	stopEv  func()
 	cancel  context.CancelFunc
@@ -102,8 +105,20 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	sched := scheduler.New(scheduler.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus})
+	loc, err := time.LoadLocation(cfg.Guardrails.Timezone)
+	if err != nil {
+		return nil, fmt.Errorf("%w: guardrails.timezone: %w", ErrConfig, err)
+	}
+	w.guard = guard.New(guard.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus,
+		Prices: guard.NewPrices(cfg.Pricing), Location: loc, WorkerDailyUSD: cfg.Guardrails.WorkerDailyUSD})
+	for i, a := range cfg.Agents {
+		w.guard.AddAgent(a.Name, specs[i].Model.Name(), guard.Limits{
+			TurnUSD: a.Budgets.TurnUSD, SessionUSD: a.Budgets.SessionUSD, DailyUSD: a.Budgets.DailyUSD,
+			ModelCallsPerTurn: a.Limits.ModelCallsPerTurn, ToolCallsPerTurn: a.Limits.ToolCallsPerTurn, TokensPerTurn: a.Limits.TokensPerTurn,
+		})
+	}
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched}, specs)
+		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard}}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -147,6 +162,9 @@ func (w *Worker) Events() *events.Bus { return w.bus }
 
 // NATS returns the worker's NATS connection.
 func (w *Worker) NATS() *natsbus.Conn { return w.conn }
+
+// Guard returns the cost guardrails.
+func (w *Worker) Guard() *guard.Guard { return w.guard }
 
 // Store returns the state store.
 func (w *Worker) Store() store.Store { return w.store }

@@ -1,0 +1,21 @@
+// Package guard keeps agents' spend inside their ceilings: it prices every
+// model response, checks the per-turn, per-session, per-day and
+// worker-wide daily ceilings after each model call, stops a turn at its
+// caps (model calls, tool calls, tokens), and halts an agent whose ceiling
+// is crossed — durably, so a restart is not a way around it. It must not
+// detect loops: that is the watchdog's job (it records its trips here).
+//
+// # Guarantees
+//
+//   - Spend is checked after every model call, not only between turns: a
+//     long tool loop is stopped right after the call that crosses.
+//   - A reset never lowers recorded spend; it may add budget. A reset that
+//     would trip again at once is refused with the numbers.
+//   - Spend, added budget and trips are stored after every change and
+//     restored before the agent runs again.
+//   - An unpriced model costs $0 and no cost ceiling binds it; its turns
+//     are still bounded by the caps.
+//
+// Not guaranteed: a model call already in flight when a ceiling is
+// crossed by another agent (worker-wide ceiling) completes and is charged.
+package guard

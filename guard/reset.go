@@ -1,0 +1,157 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrUnknown: no such agent or guardrail.
+var ErrUnknown = errors.New("unknown agent or guardrail")
+
+// RefusedError is a reset that would trip again at once (HTTP 409). It
+// carries the numbers an operator needs.
+type RefusedError struct {
+	Guardrail string  `json:"guardrail"`
+	Spent     float64 `json:"spent_usd"`
+	Ceiling   float64 `json:"ceiling_usd"`
+	// MinAddUSD is the least budget that would let the agent run again.
+	MinAddUSD float64 `json:"min_add_budget_usd"`
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("reset of %s refused: spent $%.4f against a ceiling of $%.4f would trip again at once; add at least $%.4f", e.Guardrail, e.Spent, e.Ceiling, e.MinAddUSD)
+}
+
+// ResetResult says what a reset did.
+type ResetResult struct {
+	Guardrail  string  `json:"guardrail"`
+	AddedUSD   float64 `json:"added_budget_usd"`
+	CeilingUSD float64 `json:"ceiling_usd,omitempty"`
+	SpentUSD   float64 `json:"spent_usd"`
+	// Cleared is true when the reset lifted a trip and reopened the agent.
+	Cleared bool `json:"cleared"`
+}
+
+// Reset lifts a guardrail's trip and/or adds budget. Spend is never
+// lowered. Cost guardrails (session_usd, daily_usd, worker_daily_usd)
+// refuse a reset that leaves spend at or above the ceiling, with a
+// *RefusedError. turn_usd and watchdog trips clear (a new turn starts at
+// $0; the watchdog's detectors start over); adding budget to them is an
+// error.
+func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, error) {
+	if addUSD < 0 || math.IsNaN(addUSD) || math.IsInf(addUSD, 0) {
+		return ResetResult{}, fmt.Errorf("add_budget_usd must be a non-negative number; got %v", addUSD)
+	}
+	g.mu.Lock()
+	defer g.unlock()
+	l := g.agents[agent]
+	if l == nil {
+		return ResetResult{}, fmt.Errorf("%w: agent %q", ErrUnknown, agent)
+	}
+	g.rollDay(l)
+	res := ResetResult{Guardrail: guardrail, AddedUSD: addUSD}
+	switch guardrail {
+	case Session, Daily:
+		limit, spent, added := l.limits.SessionUSD, l.st.SessionSpent, &l.st.SessionAdded
+		if guardrail == Daily {
+			limit, spent, added = l.limits.DailyUSD, l.st.DaySpent, &l.st.DayAdded
+		}
+		if limit <= 0 {
+			return res, fmt.Errorf("agent %q has no %s ceiling configured; there is nothing to reset", agent, guardrail)
+		}
+		ceiling := limit + *added
+		if spent >= ceiling+addUSD {
+			return res, &RefusedError{Guardrail: guardrail, Spent: spent, Ceiling: ceiling, MinAddUSD: roundUpCents(spent - ceiling)}
+		}
+		*added += addUSD
+		res.CeilingUSD, res.SpentUSD = ceiling+addUSD, spent
+	case WorkerDaily:
+		if g.o.WorkerDailyUSD <= 0 {
+			return res, fmt.Errorf("no worker-wide daily ceiling is configured; there is nothing to reset")
+		}
+		ceiling := g.workerCeiling()
+		if g.worker.Spent >= ceiling+addUSD {
+			return res, &RefusedError{Guardrail: guardrail, Spent: g.worker.Spent, Ceiling: ceiling, MinAddUSD: roundUpCents(g.worker.Spent - ceiling)}
+		}
+		g.worker.Added += addUSD
+		res.CeilingUSD, res.SpentUSD = ceiling+addUSD, g.worker.Spent
+		if g.worker.Trip != nil {
+			g.worker.Trip = nil
+			res.Cleared = true
+			for _, x := range g.agents {
+				g.reopenLocked(x, guardrail)
+			}
+		}
+		g.save(l)
+		return res, nil
+	case Turn, Watchdog:
+		if addUSD > 0 {
+			return res, fmt.Errorf("%s takes no added budget: each turn starts at $0", guardrail)
+		}
+	default:
+		return res, fmt.Errorf("%w: guardrail %q (want %s, %s, %s, %s or %s)", ErrUnknown, guardrail, Turn, Session, Daily, WorkerDaily, Watchdog)
+	}
+	if t := l.st.Trip; t != nil && t.Guardrail == guardrail {
+		l.st.Trip = nil
+		res.Cleared = true
+		g.reopenLocked(l, guardrail)
+	}
+	g.save(l)
+	return res, nil
+}
+
+// reopenLocked announces a lifted trip and schedules the agent's reopening
+// unless another trip still holds it. Callers hold mu.
+func (g *Guard) reopenLocked(l *ledger, guardrail string) {
+	g.o.Log.Info("guardrail reset", "agent", l.name, "guardrail", guardrail)
+	g.emit(l.name, EventReset, map[string]any{"guardrail": guardrail})
+	if l.st.Trip != nil || g.worker.Trip != nil {
+		return
+	}
+	if ctl := l.ctl; ctl != nil {
+		g.after = append(g.after, ctl.ClearHalt)
+	}
+}
+
+func roundUpCents(usd float64) float64 { return math.Ceil(usd*100+1e-9) / 100 }
+
+// Ceiling is one ceiling's state.
+type Ceiling struct {
+	SpentUSD   float64 `json:"spent_usd"`
+	CeilingUSD float64 `json:"ceiling_usd,omitempty"` // 0: none
+}
+
+// Status is an agent's spend against its ceilings.
+type Status struct {
+	Model       string  `json:"model"`
+	Priced      bool    `json:"priced"`
+	Turn        Ceiling `json:"turn"`
+	Session     Ceiling `json:"session"`
+	Daily       Ceiling `json:"daily"`
+	WorkerDaily Ceiling `json:"worker_daily"`
+	Trip        *Trip   `json:"trip,omitempty"`
+}
+
+// Status reports the agent's spend and ceilings.
+func (g *Guard) Status(agent string) (Status, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.agents[agent]
+	if l == nil {
+		return Status{}, false
+	}
+	session, daily := l.ceilings()
+	s := Status{
+		Model: l.model, Priced: l.priced,
+		Turn:        Ceiling{SpentUSD: l.turnSpent, CeilingUSD: l.limits.TurnUSD},
+		Session:     Ceiling{SpentUSD: l.st.SessionSpent, CeilingUSD: session},
+		Daily:       Ceiling{SpentUSD: l.st.DaySpent, CeilingUSD: daily},
+		WorkerDaily: Ceiling{SpentUSD: g.worker.Spent, CeilingUSD: g.workerCeiling()},
+		Trip:        l.st.Trip,
+	}
+	if s.Trip == nil {
+		s.Trip = g.worker.Trip
+	}
+	return s, true
+}

@@ -1,0 +1,136 @@
+package guard
+
+import (
+	"fmt"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/plugin"
+	"google.golang.org/adk/tool"
+
+	"github.com/agent-worker/agent-worker/driver"
+)
+
+// BeginTurn implements driver.Guard.
+func (g *Guard) BeginTurn(agent string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.agents[agent]; l != nil {
+		l.inTurn, l.turnSpent, l.modelCalls, l.toolCalls, l.tokens, l.stopped = true, 0, 0, 0, 0, nil
+	}
+}
+
+// EndTurn implements driver.Guard.
+func (g *Guard) EndTurn(agent string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.agents[agent]; l != nil {
+		l.inTurn = false
+	}
+}
+
+// Plugin implements driver.Guard: the ADK callbacks that meter and cap the
+// agent's turns from inside.
+func (g *Guard) Plugin(name string) *plugin.Plugin {
+	p, _ := plugin.New(plugin.Config{
+		Name: "guard",
+		BeforeModelCallback: func(agent.CallbackContext, *model.LLMRequest) (*model.LLMResponse, error) {
+			return nil, g.beforeModel(name)
+		},
+		AfterModelCallback: func(_ agent.CallbackContext, resp *model.LLMResponse, err error) (*model.LLMResponse, error) {
+			if resp == nil || resp.Partial {
+				// Streamed partial responses may carry running usage; only
+				// the completed response is charged, once.
+				return nil, nil
+			}
+			return nil, g.afterModel(name, resp)
+		},
+		BeforeToolCallback: func(_ tool.Context, _ tool.Tool, _ map[string]any) (map[string]any, error) {
+			return g.beforeTool(name)
+		},
+	})
+	return p
+}
+
+// beforeModel stops the turn before a model call beyond the cap.
+func (g *Guard) beforeModel(name string) error {
+	g.mu.Lock()
+	defer g.unlock()
+	l := g.agents[name]
+	if l == nil {
+		return nil
+	}
+	if l.stopped != nil {
+		return l.stopped
+	}
+	if lim := l.limits.ModelCallsPerTurn; lim > 0 && l.modelCalls >= lim {
+		return g.capLocked(l, "model_calls_per_turn", fmt.Sprintf("%d model calls", lim))
+	}
+	l.modelCalls++
+	return nil
+}
+
+// afterModel charges a completed response and checks ceilings and the
+// token cap.
+func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
+	u := UsageOf(resp.UsageMetadata, resp.CustomMetadata)
+	g.mu.Lock()
+	defer g.unlock()
+	l := g.agents[name]
+	if l == nil {
+		return nil
+	}
+	cost := 0.0
+	if l.priced {
+		cost = l.price.Cost(u)
+	}
+	g.addSpend(l, cost)
+	l.tokens += u.Input + u.Output
+	g.emit(name, EventCharged, map[string]any{"model": l.model, "input_tokens": u.Input, "cached_input_tokens": u.CachedInput,
+		"cache_write_tokens": u.CacheWrite, "output_tokens": u.Output, "cost_usd": cost, "priced": l.priced})
+	if t := g.crossed(l, true); t != nil && l.st.Trip == nil && g.worker.Trip == nil {
+		g.tripLocked(l, t)
+		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
+	}
+	g.save(l)
+	if lim := l.limits.TokensPerTurn; lim > 0 && l.tokens >= lim {
+		return g.capLocked(l, "tokens_per_turn", fmt.Sprintf("%d tokens", lim))
+	}
+	return nil
+}
+
+// beforeTool refuses a tool call beyond the cap and stops the turn.
+func (g *Guard) beforeTool(name string) (map[string]any, error) {
+	g.mu.Lock()
+	defer g.unlock()
+	l := g.agents[name]
+	if l == nil {
+		return nil, nil
+	}
+	if lim := l.limits.ToolCallsPerTurn; lim > 0 && l.toolCalls >= lim {
+		_ = g.capLocked(l, "tool_calls_per_turn", fmt.Sprintf("%d tool calls", lim))
+		return map[string]any{"error": fmt.Sprintf("not run: this turn reached its limit of %d tool calls", lim)}, nil
+	}
+	l.toolCalls++
+	return nil, nil
+}
+
+// capLocked stops the running turn at a cap (the agent is not halted):
+// the returned error ends the turn where the callback returns it, and
+// every later model call of the turn is refused too. The next prompt is
+// told. Callers hold mu.
+func (g *Guard) capLocked(l *ledger, limit, what string) error {
+	err := fmt.Errorf("%w: %s (%s)", driver.ErrCapped, limit, what)
+	if l.stopped != nil {
+		return l.stopped
+	}
+	l.stopped = err
+	g.o.Log.Warn("turn stopped at a per-turn limit", "agent", l.name, "limit", limit, "value", what)
+	g.emit(l.name, EventCapped, map[string]any{"limit": limit, "value": what})
+	if ctl := l.ctl; ctl != nil {
+		g.after = append(g.after, func() {
+			ctl.Note(fmt.Sprintf("your previous turn was stopped after %s, this agent's limit per turn; its messages are shown again. Work in fewer steps.", what))
+		})
+	}
+	return err
+}

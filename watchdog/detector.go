@@ -259,12 +259,18 @@ func (d *Detector) Result(failed bool) []Alert {
 	d.failOn = true
 	n, p := d.failStreak, describe(last)
 	a := Alert{Signal: SignalFailures, Calls: n, Pattern: p, Blocking: false}
-	if d.failSame {
+	switch {
+	case n == 1: // Config.Failures 1
+		a.Model = fmt.Sprintf("Your last tool call failed: %s. "+
+			"Retrying it unchanged will not change its result. "+
+			"Read the error, change the arguments or try another way, or answer with what you know so far.", p)
+		a.Operator = fmt.Sprintf("a tool call failed: %s", p)
+	case d.failSame:
 		a.Model = fmt.Sprintf("The same tool call has failed %d times in a row: %s. "+
 			"Retrying it unchanged will not change its result. "+
 			"Read the error, change the arguments or try another way, or answer with what you know so far.", n, p)
 		a.Operator = fmt.Sprintf("the same tool call failed %d times in a row: %s", n, p)
-	} else {
+	default:
 		a.Model = fmt.Sprintf("Your last %d tool calls failed (the most recent: %s). "+
 			"Retrying a failing call unchanged will not change its result. "+
 			"Read the errors, change the arguments or try another way, or answer with what you know so far.", n, p)

@@ -1,0 +1,303 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/models/scripted"
+	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/store/memory"
+)
+
+const deadline = 20 * time.Second
+
+// Every scripted call below reports 100k input tokens: at $10 per million
+// input tokens, each call costs exactly $1.
+var prices = map[string]config.Price{"priced-1": {InputPerMTok: 10}}
+
+func dollarCall(tool string) config.ScriptStep {
+	return config.ScriptStep{Call: &config.Call{Name: tool, Args: map[string]any{"summary": "step"}}, Usage: config.Usage{Input: 100_000}}
+}
+
+func dollarText(s string) config.ScriptStep {
+	return config.ScriptStep{Text: s, Usage: config.Usage{Input: 100_000}}
+}
+
+type world struct {
+	t      *testing.T
+	clock  *clock.Fake
+	store  store.Store
+	bus    *events.Bus
+	sub    *events.Subscription
+	guard  *guard.Guard
+	driver *driver.Driver
+	models map[string]*scripted.Model
+	logs   *syncLog
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncLog) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+type agentDef struct {
+	name   string
+	model  string // pricing name
+	script []config.ScriptStep
+	limits guard.Limits
+}
+
+func build(t *testing.T, c *clock.Fake, st store.Store, opts guard.Options, agents ...agentDef) *world {
+	t.Helper()
+	w := &world{t: t, clock: c, store: st, bus: events.NewBus(0, nil), models: map[string]*scripted.Model{}, logs: &syncLog{}}
+	w.sub = w.bus.Subscribe(10000, nil)
+	opts.Store, opts.Clock, opts.Events = st, c, w.bus
+	opts.Log = newLogger(w.logs)
+	opts.Prices = guard.NewPrices(prices)
+	w.guard = guard.New(opts)
+	var specs []driver.Spec
+	for _, a := range agents {
+		m, err := scripted.New(a.model, config.Model{Model: a.model, Script: a.script, Loop: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.models[a.name] = m
+		w.guard.AddAgent(a.name, a.model, a.limits)
+		specs = append(specs, driver.Spec{Name: a.name, Model: m, Tools: []string{"report_done"}, HistoryTurns: 5})
+	}
+	var err error
+	w.driver, err = driver.New(driver.Deps{Clock: c, Store: st, Events: w.bus, Log: opts.Log, Guards: []driver.Guard{w.guard}}, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.driver.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.driver.Shutdown(context.Background()) })
+	return w
+}
+
+func (w *world) agent(name string) *driver.Agent {
+	a, err := w.driver.Agent(name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return a
+}
+
+func (w *world) send(name, text string) {
+	w.agent(name).Send(inbox.Message{Kind: inbox.Wake, Text: text, Source: "test"})
+}
+
+func (w *world) waitEvent(typ string) events.Event {
+	w.t.Helper()
+	timeout := time.After(deadline)
+	for {
+		select {
+		case e := <-w.sub.C:
+			if e.Type == typ {
+				return e
+			}
+		case <-timeout:
+			w.t.Fatalf("no %s event", typ)
+			return events.Event{}
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-time.After(time.Millisecond)
+	}
+}
+
+var epoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+func TestTurnCeilingStopsRightAfterTheCrossingCall(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+		name: "a", model: "priced-1", script: []config.ScriptStep{dollarCall("report_done")}, limits: guard.Limits{TurnUSD: 2.5},
+	})
+	w.send("a", "loop forever")
+	e := w.waitEvent(guard.EventTripped)
+	if e.Data["guardrail"] != guard.Turn {
+		t.Fatalf("tripped %v", e.Data)
+	}
+	f := w.waitEvent(events.TurnFailed)
+	if f.Data["outcome"] != driver.OutcomeHalted {
+		t.Fatalf("turn outcome %v", f.Data)
+	}
+	if n := w.models["a"].Calls(); n != 3 {
+		t.Fatalf("%d model calls, want 3: the third ($3 > $2.50) must be the last", n)
+	}
+	waitFor(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
+}
+
+func TestSessionCeilingSurvivesRestartAndResetsRaiseNeverRewrite(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	st := memory.New(c)
+	def := agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}, limits: guard.Limits{SessionUSD: 2}}
+	w := build(t, c, st, guard.Options{}, def)
+	w.send("a", "one")
+	w.waitEvent(events.TurnCompleted)
+	w.send("a", "two")
+	if e := w.waitEvent(guard.EventTripped); e.Data["guardrail"] != guard.Session {
+		t.Fatalf("tripped %v", e.Data)
+	}
+	w.driver.Shutdown(context.Background())
+
+	w2 := build(t, c, st, guard.Options{}, def) // a restarted worker
+	waitFor(t, "still halted after restart", func() bool { return w2.agent("a").State() == driver.Halted })
+	w2.send("a", "while halted")
+	if n := w2.models["a"].Calls(); n != 0 {
+		t.Fatalf("a halted agent called its model %d times", n)
+	}
+
+	_, err := w2.guard.Reset("a", guard.Session, 0)
+	var refused *guard.RefusedError
+	if !errors.As(err, &refused) || refused.Spent != 2 || refused.Ceiling != 2 {
+		t.Fatalf("reset without budget: %v", err)
+	}
+	if !strings.Contains(err.Error(), "spent $2.0000 against a ceiling of $2.0000") {
+		t.Fatalf("refusal lacks the numbers: %v", err)
+	}
+	res, err := w2.guard.Reset("a", guard.Session, 5)
+	if err != nil || !res.Cleared || res.CeilingUSD != 7 || res.SpentUSD != 2 {
+		t.Fatalf("reset with budget: %+v, %v", res, err)
+	}
+	w2.waitEvent(events.TurnCompleted) // the message queued while halted runs
+	st2, _ := w2.guard.Status("a")
+	if st2.Session.SpentUSD != 3 || st2.Session.CeilingUSD != 7 {
+		t.Fatalf("status after reset %+v: spend must never be lowered", st2.Session)
+	}
+}
+
+func TestDailyCeilingReopensAtTheNextDayInItsTimezone(t *testing.T) {
+	t.Parallel()
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	// 23:30 in Berlin (22:30 UTC).
+	c := clock.NewFake(time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC))
+	w := build(t, c, memory.New(c), guard.Options{Location: berlin}, agentDef{
+		name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}, limits: guard.Limits{DailyUSD: 1},
+	})
+	w.send("a", "spend the day's budget")
+	if e := w.waitEvent(guard.EventTripped); e.Data["guardrail"] != guard.Daily {
+		t.Fatalf("tripped %v", e.Data)
+	}
+	waitFor(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
+	w.send("a", "queued overnight")
+	c.Advance(29 * time.Minute) // 23:59 Berlin: still today
+	if w.agent("a").State() != driver.Halted {
+		t.Fatal("reopened before midnight")
+	}
+	c.Advance(time.Minute) // 00:00 Berlin
+	w.waitEvent(guard.EventReset)
+	w.waitEvent(events.TurnStarted)
+}
+
+func TestWorkerWideCeilingHaltsEveryAgent(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	w := build(t, c, memory.New(c), guard.Options{WorkerDailyUSD: 1.5},
+		agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}},
+		agentDef{name: "b", model: "priced-1", script: []config.ScriptStep{dollarText("done")}},
+	)
+	w.send("a", "spend $1")
+	w.waitEvent(events.TurnCompleted)
+	w.send("b", "spend $1 more")
+	if e := w.waitEvent(guard.EventTripped); e.Data["guardrail"] != guard.WorkerDaily {
+		t.Fatalf("tripped %v", e.Data)
+	}
+	waitFor(t, "both halted", func() bool {
+		return w.agent("a").State() == driver.Halted && w.agent("b").State() == driver.Halted
+	})
+	if _, err := w.guard.Reset("a", guard.WorkerDaily, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both reopened", func() bool {
+		return w.agent("a").State() != driver.Halted && w.agent("b").State() != driver.Halted
+	})
+}
+
+func TestUnpricedModelWarnsAndIsStoppedByItsTokenCap(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+		name: "a", model: "mystery-model",
+		script: []config.ScriptStep{{Call: &config.Call{Name: "report_done", Args: map[string]any{"summary": "x"}}, Usage: config.Usage{Input: 100, Output: 10}}},
+		limits: guard.Limits{SessionUSD: 0.01, TokensPerTurn: 250},
+	})
+	if !strings.Contains(w.logs.String(), "model has no price") || !strings.Contains(w.logs.String(), "mystery-model") {
+		t.Fatalf("no unpriced warning:\n%s", w.logs.String())
+	}
+	if w.guard.Priced("a") {
+		t.Fatal("mystery-model priced")
+	}
+	w.send("a", "go")
+	f := w.waitEvent(events.TurnFailed)
+	if f.Data["outcome"] != driver.OutcomeCapped {
+		t.Fatalf("outcome %v", f.Data)
+	}
+	if n := w.models["a"].Calls(); n != 3 {
+		t.Fatalf("%d model calls; 3 × 110 tokens reach the cap of 250", n)
+	}
+	if w.agent("a").State() == driver.Halted {
+		t.Fatal("a cap halted the agent; it should only stop the turn")
+	}
+	st, _ := w.guard.Status("a")
+	if st.Session.SpentUSD != 0 {
+		t.Fatalf("unpriced model charged $%v", st.Session.SpentUSD)
+	}
+}
+
+func TestModelAndToolCallCapsStopTheTurnAndTellTheNextPrompt(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+		name: "a", model: "priced-1",
+		script: []config.ScriptStep{{Call: &config.Call{Name: "report_done", Args: map[string]any{"summary": "x"}}}},
+		limits: guard.Limits{ModelCallsPerTurn: 4},
+	})
+	w.send("a", "go")
+	if e := w.waitEvent(guard.EventCapped); e.Data["limit"] != "model_calls_per_turn" {
+		t.Fatalf("capped %v", e.Data)
+	}
+	w.waitEvent(events.TurnFailed)
+	if n := w.models["a"].Calls(); n != 4 {
+		t.Fatalf("%d model calls, cap 4", n)
+	}
+}
+
+func TestResetRefusesUnknownGuardrailsAndBadAmounts(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	w := build(t, c, memory.New(c), guard.Options{}, agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("x")}})
+	for _, tc := range []struct {
+		agent, guardrail string
+		add              float64
+	}{{"ghost", guard.Session, 0}, {"a", "vibes", 0}, {"a", guard.Session, -1}, {"a", guard.Turn, 5}, {"a", guard.Session, 1}} {
+		if _, err := w.guard.Reset(tc.agent, tc.guardrail, tc.add); err == nil {
+			t.Errorf("Reset(%s, %s, %v) succeeded", tc.agent, tc.guardrail, tc.add)
+		}
+	}
+}

@@ -1,0 +1,8 @@
+package guard_test
+
+import (
+	"io"
+	"log/slog"
+)
+
+func newLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

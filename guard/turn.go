@@ -63,6 +63,14 @@ func (g *Guard) beforeModel(name string) error {
 	if l.stopped != nil {
 		return l.stopped
 	}
+	if t := l.st.Trip; t != nil {
+		// Tripped mid-turn (the watchdog, a subagent's spend): no further
+		// model call, not even one that would fail on the cancelled turn.
+		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
+	}
+	if t := g.worker.Trip; t != nil {
+		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
+	}
 	if lim := l.limits.ModelCallsPerTurn; lim > 0 && l.modelCalls >= lim {
 		return g.capLocked(l, "model_calls_per_turn", fmt.Sprintf("%d model calls", lim))
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/agent-worker/agent-worker/store/memory"
 	"github.com/agent-worker/agent-worker/store/natskv"
 	"github.com/agent-worker/agent-worker/tools"
+	"github.com/agent-worker/agent-worker/watchdog"
 )
 
 // ErrConfig marks start-up failures caused by the configuration (exit
@@ -117,8 +118,13 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 			ModelCallsPerTurn: a.Limits.ModelCallsPerTurn, ToolCallsPerTurn: a.Limits.ToolCallsPerTurn, TokensPerTurn: a.Limits.TokensPerTurn,
 		})
 	}
+	wd := watchdog.New(watchdog.Options{Log: o.Log, Events: w.bus, Clock: o.Clock, Tripper: w.guard})
+	for _, a := range cfg.Agents {
+		wd.AddAgent(a.Name, a.Watchdog.Mode, watchdog.Config{Repeat: a.Watchdog.Repeat, CycleRepeats: a.Watchdog.CycleRepeats,
+			Dominant: a.Watchdog.Dominant, Window: a.Watchdog.Window, Failures: a.Watchdog.Failures})
+	}
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard}}, specs)
+		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd}}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

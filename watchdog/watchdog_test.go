@@ -1,0 +1,223 @@
+package watchdog_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/adk/model"
+	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/models/scripted"
+	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/watchdog"
+)
+
+const deadline = 20 * time.Second
+
+type rig struct {
+	t       *testing.T
+	a       *driver.Agent
+	g       *guard.Guard
+	wd      *watchdog.Watchdog
+	m       *scripted.Model
+	sub     *events.Subscription
+	mu      sync.Mutex
+	prompts []string
+	tools   int // tool calls actually run
+}
+
+func report(summary string) config.ScriptStep {
+	return config.ScriptStep{Call: &config.Call{Name: "report_done", Args: map[string]any{"summary": summary}}}
+}
+
+func newRig(t *testing.T, mode string, script []config.ScriptStep, limits guard.Limits) *rig {
+	t.Helper()
+	r := &rig{t: t}
+	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	st := memory.New(c)
+	bus := events.NewBus(0, nil)
+	r.sub = bus.Subscribe(10000, nil)
+	var err error
+	r.m, err = scripted.New("fake", config.Model{Script: script, Loop: true}, scripted.WithHook(func(_ context.Context, req *model.LLMRequest, _ int) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i := len(req.Contents) - 1; i >= 0; i-- {
+			if c := req.Contents[i]; c.Role == genai.RoleUser && len(c.Parts) > 0 && c.Parts[0].Text != "" {
+				r.prompts = append(r.prompts, c.Parts[0].Text)
+				break
+			}
+		}
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g = guard.New(guard.Options{Store: st, Clock: c, Events: bus})
+	r.g.AddAgent("a", "fake", limits)
+	r.wd = watchdog.New(watchdog.Options{Events: bus, Clock: c, Tripper: r.g})
+	r.wd.AddAgent("a", mode, watchdog.Config{})
+	d, err := driver.New(driver.Deps{Clock: c, Store: st, Events: bus, Guards: []driver.Guard{r.g, r.wd}},
+		[]driver.Spec{{Name: "a", Model: r.m, Tools: []string{"report_done"}, HistoryTurns: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Shutdown(context.Background()) })
+	r.a, _ = d.Agent("a")
+	return r
+}
+
+func (r *rig) send(text string) { r.a.Send(inbox.Message{Kind: inbox.Wake, Text: text, Source: "test"}) }
+
+// waitEvent returns the next event of typ, counting report-done events
+// (tool calls that actually ran) on the way.
+func (r *rig) waitEvent(typ string) events.Event {
+	r.t.Helper()
+	timeout := time.After(deadline)
+	for {
+		select {
+		case e := <-r.sub.C:
+			if e.Type == events.ReportDone {
+				r.tools++
+			}
+			if e.Type == typ {
+				return e
+			}
+		case <-timeout:
+			r.t.Fatalf("no %s event", typ)
+			return events.Event{}
+		}
+	}
+}
+
+func TestRepeatedCallIsHaltedMidTurnInEnforceMode(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, watchdog.ModeEnforce, []config.ScriptStep{report("same")}, guard.Limits{})
+	r.send("go")
+	al := r.waitEvent(watchdog.EventAlert)
+	if al.Data["signal"] != watchdog.SignalRepeat || al.Data["calls"] != 5 || al.Data["action"] != "halted" {
+		t.Fatalf("alert %v", al.Data)
+	}
+	tr := r.waitEvent(guard.EventTripped)
+	if tr.Data["guardrail"] != watchdog.Guardrail {
+		t.Fatalf("trip %v", tr.Data)
+	}
+	f := r.waitEvent(events.TurnFailed)
+	if f.Data["outcome"] != driver.OutcomeHalted {
+		t.Fatalf("turn %v", f.Data)
+	}
+	if n := r.m.Calls(); n != 5 {
+		t.Fatalf("%d model calls: the loop must stop at the 5th repeat", n)
+	}
+	if r.tools != 4 {
+		t.Fatalf("%d tool calls ran; the 5th repeat must not run", r.tools)
+	}
+	if r.a.State() != driver.Halted {
+		t.Fatalf("state %s", r.a.State())
+	}
+	// Reset lets it run again, and the model is told what it repeated.
+	if _, err := r.g.Reset("a", watchdog.Guardrail, 0); err != nil {
+		t.Fatal(err)
+	}
+	r.waitEvent(events.TurnStarted)
+	r.mu.Lock()
+	last := r.prompts[len(r.prompts)-1]
+	r.mu.Unlock()
+	if !strings.Contains(last, "You have made the same tool call 5 times in a row") {
+		t.Fatalf("prompt after reset lacks the feedback:\n%s", last)
+	}
+	var note string
+	for _, line := range strings.Split(last, "\n") {
+		if strings.Contains(line, "same tool call") {
+			note = line
+		}
+	}
+	for _, word := range []string{"operator", "reset", "halt", "guardrail"} {
+		if strings.Contains(strings.ToLower(note), word) {
+			t.Fatalf("the model was told about %q: %s", word, note)
+		}
+	}
+}
+
+func TestFeedbackModeTellsTheNextPromptAndDoesNotHalt(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, watchdog.ModeFeedback, []config.ScriptStep{report("same")}, guard.Limits{ModelCallsPerTurn: 8})
+	r.send("go")
+	if al := r.waitEvent(watchdog.EventAlert); al.Data["action"] != "told the model" {
+		t.Fatalf("alert %v", al.Data)
+	}
+	if f := r.waitEvent(events.TurnFailed); f.Data["outcome"] != driver.OutcomeCapped {
+		t.Fatalf("turn %v", f.Data)
+	}
+	if r.a.State() == driver.Halted {
+		t.Fatal("feedback mode halted the agent")
+	}
+	r.send("again")
+	r.waitEvent(events.TurnStarted)
+	r.mu.Lock()
+	last := r.prompts[len(r.prompts)-1]
+	r.mu.Unlock()
+	if !strings.Contains(last, "You have made the same tool call 5 times in a row: report_done") {
+		t.Fatalf("next prompt lacks the note:\n%s", last)
+	}
+}
+
+func TestCycleAndDominantPatternsAreCaught(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		script []string
+		signal string
+		calls  int
+	}{
+		{"A-B cycle", []string{"A", "B"}, watchdog.SignalCycle, 6},
+		{"dominant", []string{"A", "A", "b", "A", "A", "c", "A", "A", "d", "A", "A", "e"}, watchdog.SignalDominant, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var script []config.ScriptStep
+			for _, s := range tc.script {
+				script = append(script, report(s))
+			}
+			r := newRig(t, watchdog.ModeEnforce, script, guard.Limits{})
+			r.send("go")
+			al := r.waitEvent(watchdog.EventAlert)
+			if al.Data["signal"] != tc.signal {
+				t.Fatalf("first alert %v, want %s", al.Data, tc.signal)
+			}
+			r.waitEvent(events.TurnFailed)
+			if n := r.m.Calls(); n != tc.calls {
+				t.Fatalf("%d model calls, want the loop stopped at call %d", n, tc.calls)
+			}
+		})
+	}
+}
+
+func TestWarnModeOnlyLogs(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, watchdog.ModeWarn, []config.ScriptStep{report("same")}, guard.Limits{ModelCallsPerTurn: 7})
+	r.send("go")
+	if al := r.waitEvent(watchdog.EventAlert); al.Data["action"] != "logged" {
+		t.Fatalf("alert %v", al.Data)
+	}
+	r.waitEvent(events.TurnFailed)
+	r.send("again")
+	r.waitEvent(events.TurnStarted)
+	r.mu.Lock()
+	last := r.prompts[len(r.prompts)-1]
+	r.mu.Unlock()
+	if strings.Contains(last, "same tool call") {
+		t.Fatal("warn mode told the model")
+	}
+}

@@ -78,7 +78,15 @@ func newRig(t *testing.T, mode string, script []config.ScriptStep, limits guard.
 	return r
 }
 
-func (r *rig) send(text string) { r.a.Send(inbox.Message{Kind: inbox.Wake, Text: text, Source: "test"}) }
+func (r *rig) lastPrompt() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.prompts[len(r.prompts)-1]
+}
+
+func (r *rig) send(text string) {
+	r.a.Send(inbox.Message{Kind: inbox.Wake, Text: text, Source: "test"})
+}
 
 // waitEvent returns the next event of typ, counting report-done events
 // (tool calls that actually ran) on the way.
@@ -131,9 +139,7 @@ func TestRepeatedCallIsHaltedMidTurnInEnforceMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitEvent(events.TurnStarted)
-	r.mu.Lock()
-	last := r.prompts[len(r.prompts)-1]
-	r.mu.Unlock()
+	last := r.lastPrompt()
 	if !strings.Contains(last, "You have made the same tool call 5 times in a row") {
 		t.Fatalf("prompt after reset lacks the feedback:\n%s", last)
 	}
@@ -165,9 +171,7 @@ func TestFeedbackModeTellsTheNextPromptAndDoesNotHalt(t *testing.T) {
 	}
 	r.send("again")
 	r.waitEvent(events.TurnStarted)
-	r.mu.Lock()
-	last := r.prompts[len(r.prompts)-1]
-	r.mu.Unlock()
+	last := r.lastPrompt()
 	if !strings.Contains(last, "You have made the same tool call 5 times in a row: report_done") {
 		t.Fatalf("next prompt lacks the note:\n%s", last)
 	}
@@ -214,9 +218,7 @@ func TestWarnModeOnlyLogs(t *testing.T) {
 	r.waitEvent(events.TurnFailed)
 	r.send("again")
 	r.waitEvent(events.TurnStarted)
-	r.mu.Lock()
-	last := r.prompts[len(r.prompts)-1]
-	r.mu.Unlock()
+	last := r.lastPrompt()
 	if strings.Contains(last, "same tool call") {
 		t.Fatal("warn mode told the model")
 	}

@@ -2,6 +2,10 @@ package guard_test
 
 import (
 	"context"
+
+	"google.golang.org/adk/model"
+	"google.golang.org/genai"
+
 	"errors"
 	"strings"
 	"sync"
@@ -299,5 +303,48 @@ func TestResetRefusesUnknownGuardrailsAndBadAmounts(t *testing.T) {
 		if _, err := w.guard.Reset(tc.agent, tc.guardrail, tc.add); err == nil {
 			t.Errorf("Reset(%s, %s, %v) succeeded", tc.agent, tc.guardrail, tc.add)
 		}
+	}
+}
+
+func TestOnlyCompletedResponsesAreCharged(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	g := guard.New(guard.Options{Store: memory.New(c), Clock: c, Prices: guard.NewPrices(prices)})
+	g.AddAgent("a", "priced-1", guard.Limits{})
+	after := g.Plugin("a").AfterModelCallback()
+	usage := &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 100_000}
+	g.BeginTurn("a")
+	// A stream: two partial chunks carrying running usage, then the final.
+	for _, partial := range []bool{true, true, false} {
+		if _, err := after(nil, &model.LLMResponse{Partial: partial, UsageMetadata: usage}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.EndTurn("a")
+	st, _ := g.Status("a")
+	if st.Session.SpentUSD != 1 {
+		t.Fatalf("charged $%v for one $1 response streamed in three chunks", st.Session.SpentUSD)
+	}
+}
+
+func TestPricesMatchExactThenLongestPrefix(t *testing.T) {
+	t.Parallel()
+	p := guard.NewPrices(map[string]config.Price{"gpt-4.1": {InputPerMTok: 99}})
+	for model, want := range map[string]float64{
+		"gpt-4.1":                    99,   // config overrides the built-in row
+		"gpt-4.1-mini-2025-04-14":    0.40, // longest prefix: gpt-4.1-mini, not gpt-4.1
+		"claude-sonnet-4-5-20250929": 3,
+	} {
+		pr, ok := p.Lookup(model)
+		if !ok || pr.Input != want {
+			t.Errorf("Lookup(%q) = %+v %v, want input %v", model, pr, ok, want)
+		}
+	}
+	if _, ok := p.Lookup("llama3.1:8b"); ok {
+		t.Error("an unknown model is priced")
+	}
+	cost := guard.Price{Input: 3, CachedInput: 0.30, Output: 15, CacheWrite: 3.75}.Cost(guard.Usage{Input: 1_000_000, CachedInput: 500_000, CacheWrite: 100_000, Output: 10_000})
+	if want := (400_000*3 + 500_000*0.30 + 100_000*3.75 + 10_000*15) / 1e6; cost != want {
+		t.Errorf("cost %v, want %v", cost, want)
 	}
 }

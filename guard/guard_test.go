@@ -2,15 +2,14 @@ package guard_test
 
 import (
 	"context"
-
-	"google.golang.org/adk/model"
-	"google.golang.org/genai"
-
 	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/adk/model"
+	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"

@@ -33,6 +33,10 @@ const (
 	// EventCharged is published after every priced model response:
 	// model, tokens, cost_usd, priced.
 	EventCharged = "model-usage"
+	// EventModelError: a model call failed. Data: model, error.
+	EventModelError = "model-error"
+	// EventToolCall: a tool call finished. Data: tool, outcome (ok|error).
+	EventToolCall = "tool-call"
 )
 
 // Limits are one agent's ceilings (USD, 0 = none) and caps (0 = none).

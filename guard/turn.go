@@ -48,6 +48,18 @@ func (g *Guard) Plugin(name string) *plugin.Plugin {
 		BeforeToolCallback: func(_ tool.Context, _ tool.Tool, _ map[string]any) (map[string]any, error) {
 			return g.beforeTool(name)
 		},
+		OnModelErrorCallback: func(_ agent.CallbackContext, _ *model.LLMRequest, err error) (*model.LLMResponse, error) {
+			g.emit(name, EventModelError, map[string]any{"model": g.modelOf(name), "error": err.Error()})
+			return nil, nil
+		},
+		AfterToolCallback: func(_ tool.Context, t tool.Tool, _, result map[string]any, err error) (map[string]any, error) {
+			outcome := "ok"
+			if err != nil || result["error"] != nil {
+				outcome = "error"
+			}
+			g.emit(name, EventToolCall, map[string]any{"tool": t.Name(), "outcome": outcome})
+			return nil, nil
+		},
 	})
 	return p
 }
@@ -141,4 +153,13 @@ func (g *Guard) capLocked(l *ledger, limit, what string) error {
 		})
 	}
 	return err
+}
+
+func (g *Guard) modelOf(agent string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.agents[agent]; l != nil {
+		return l.model
+	}
+	return ""
 }

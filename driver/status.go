@@ -51,3 +51,15 @@ func (a *Agent) Status() Status {
 	}
 	return s
 }
+
+// Schedules returns the names of the agent's configured schedules.
+func (a *Agent) Schedules() []string {
+	out := make([]string, 0, len(a.spec.Schedules))
+	for _, s := range a.spec.Schedules {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// ModelName returns the name of the agent's model (what pricing looks up).
+func (a *Agent) ModelName() string { return a.spec.Model.Name() }

@@ -122,10 +122,27 @@ type Model struct {
 	Provider string `yaml:"provider"`
 	// Model is the provider's model name, and the name pricing looks up.
 	// Required for real providers; a scripted model defaults to its key.
-	Model      string `yaml:"model"`
-	BaseURL    string `yaml:"base_url"`
+	Model string `yaml:"model"`
+	// BaseURL points an openai model at any OpenAI-compatible server
+	// (Ollama, vLLM, LiteLLM) or a proxy; "" is the provider's own API.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv or APIKeyFile name where the API key is; it is never
+	// written in the config. Optional for openai with a base_url (local
+	// servers often need none).
 	APIKeyEnv  string `yaml:"api_key_env"`
 	APIKeyFile string `yaml:"api_key_file"`
+	// Timeout bounds one request (each retry gets its own). Default 120s.
+	Timeout Duration `yaml:"timeout"`
+	// Retry governs retries of 429 and 5xx answers.
+	Retry Retry `yaml:"retry"`
+	// Headers are extra HTTP headers sent with every request.
+	Headers map[string]string `yaml:"headers"`
+	// MaxTokens bounds a response (anthropic requires one). Default 4096.
+	MaxTokens int `yaml:"max_tokens"`
+	// Vertex selects Vertex AI for gemini, with Project and Location.
+	Vertex   bool   `yaml:"vertex"`
+	Project  string `yaml:"project"`
+	Location string `yaml:"location"`
 
 	// Script is the scripted provider's responses, one per model call.
 	Script []ScriptStep `yaml:"script"`
@@ -140,6 +157,17 @@ type Model struct {
 	// Behaviour selects a built-in scripted behaviour instead of a script:
 	// "demo".
 	Behaviour string `yaml:"behaviour"`
+}
+
+// Retry is a provider's retry policy for 429 and 5xx answers (honouring
+// Retry-After), with exponential backoff and jitter.
+type Retry struct {
+	// Max is how many retries follow the first attempt. Default 3.
+	Max *int `yaml:"max"`
+	// Base is the first backoff. Default 500ms.
+	Base Duration `yaml:"base"`
+	// MaxWait caps one backoff (and a Retry-After). Default 30s.
+	MaxWait Duration `yaml:"max_wait"`
 }
 
 // ScriptStep is one scripted model response.

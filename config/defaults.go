@@ -31,8 +31,18 @@ func applyDefaults(c *Config) {
 		// pricing and metrics have something to look up.
 		if m.Provider == "scripted" && m.Model == "" {
 			m.Model = name
-			c.Models[name] = m
 		}
+		if m.Provider != "scripted" {
+			setDuration(&m.Timeout, 120*time.Second)
+			if m.Retry.Max == nil {
+				three := 3
+				m.Retry.Max = &three
+			}
+			setDuration(&m.Retry.Base, 500*time.Millisecond)
+			setDuration(&m.Retry.MaxWait, 30*time.Second)
+			setInt(&m.MaxTokens, 4096)
+		}
+		c.Models[name] = m
 	}
 
 	for i := range c.Agents {

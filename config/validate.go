@@ -192,6 +192,19 @@ func (v *validator) model(c *Config, name string, m Model) {
 		if m.Model == "" {
 			v.at(p.key("model"), "required for provider %s (the provider's model name)", m.Provider)
 		}
+		if m.APIKeyEnv == "" && m.APIKeyFile == "" && !(m.Provider == "openai" && m.BaseURL != "") && !m.Vertex {
+			v.at(p, "provider %s needs api_key_env or api_key_file (the key itself never goes in the config)", m.Provider)
+		}
+		if m.Vertex && (m.Provider != "gemini" || m.Project == "" || m.Location == "") {
+			v.at(p.key("vertex"), "vertex needs provider gemini with project and location")
+		}
+		v.duration(p.key("timeout"), m.Timeout)
+		if m.Retry.Max != nil && *m.Retry.Max < 0 {
+			v.at(p.key("retry", "max"), "must not be negative; got %d", *m.Retry.Max)
+		}
+		if m.MaxTokens < 0 {
+			v.at(p.key("max_tokens"), "must not be negative; got %d", m.MaxTokens)
+		}
 		return
 	}
 

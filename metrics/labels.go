@@ -1,0 +1,56 @@
+package metrics
+
+// The fixed label values. Each set mirrors constants of the package that
+// publishes the event (named in the comment); a value outside its set is
+// counted as other. The slices are never modified.
+var (
+	// driver.Outcome*: turn-completed is "completed", turn-failed carries
+	// one of the others.
+	turnOutcomes = []string{"completed", "failed", "timeout", "interrupted", "halted", "shutdown", "capped"}
+	// driver.Source*.
+	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup"}
+	// inbox.Wake and inbox.Deferred.
+	messageKinds = []string{"inbox", "deferred"}
+	// inbox.Reject*, natsinbox.RejectUnknownAgent and natsinbox.RejectDropped.
+	rejectReasons = []string{"too_large", "invalid_utf8", "invalid_json", "no_text", "empty", "unknown_agent", "dropped"}
+	// driver.States.
+	agentStates = []string{"sleeping", "running", "paused", "halted", "stopped"}
+	// model-usage is ok, model-error is error.
+	modelOutcomes = []string{"ok", "error"}
+	// The guard's tool-call event.
+	toolOutcomes = []string{"ok", "error"}
+	// guard.Turn, Session, Daily, WorkerDaily and Watchdog.
+	guardrails = []string{"turn_usd", "session_usd", "daily_usd", "worker_daily_usd", "watchdog"}
+	// watchdog.Signal*.
+	watchdogSignals = []string{"repeat", "cycle", "dominant", "failures"}
+	// The outcomes of a finished subagent.
+	subagentOutcomes = []string{"completed", "failed", "stopped", "timeout"}
+	// scheduler.Outcome*.
+	scheduleOutcomes = []string{"fired", "missed", "skipped_overlap", "skipped_paused", "skipped_halted"}
+)
+
+// tokenTypes maps the model-usage data keys to the type label of
+// model_tokens_total, in exposition order.
+var tokenTypes = []struct{ key, label string }{
+	{"input_tokens", "input"},
+	{"cached_input_tokens", "cached_input"},
+	{"cache_write_tokens", "cache_write"},
+	{"output_tokens", "output"},
+}
+
+// other is the label value for anything outside a fixed set.
+const other = "other"
+
+// unknownAgent is the agent label of input rejected because it named no
+// configured agent (natsbus.UnknownAgent).
+const unknownAgent = "_unknown"
+
+// oneOf returns v if it is in set, else other.
+func oneOf(v string, set []string) string {
+	for _, s := range set {
+		if s == v {
+			return v
+		}
+	}
+	return other
+}

@@ -1,0 +1,238 @@
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "agent_worker"
+
+// AgentInfo is what is known about an agent at start, so its series exist
+// from the first scrape (counters at 0). It is also the bound on label
+// values: events for agents, tools or schedules not listed here do not
+// create series.
+type AgentInfo struct {
+	Name string
+	// Model is the model name pricing looks up; it is the model label of
+	// every model_* series of the agent, whatever name an event carries.
+	// Empty is reported as "unknown".
+	Model string
+	// Priced is the priced label of model_cost_usd_total: false means the
+	// model has no price, costs $0 and no cost ceiling binds.
+	Priced bool
+	// Tools are the tool names from config; calls to any other tool are
+	// counted as tool="other".
+	Tools []string
+	// Schedules are the schedule names from config; runs of any other
+	// schedule are not counted (see agent_worker_events_dropped_total).
+	Schedules []string
+}
+
+// agent is an AgentInfo prepared for lookups while counting events. It is
+// not modified after New.
+type agent struct {
+	model     string
+	priced    string
+	tools     map[string]bool
+	schedules map[string]bool
+}
+
+// Metrics is the registry and every agent_worker_* metric of one worker.
+// All methods are safe for concurrent use.
+type Metrics struct {
+	reg     *prometheus.Registry
+	handler http.Handler
+	agents  map[string]*agent
+	drops   *dropCollector
+
+	turns          *prometheus.CounterVec
+	turnDuration   *prometheus.HistogramVec
+	wakes          *prometheus.CounterVec
+	wakeLatency    *prometheus.HistogramVec
+	received       *prometheus.CounterVec
+	rejected       *prometheus.CounterVec
+	modelRequests  *prometheus.CounterVec
+	modelTokens    *prometheus.CounterVec
+	modelCost      *prometheus.CounterVec
+	toolCalls      *prometheus.CounterVec
+	guardrailTrips *prometheus.CounterVec
+	watchdogAlerts *prometheus.CounterVec
+	subagents      *prometheus.CounterVec
+	scheduleRuns   *prometheus.CounterVec
+	scheduleLast   *prometheus.GaugeVec
+}
+
+// Histogram buckets, in seconds. A turn is one or more model calls with
+// tools in between: from a fraction of a second (a cached, one-line reply)
+// to the ten-minute range of a long tool loop. Wake latency is
+// in-process scheduling plus, at worst, a slow store: milliseconds
+// normally, up to a minute when something is wrong.
+var (
+	turnBuckets        = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+	wakeLatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+)
+
+// New returns the metrics of a worker running agents, on a registry of
+// their own that also holds the Go runtime and process collectors. Every
+// counter series of the fixed label sets is created at 0 for each agent
+// (and for agent "_unknown" in messages_rejected_total). src reports the
+// gauges at scrape time; with a nil src those gauges have no series.
+// Duplicate agent names are merged, the first one's Model and Priced win.
+func New(agents []AgentInfo, src Source) *Metrics {
+	m := &Metrics{
+		reg:    prometheus.NewRegistry(),
+		agents: make(map[string]*agent, len(agents)),
+		drops:  newDropCollector(),
+	}
+	for _, info := range agents {
+		a := m.agents[info.Name]
+		if a == nil {
+			a = &agent{model: info.Model, priced: "false", tools: map[string]bool{}, schedules: map[string]bool{}}
+			if a.model == "" {
+				a.model = "unknown"
+			}
+			if info.Priced {
+				a.priced = "true"
+			}
+			m.agents[info.Name] = a
+		}
+		for _, t := range info.Tools {
+			a.tools[t] = true
+		}
+		for _, s := range info.Schedules {
+			a.schedules[s] = true
+		}
+	}
+
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	}
+	m.turns = counter("turns_total",
+		"Turns that ended, by outcome: completed, or why it failed (failed, timeout, interrupted, halted, shutdown, capped).",
+		"agent", "outcome")
+	m.turnDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "turn_duration_seconds",
+		Help:    "Wall-clock duration of turns, completed or failed, from start to end.",
+		Buckets: turnBuckets}, []string{"agent"})
+	m.wakes = counter("wakes_total",
+		"Wake requests, by what asked for the turn (several may coalesce into one turn).",
+		"agent", "source")
+	m.wakeLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "wake_latency_seconds",
+		Help:    "Time from the oldest cause of a turn (message received, timer or tick due) to the turn's start.",
+		Buckets: wakeLatencyBuckets}, []string{"agent"})
+	m.received = counter("messages_received_total",
+		"Messages queued in an agent's inbox, by kind: inbox (wakes the agent) or deferred (waits for the next turn).",
+		"agent", "kind")
+	m.rejected = counter("messages_rejected_total",
+		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns.",
+		"agent", "reason")
+	m.modelRequests = counter("model_requests_total",
+		"Model calls, by outcome: ok (a response with usage) or error. The model label is the configured model name.",
+		"agent", "model", "outcome")
+	m.modelTokens = counter("model_tokens_total",
+		"Tokens reported by the model, by type: input (all prompt tokens, cached ones included), cached_input, cache_write, output.",
+		"agent", "model", "type")
+	m.modelCost = counter("model_cost_usd_total",
+		"Spend in US dollars as priced by the worker's pricing table; priced=\"false\" marks a model without a price, whose calls cost 0 and are bound by no cost ceiling.",
+		"agent", "model", "priced")
+	m.toolCalls = counter("tool_calls_total",
+		"Tool calls that finished, by outcome (ok or error); tools not in the agent's config are counted as tool=\"other\".",
+		"agent", "tool", "outcome")
+	m.guardrailTrips = counter("guardrail_trips_total",
+		"Guardrails tripped, halting the agent: turn_usd, session_usd, daily_usd, worker_daily_usd, watchdog.",
+		"agent", "guardrail")
+	m.watchdogAlerts = counter("watchdog_alerts_total",
+		"Loop patterns the watchdog reported, by signal: repeat, cycle, dominant, failures.",
+		"agent", "signal")
+	m.subagents = counter("subagents_total",
+		"Subagents that finished, by outcome: completed, failed, stopped, timeout.",
+		"agent", "outcome")
+	m.scheduleRuns = counter("schedule_runs_total",
+		"Cron ticks of configured schedules, by outcome: fired, missed (not backfilled), skipped_overlap, skipped_paused, skipped_halted.",
+		"agent", "schedule", "outcome")
+	m.scheduleLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_last_run_timestamp_seconds",
+		Help: "When the schedule's last fired tick was due, in seconds since the Unix epoch (no series until it first fires)."},
+		[]string{"agent", "schedule"})
+
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.rejected,
+		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls,
+		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.scheduleRuns, m.scheduleLast,
+		newGaugeCollector(m.agents, src),
+		m.drops,
+	)
+	m.precreate()
+
+	// HandlerOpts.Registry adds promhttp_metric_handler_errors_total to
+	// the registry, and InstrumentMetricHandler the scrape counters, so a
+	// failing scrape is itself visible. Built once: registering twice
+	// would panic.
+	m.handler = promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		Registry:      m.reg,
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	return m
+}
+
+// precreate makes every series of the fixed label sets exist at 0, so
+// rate() and absent-or-zero alerts work from the first scrape.
+func (m *Metrics) precreate() {
+	for name, a := range m.agents {
+		for _, o := range turnOutcomes {
+			m.turns.WithLabelValues(name, o)
+		}
+		m.turnDuration.WithLabelValues(name)
+		for _, s := range wakeSources {
+			m.wakes.WithLabelValues(name, s)
+		}
+		m.wakeLatency.WithLabelValues(name)
+		for _, k := range messageKinds {
+			m.received.WithLabelValues(name, k)
+		}
+		for _, r := range rejectReasons {
+			m.rejected.WithLabelValues(name, r)
+		}
+		for _, o := range modelOutcomes {
+			m.modelRequests.WithLabelValues(name, a.model, o)
+		}
+		for _, t := range tokenTypes {
+			m.modelTokens.WithLabelValues(name, a.model, t.label)
+		}
+		m.modelCost.WithLabelValues(name, a.model, a.priced)
+		for t := range a.tools {
+			for _, o := range toolOutcomes {
+				m.toolCalls.WithLabelValues(name, t, o)
+			}
+		}
+		for _, g := range guardrails {
+			m.guardrailTrips.WithLabelValues(name, g)
+		}
+		for _, s := range watchdogSignals {
+			m.watchdogAlerts.WithLabelValues(name, s)
+		}
+		for _, o := range subagentOutcomes {
+			m.subagents.WithLabelValues(name, o)
+		}
+		for s := range a.schedules {
+			for _, o := range scheduleOutcomes {
+				m.scheduleRuns.WithLabelValues(name, s, o)
+			}
+		}
+	}
+	for _, r := range rejectReasons {
+		m.rejected.WithLabelValues(unknownAgent, r)
+	}
+}
+
+// Registry returns the registry every metric is registered on. Callers may
+// register collectors of their own on it.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition formats. A
+// collector that fails does not fail the scrape: the rest is served and
+// the failure is counted in promhttp_metric_handler_errors_total.
+func (m *Metrics) Handler() http.Handler { return m.handler }

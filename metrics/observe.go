@@ -1,0 +1,162 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/agent-worker/agent-worker/events"
+)
+
+// Event types published by packages metrics must not import (they sit
+// above it or beside it); the contract test checks them against their
+// sources.
+const (
+	eventModelUsage       = "model-usage"       // guard.EventCharged
+	eventModelError       = "model-error"       // guard.EventModelError
+	eventToolCall         = "tool-call"         // guard.EventToolCall
+	eventGuardrailTripped = "guardrail-tripped" // guard.EventTripped
+	eventWatchdogAlert    = "watchdog-alert"    // watchdog.EventAlert
+	eventScheduleRun      = "schedule-run"      // scheduler.EventScheduleRun
+	eventSubagentFinished = "subagent-finished" // background, when it lands
+)
+
+// counted is every event type that updates a metric; the subscription
+// filters on it so other events never take buffer space.
+var counted = map[string]bool{
+	events.TurnStarted: true, events.TurnCompleted: true, events.TurnFailed: true,
+	events.Wake: true, events.MessageQueued: true, events.MessageRejected: true, events.MessageDropped: true,
+	eventModelUsage: true, eventModelError: true, eventToolCall: true,
+	eventGuardrailTripped: true, eventWatchdogAlert: true,
+	eventScheduleRun: true, eventSubagentFinished: true,
+}
+
+// subscriptionBuffer is how many events may wait for the observer before
+// the bus starts dropping them for it (counted, never silent).
+const subscriptionBuffer = 8192
+
+// Observe subscribes to bus and updates the counters and histograms from
+// its events until stop is called. stop closes the subscription, waits
+// until every event already queued for it has been counted, and returns;
+// calling it again does nothing. Events published before Observe are not
+// counted. Events the subscription loses because its buffer is full are
+// counted in agent_worker_events_dropped_total{reason="overflow"}, also
+// after stop. Observing the same bus twice counts its events twice.
+func (m *Metrics) Observe(bus *events.Bus) (stop func()) {
+	sub := bus.Subscribe(subscriptionBuffer, func(e events.Event) bool { return counted[e.Type] })
+	m.drops.watch(sub)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range sub.C {
+			m.record(e)
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sub.Close() // C closes after what is buffered; the loop drains it
+			<-done
+			m.drops.unwatch(sub)
+		})
+	}
+}
+
+// record counts one event. Events of agents not configured, and schedule
+// runs of schedules not configured, are counted only as dropped
+// ("unconfigured"): their names are not bounded by the config.
+func (m *Metrics) record(e events.Event) {
+	if e.Type == events.MessageRejected && e.Agent == unknownAgent {
+		m.recordRejected(e)
+		return
+	}
+	a := m.agents[e.Agent]
+	if a == nil {
+		m.drops.unconfigured.Add(1)
+		return
+	}
+	d := e.Data
+	switch e.Type {
+	case events.TurnCompleted:
+		m.turns.WithLabelValues(e.Agent, "completed").Inc()
+		m.observeDuration(e)
+	case events.TurnFailed:
+		m.turns.WithLabelValues(e.Agent, oneOf(text(d["outcome"]), turnOutcomes)).Inc()
+		m.observeDuration(e)
+	case events.TurnStarted:
+		if at, ok := instant(d["cause_at"]); ok {
+			// A cause stamped after the event (clock skew between
+			// publishers) is no latency, not a negative one.
+			m.wakeLatency.WithLabelValues(e.Agent).Observe(max(e.Time.Sub(at).Seconds(), 0))
+		}
+	case events.Wake:
+		m.wakes.WithLabelValues(e.Agent, oneOf(text(d["source"]), wakeSources)).Inc()
+	case events.MessageQueued:
+		m.received.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
+	case events.MessageRejected:
+		m.recordRejected(e)
+	case events.MessageDropped:
+		m.rejected.WithLabelValues(e.Agent, "dropped").Inc()
+	case eventModelUsage:
+		m.modelRequests.WithLabelValues(e.Agent, a.model, "ok").Inc()
+		for _, t := range tokenTypes {
+			addPositive(m.modelTokens.WithLabelValues(e.Agent, a.model, t.label), d[t.key])
+		}
+		addPositive(m.modelCost.WithLabelValues(e.Agent, a.model, a.priced), d["cost_usd"])
+	case eventModelError:
+		m.modelRequests.WithLabelValues(e.Agent, a.model, "error").Inc()
+	case eventToolCall:
+		tool := text(d["tool"])
+		if !a.tools[tool] {
+			tool = other
+		}
+		m.toolCalls.WithLabelValues(e.Agent, tool, oneOf(text(d["outcome"]), toolOutcomes)).Inc()
+	case eventGuardrailTripped:
+		m.guardrailTrips.WithLabelValues(e.Agent, oneOf(text(d["guardrail"]), guardrails)).Inc()
+	case eventWatchdogAlert:
+		m.watchdogAlerts.WithLabelValues(e.Agent, oneOf(text(d["signal"]), watchdogSignals)).Inc()
+	case eventSubagentFinished:
+		m.subagents.WithLabelValues(e.Agent, oneOf(text(d["outcome"]), subagentOutcomes)).Inc()
+	case eventScheduleRun:
+		schedule := text(d["schedule"])
+		if !a.schedules[schedule] {
+			m.drops.unconfigured.Add(1)
+			return
+		}
+		outcome := oneOf(text(d["outcome"]), scheduleOutcomes)
+		m.scheduleRuns.WithLabelValues(e.Agent, schedule, outcome).Inc()
+		if due, ok := instant(d["due"]); ok && outcome == "fired" {
+			m.scheduleLast.WithLabelValues(e.Agent, schedule).Set(unixSeconds(due))
+		}
+	}
+}
+
+// recordRejected counts a message-rejected event of a configured agent or
+// of "_unknown".
+//
+// A message dropped from the inbox is announced twice when it came over
+// JetStream: the driver publishes message-dropped for every drop, and the
+// NATS binding then dead-letters it with message-rejected reason
+// "dropped". The driver's event is the one that covers every drop (core
+// NATS and API messages have no binding behind them), so the binding's is
+// not counted again.
+func (m *Metrics) recordRejected(e events.Event) {
+	reason := oneOf(text(e.Data["reason"]), rejectReasons)
+	if reason == "dropped" {
+		return
+	}
+	m.rejected.WithLabelValues(e.Agent, reason).Inc()
+}
+
+// observeDuration records a turn event's duration_ms, if it has one.
+func (m *Metrics) observeDuration(e events.Event) {
+	if ms, ok := number(e.Data["duration_ms"]); ok && ms >= 0 {
+		m.turnDuration.WithLabelValues(e.Agent).Observe(ms / 1000)
+	}
+}
+
+// addPositive adds v to c if it is a positive number: a counter must not
+// go down, and a missing field adds nothing.
+func addPositive(c interface{ Add(float64) }, v any) {
+	if f, ok := number(v); ok && f > 0 {
+		c.Add(f)
+	}
+}

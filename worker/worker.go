@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/metrics"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
@@ -48,17 +49,19 @@ type Options struct {
 
 // Worker is a running agent-worker.
 type Worker struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	conn    *natsbus.Conn
-	store   store.Store
-	bus     *events.Bus
-	driver  *driver.Driver
-	binding *natsinbox.Binding
-	guard   *guard.Guard
-	control *nats.Subscription
-	stopEv  func()
-	cancel  context.CancelFunc
+	cfg         *config.Config
+	log         *slog.Logger
+	conn        *natsbus.Conn
+	store       store.Store
+	bus         *events.Bus
+	driver      *driver.Driver
+	binding     *natsinbox.Binding
+	guard       *guard.Guard
+	metrics     *metrics.Metrics
+	stopMetrics func()
+	control     *nats.Subscription
+	stopEv      func()
+	cancel      context.CancelFunc
 }
 
 // Start brings the worker up: NATS (embedded or external), the state
@@ -128,6 +131,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	var infos []metrics.AgentInfo
+	for _, a := range cfg.Agents {
+		ag, _ := w.driver.Agent(a.Name)
+		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
+			Tools: a.Tools, Schedules: ag.Schedules()})
+	}
+	w.metrics = metrics.New(infos, gauges{w.driver})
+	w.stopMetrics = w.metrics.Observe(w.bus)
 	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
 	if err = w.driver.Start(loops); err != nil {
@@ -169,6 +180,9 @@ func (w *Worker) Events() *events.Bus { return w.bus }
 // NATS returns the worker's NATS connection.
 func (w *Worker) NATS() *natsbus.Conn { return w.conn }
 
+// Metrics returns the worker's Prometheus metrics.
+func (w *Worker) Metrics() *metrics.Metrics { return w.metrics }
+
 // Guard returns the cost guardrails.
 func (w *Worker) Guard() *guard.Guard { return w.guard }
 
@@ -202,6 +216,9 @@ func (w *Worker) teardown() {
 	}
 	if w.stopEv != nil {
 		w.stopEv()
+	}
+	if w.stopMetrics != nil {
+		w.stopMetrics()
 	}
 	if w.store != nil {
 		_ = w.store.Close()
@@ -283,6 +300,22 @@ func schedules(in []config.Schedule) []scheduler.Schedule {
 			Name: s.Name, Cron: s.Cron, Timezone: s.Timezone, Prompt: s.Prompt,
 			Overlap: s.Overlap, Jitter: s.Jitter.D(), Enabled: s.Enabled == nil || *s.Enabled,
 		})
+	}
+	return out
+}
+
+// gauges reads the driver's agents for the metrics' scrape-time gauges.
+type gauges struct{ d *driver.Driver }
+
+func (g gauges) Gauges() []metrics.AgentGauges {
+	var out []metrics.AgentGauges
+	for _, a := range g.d.Agents() {
+		st := a.Status()
+		next := map[string]time.Time{}
+		for _, s := range a.Schedules() {
+			next[s] = g.d.Scheduler().Next(a.Name(), s)
+		}
+		out = append(out, metrics.AgentGauges{Name: a.Name(), State: string(st.State), InboxPending: st.InboxPending + st.Deferred, NextSchedule: next})
 	}
 	return out
 }

@@ -1,0 +1,630 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/agent/llmagent"
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/runner"
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/tool"
+	"google.golang.org/adk/tool/functiontool"
+	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/retry"
+)
+
+const testKey = "sk-ant-api03-test0123456789SECRET"
+
+// The bodies below follow the Messages API reference (POST /v1/messages):
+// a "message" object with content blocks, stop_reason and usage, and the
+// error shape {"type": "error", "error": {"type", "message"}}.
+
+const toolUseReply = `{
+  "id": "msg_01Aq9w938a90dw8q",
+  "type": "message",
+  "role": "assistant",
+  "model": "claude-sonnet-4-5-20250929",
+  "content": [
+    {"type": "text", "text": "I'll look up the weather in Paris."},
+    {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "get_weather", "input": {"city": "Paris"}}
+  ],
+  "stop_reason": "tool_use",
+  "stop_sequence": null,
+  "usage": {"input_tokens": 472, "cache_creation_input_tokens": 2048, "cache_read_input_tokens": 0, "output_tokens": 89}
+}`
+
+const textReply = `{
+  "id": "msg_01Bq9w938a90dw8r",
+  "type": "message",
+  "role": "assistant",
+  "model": "claude-sonnet-4-5-20250929",
+  "content": [{"type": "text", "text": "It is 18°C and sunny in Paris."}],
+  "stop_reason": "end_turn",
+  "stop_sequence": null,
+  "usage": {"input_tokens": 100, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 2000, "output_tokens": 50}
+}`
+
+func errorBody(typ, msg string) string {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"})
+	return string(b)
+}
+
+// received is one request as the fake server saw it.
+type received struct {
+	Method, Path string
+	Header       http.Header
+	Body         map[string]any
+}
+
+// fakeServer answers each request with the next reply; the last reply
+// repeats.
+type fakeServer struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	got     []received
+	replies []http.HandlerFunc
+}
+
+func newFake(t *testing.T, replies ...http.HandlerFunc) *fakeServer {
+	t.Helper()
+	f := &fakeServer{t: t, replies: replies}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		f.t.Errorf("request body is not JSON: %v: %s", err, raw)
+	}
+	f.mu.Lock()
+	f.got = append(f.got, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	reply := f.replies[min(len(f.got), len(f.replies))-1]
+	f.mu.Unlock()
+	reply(w, r)
+}
+
+func (f *fakeServer) requests() []received {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]received(nil), f.got...)
+}
+
+func reply(status int, body string, headers ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// attempts records what the retry policy did, so no test sleeps.
+type attempts struct {
+	mu       sync.Mutex
+	waits    []time.Duration
+	outcomes []string
+}
+
+func (a *attempts) policy(maxRetries int) retry.Policy {
+	return retry.Policy{
+		MaxRetries: maxRetries,
+		Base:       time.Second,
+		Max:        time.Minute,
+		Rand:       func() float64 { return 0.5 },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			a.mu.Lock()
+			a.waits = append(a.waits, d)
+			a.mu.Unlock()
+			return ctx.Err()
+		},
+		OnAttempt: func(o string) {
+			a.mu.Lock()
+			a.outcomes = append(a.outcomes, o)
+			a.mu.Unlock()
+		},
+	}
+}
+
+func (a *attempts) snapshot() ([]time.Duration, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Duration(nil), a.waits...), append([]string(nil), a.outcomes...)
+}
+
+func newModel(t *testing.T, f *fakeServer, pol retry.Policy, log *slog.Logger) *Model {
+	t.Helper()
+	m, err := New(Options{
+		Model:   "claude-sonnet-4-5",
+		BaseURL: f.srv.URL,
+		APIKey:  testKey,
+		Headers: map[string]string{"anthropic-beta": "token-efficient-tools-2025-02-19"},
+		Retry:   pol,
+		Log:     log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func userRequest(text string) *model.LLMRequest {
+	return &model.LLMRequest{Contents: []*genai.Content{genai.NewContentFromText(text, genai.RoleUser)}}
+}
+
+// generate runs one GenerateContent call and returns its single result.
+func generate(ctx context.Context, m model.LLM, req *model.LLMRequest) (*model.LLMResponse, error) {
+	var (
+		resp *model.LLMResponse
+		err  error
+		n    int
+	)
+	for r, e := range m.GenerateContent(ctx, req, false) {
+		resp, err = r, e
+		n++
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("GenerateContent yielded %d times, want 1", n)
+	}
+	return resp, err
+}
+
+type weatherArgs struct {
+	City string `json:"city" jsonschema:"the city to look up"`
+}
+
+type weatherResult struct {
+	TempC     int    `json:"temp_c"`
+	Condition string `json:"condition"`
+}
+
+func TestToolTurnThroughADK(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply(200, toolUseReply), reply(200, textReply))
+	m := newModel(t, f, retry.Policy{}, nil)
+
+	var cities []string
+	weather, err := functiontool.New(
+		functiontool.Config{Name: "get_weather", Description: "Current weather for a city."},
+		func(_ tool.Context, a weatherArgs) (weatherResult, error) {
+			cities = append(cities, a.City)
+			return weatherResult{TempC: 18, Condition: "sunny"}, nil
+		},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := llmagent.New(llmagent.Config{
+		Name:        "forecaster",
+		Model:       m,
+		Instruction: "You answer weather questions.",
+		Tools:       []tool.Tool{weather},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(runner.Config{
+		AppName:           "anthropic-test",
+		Agent:             ag,
+		SessionService:    session.InMemoryService(),
+		AutoCreateSession: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*session.Event
+	for ev, err := range r.Run(t.Context(), "u1", "s1", genai.NewContentFromText("Weather in Paris?", genai.RoleUser), agent.RunConfig{}) {
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		events = append(events, ev)
+	}
+
+	var shape []string
+	for _, ev := range events {
+		shape = append(shape, describe(ev))
+	}
+	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
+	if !reflect.DeepEqual(shape, want) {
+		t.Fatalf("events = %q\nwant     %q", shape, want)
+	}
+	first := events[0].Content.Parts
+	if len(first) != 2 || first[0].Text != "I'll look up the weather in Paris." ||
+		first[1].FunctionCall.ID != "toolu_01A09q90qw90lq917835lq9" || first[1].FunctionCall.Args["city"] != "Paris" {
+		t.Errorf("first model event parts = %s", js(first))
+	}
+	if !reflect.DeepEqual(cities, []string{"Paris"}) {
+		t.Errorf("tool saw cities %q", cities)
+	}
+	if u := events[0].UsageMetadata; u == nil || u.PromptTokenCount != 472+2048 {
+		t.Errorf("first event usage = %+v", u)
+	}
+	if cw := events[0].CustomMetadata[CacheWriteKey]; cw != 2048 {
+		t.Errorf("first event cache writes = %v, want 2048", cw)
+	}
+
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("server got %d requests, want 2", len(reqs))
+	}
+	wantTools := []any{map[string]any{
+		"name":        "get_weather",
+		"description": "Current weather for a city.",
+		"input_schema": map[string]any{
+			"type":                 "object",
+			"additionalProperties": false,
+			"properties": map[string]any{
+				"city": map[string]any{"type": "string", "description": "the city to look up"},
+			},
+			"required": []any{"city"},
+		},
+	}}
+	for i, rq := range reqs {
+		if rq.Method != http.MethodPost || rq.Path != "/v1/messages" {
+			t.Errorf("request %d: %s %s, want POST /v1/messages", i, rq.Method, rq.Path)
+		}
+		if got := rq.Header.Get("X-Api-Key"); got != testKey {
+			t.Errorf("request %d: x-api-key = %q", i, got)
+		}
+		if got := rq.Header.Get("Authorization"); got != "" {
+			t.Errorf("request %d: Authorization = %q, want none (the key goes in x-api-key)", i, got)
+		}
+		if got := rq.Header.Get("Anthropic-Version"); got != "2023-06-01" {
+			t.Errorf("request %d: anthropic-version = %q", i, got)
+		}
+		if got := rq.Header.Get("Anthropic-Beta"); got != "token-efficient-tools-2025-02-19" {
+			t.Errorf("request %d: extra header anthropic-beta = %q", i, got)
+		}
+		if rq.Body["model"] != "claude-sonnet-4-5" || rq.Body["max_tokens"] != float64(DefaultMaxTokens) {
+			t.Errorf("request %d: model %v max_tokens %v", i, rq.Body["model"], rq.Body["max_tokens"])
+		}
+		sys, _ := rq.Body["system"].([]any)
+		if len(sys) != 1 || !strings.HasPrefix(fmt.Sprint(sys[0].(map[string]any)["text"]), "You answer weather questions.") {
+			t.Errorf("request %d: system = %s", i, js(rq.Body["system"]))
+		}
+		if !reflect.DeepEqual(rq.Body["tools"], wantTools) {
+			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, js(rq.Body["tools"]), js(wantTools))
+		}
+	}
+
+	// The second request carries the exchange: the assistant's tool_use,
+	// then a user message whose tool_result answers it.
+	wantMsgs := []any{
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "Weather in Paris?"}}},
+		map[string]any{"role": "assistant", "content": []any{
+			map[string]any{"type": "text", "text": "I'll look up the weather in Paris."},
+			map[string]any{"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "get_weather", "input": map[string]any{"city": "Paris"}},
+		}},
+		map[string]any{"role": "user", "content": []any{map[string]any{
+			"type": "tool_result", "tool_use_id": "toolu_01A09q90qw90lq917835lq9", "is_error": false,
+			"content": []any{map[string]any{"type": "text", "text": `{"condition":"sunny","temp_c":18}`}},
+		}}},
+	}
+	if got := reqs[1].Body["messages"]; !reflect.DeepEqual(got, wantMsgs) {
+		t.Errorf("second request messages =\n%s\nwant\n%s", js(got), js(wantMsgs))
+	}
+}
+
+func TestUsageRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply(200, textReply))
+	m := newModel(t, f, retry.Policy{}, nil)
+	resp, err := generate(t.Context(), m, userRequest("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &genai.GenerateContentResponseUsageMetadata{
+		PromptTokenCount:        2400, // 100 uncached + 2000 read + 300 written
+		CachedContentTokenCount: 2000,
+		CandidatesTokenCount:    50,
+		TotalTokenCount:         2450,
+	}
+	if !reflect.DeepEqual(resp.UsageMetadata, want) {
+		t.Errorf("usage = %+v\nwant    %+v", resp.UsageMetadata, want)
+	}
+	if cw, ok := resp.CustomMetadata[CacheWriteKey].(int); !ok || cw != 300 {
+		t.Errorf("custom metadata = %v, want %s: 300 (int)", resp.CustomMetadata, CacheWriteKey)
+	}
+	if resp.FinishReason != genai.FinishReasonStop || resp.ModelVersion != "claude-sonnet-4-5-20250929" {
+		t.Errorf("finish %q version %q", resp.FinishReason, resp.ModelVersion)
+	}
+	// What the cost guardrail reads, and what it costs at list price
+	// ($3 in, $0.30 cache read, $3.75 cache write, $15 out per million).
+	u := guard.UsageOf(resp.UsageMetadata, resp.CustomMetadata)
+	if u != (guard.Usage{Input: 2400, CachedInput: 2000, CacheWrite: 300, Output: 50}) {
+		t.Errorf("guard.UsageOf = %+v", u)
+	}
+	price, ok := guard.NewPrices(nil).Lookup(m.Name())
+	if !ok {
+		t.Fatalf("no price for %s", m.Name())
+	}
+	wantCost := (100*3 + 2000*0.30 + 300*3.75 + 50*15) / 1e6
+	if got := price.Cost(u); fmt.Sprintf("%.9f", got) != fmt.Sprintf("%.9f", wantCost) {
+		t.Errorf("cost = %.9f, want %.9f", got, wantCost)
+	}
+}
+
+func TestRateLimitedThenOK(t *testing.T) {
+	t.Parallel()
+	f := newFake(t,
+		reply(429, errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), "Retry-After", "2"),
+		reply(200, textReply),
+	)
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+		t.Fatal(err)
+	}
+	waits, outcomes := a.snapshot()
+	if n := len(f.requests()); n != 2 {
+		t.Errorf("server got %d requests, want 2", n)
+	}
+	if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
+		t.Errorf("waits = %v, want [2s] from Retry-After", waits)
+	}
+	if !reflect.DeepEqual(outcomes, []string{retry.OutcomeRateLimited, retry.OutcomeOK}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestServerErrorRetriedToTheLimit(t *testing.T) {
+	t.Parallel()
+	f := newFake(t,
+		reply(529, errorBody("overloaded_error", "Overloaded")),
+		reply(500, errorBody("api_error", "Internal server error")),
+	)
+	var a attempts
+	m := newModel(t, f, a.policy(2), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if n := len(f.requests()); n != 3 {
+		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
+	}
+	want := "anthropic: 500 Internal Server Error (api_error): Internal server error (gave up after 3 attempts)"
+	if err.Error() != want {
+		t.Errorf("error = %q\nwant    %q", err, want)
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestBadRequestNotRetried(t *testing.T) {
+	t.Parallel()
+	msg := "messages.1.content.0.tool_result.tool_use_id: unexpected `tool_use_id` found in `tool_result` blocks"
+	f := newFake(t, reply(400, errorBody("invalid_request_error", msg)))
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+	var se *retry.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 400 || se.Message != msg {
+		t.Fatalf("error = %v, want a 400 StatusError with the server's message", err)
+	}
+	if err.Error() != "anthropic: 400 Bad Request (invalid_request_error): "+msg {
+		t.Errorf("error text = %q", err)
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestCancelMidRequest(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{})
+	released := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done() // the client hung up
+		close(released)
+	})
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := generate(ctx, m, userRequest("hi"))
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("canceled call returned: %v", err)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("GenerateContent did not return after cancel")
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never saw the request aborted")
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+}
+
+func TestKeyNeverLoggedOrReturned(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f := newFake(t,
+		reply(503, errorBody("api_error", "upstream failed for "+testKey)),
+		reply(401, errorBody("authentication_error", "invalid x-api-key "+testKey)),
+	)
+	var a attempts
+	m := newModel(t, f, a.policy(2), log)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testKey) {
+		t.Errorf("error carries the key: %v", err)
+	}
+	if err.Error() != "anthropic: 401 Unauthorized (authentication_error): invalid x-api-key [redacted]" {
+		t.Errorf("error = %q", err)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("the retry was not logged:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), testKey) {
+		t.Errorf("logs carry the key:\n%s", logs.String())
+	}
+	if got := f.requests()[0].Header.Get("X-Api-Key"); got != testKey {
+		t.Errorf("x-api-key = %q", got)
+	}
+}
+
+func TestInvalidToolInputFailsTheTurn(t *testing.T) {
+	t.Parallel()
+	bad := strings.Replace(toolUseReply, `"input": {"city": "Paris"}`, `"input": ["Paris"]`, 1)
+	f := newFake(t, reply(200, bad))
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil || !strings.Contains(err.Error(), `tool_use "get_weather": input is not a JSON object`) {
+		t.Fatalf("error = %v, want one naming the tool and its bad input", err)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
+	}
+}
+
+func TestRequestMapping(t *testing.T) {
+	t.Parallel()
+	req := &model.LLMRequest{
+		Contents: []*genai.Content{
+			genai.NewContentFromText("first", genai.RoleUser),
+			genai.NewContentFromText("second, same role", genai.RoleUser),
+			{Role: genai.RoleModel, Parts: []*genai.Part{
+				{Text: "thinking...", Thought: true},
+				{FunctionCall: &genai.FunctionCall{ID: "t1", Name: "lookup", Args: map[string]any{"q": "a"}}},
+			}},
+			{Role: genai.RoleModel, Parts: []*genai.Part{
+				{FunctionCall: &genai.FunctionCall{ID: "t2", Name: "lookup"}},
+			}},
+			{Role: genai.RoleUser, Parts: []*genai.Part{
+				{FunctionResponse: &genai.FunctionResponse{ID: "t1", Name: "lookup", Response: map[string]any{"result": 1}}},
+			}},
+			{Role: genai.RoleUser, Parts: []*genai.Part{
+				{Text: "and a note"},
+				{FunctionResponse: &genai.FunctionResponse{ID: "t2", Name: "lookup", Response: map[string]any{"error": "boom"}}},
+			}},
+		},
+		Config: &genai.GenerateContentConfig{
+			MaxOutputTokens: 256,
+			StopSequences:   []string{"END"},
+			Tools: []*genai.Tool{{FunctionDeclarations: []*genai.FunctionDeclaration{
+				{Name: "lookup", Parameters: &genai.Schema{Type: genai.TypeObject, Required: []string{"q"},
+					Properties: map[string]*genai.Schema{"q": {Type: genai.TypeString}}}},
+				{Name: "now"},
+			}}},
+			ToolConfig: &genai.ToolConfig{FunctionCallingConfig: &genai.FunctionCallingConfig{
+				Mode: genai.FunctionCallingConfigModeAny, AllowedFunctionNames: []string{"lookup"}}},
+		},
+	}
+	p, err := messageParams("m", 4096, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(p)
+	var got map[string]any
+	_ = json.Unmarshal(raw, &got)
+	text := func(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+	want := map[string]any{
+		"model":          "m",
+		"max_tokens":     float64(256),
+		"stop_sequences": []any{"END"},
+		"tool_choice":    map[string]any{"type": "tool", "name": "lookup"},
+		"messages": []any{
+			map[string]any{"role": "user", "content": []any{text("first"), text("second, same role")}},
+			map[string]any{"role": "assistant", "content": []any{
+				map[string]any{"type": "tool_use", "id": "t1", "name": "lookup", "input": map[string]any{"q": "a"}},
+				map[string]any{"type": "tool_use", "id": "t2", "name": "lookup", "input": map[string]any{}},
+			}},
+			map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "tool_result", "tool_use_id": "t1", "is_error": false, "content": []any{text(`{"result":1}`)}},
+				map[string]any{"type": "tool_result", "tool_use_id": "t2", "is_error": true, "content": []any{text(`{"error":"boom"}`)}},
+				text("and a note"),
+			}},
+		},
+		"tools": []any{
+			map[string]any{"name": "lookup", "input_schema": map[string]any{
+				"type": "object", "required": []any{"q"}, "properties": map[string]any{"q": map[string]any{"type": "string"}}}},
+			map[string]any{"name": "now", "input_schema": map[string]any{"type": "object", "properties": map[string]any{}}},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("request =\n%s\nwant\n%s", js(got), js(want))
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{
+		{},
+		{Model: "m"},
+		{Model: "m", APIKey: "k", BaseURL: "api.anthropic.com"},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) = nil error", o)
+		}
+	}
+}
+
+func describe(ev *session.Event) string {
+	if ev.Content == nil {
+		return "empty"
+	}
+	var text strings.Builder
+	for _, p := range ev.Content.Parts {
+		switch {
+		case p.FunctionCall != nil:
+			return "call " + p.FunctionCall.Name
+		case p.FunctionResponse != nil:
+			return "response " + p.FunctionResponse.Name
+		}
+		text.WriteString(p.Text)
+	}
+	if ev.IsFinalResponse() {
+		return "final " + text.String()
+	}
+	return "other " + text.String()
+}
+
+func js(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}

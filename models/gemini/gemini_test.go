@@ -1,0 +1,638 @@
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/agent/llmagent"
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/runner"
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/tool"
+	"google.golang.org/adk/tool/functiontool"
+	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/retry"
+)
+
+const testKey = "AIzaSyTEST0123456789abcdefSECRET"
+
+const generatePath = "/v1beta/models/gemini-2.5-flash:generateContent"
+
+// The bodies below follow the Gemini API reference
+// (POST /v1beta/models/{model}:generateContent): a GenerateContentResponse
+// with candidates and usageMetadata, and Google's error shape
+// {"error": {"code", "message", "status", "details"}}.
+
+const functionCallReply = `{
+  "candidates": [{
+    "content": {"parts": [{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}], "role": "model"},
+    "finishReason": "STOP",
+    "index": 0
+  }],
+  "usageMetadata": {"promptTokenCount": 95, "candidatesTokenCount": 16, "totalTokenCount": 111,
+    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 95}]},
+  "modelVersion": "gemini-2.5-flash",
+  "responseId": "x3Z2aK7KLe2FxN8P4bCQwQ8"
+}`
+
+const textReply = `{
+  "candidates": [{
+    "content": {"parts": [{"text": "It is 18°C and sunny in Paris."}], "role": "model"},
+    "finishReason": "STOP",
+    "index": 0
+  }],
+  "usageMetadata": {"promptTokenCount": 1200, "cachedContentTokenCount": 1024, "candidatesTokenCount": 200,
+    "thoughtsTokenCount": 100, "totalTokenCount": 1500,
+    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 1200}],
+    "cacheTokensDetails": [{"modality": "TEXT", "tokenCount": 1024}]},
+  "modelVersion": "gemini-2.5-flash",
+  "responseId": "y3Z2aK7KLe2FxN8P4bCQwQ9"
+}`
+
+func errorBody(code int, status, msg string, details ...map[string]any) string {
+	e := map[string]any{"code": code, "message": msg, "status": status}
+	if len(details) > 0 {
+		e["details"] = details
+	}
+	b, _ := json.Marshal(map[string]any{"error": e})
+	return string(b)
+}
+
+// received is one request as the fake server saw it.
+type received struct {
+	Method, Path string
+	Header       http.Header
+	Body         map[string]any
+}
+
+// fakeServer answers each request with the next reply; the last reply
+// repeats.
+type fakeServer struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	got     []received
+	replies []http.HandlerFunc
+}
+
+func newFake(t *testing.T, replies ...http.HandlerFunc) *fakeServer {
+	t.Helper()
+	f := &fakeServer{t: t, replies: replies}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		f.t.Errorf("request body is not JSON: %v: %s", err, raw)
+	}
+	f.mu.Lock()
+	f.got = append(f.got, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	reply := f.replies[min(len(f.got), len(f.replies))-1]
+	f.mu.Unlock()
+	reply(w, r)
+}
+
+func (f *fakeServer) requests() []received {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]received(nil), f.got...)
+}
+
+func reply(status int, body string, headers ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// attempts records what the retry policy did, so no test sleeps.
+type attempts struct {
+	mu       sync.Mutex
+	waits    []time.Duration
+	outcomes []string
+}
+
+func (a *attempts) policy(maxRetries int) retry.Policy {
+	return retry.Policy{
+		MaxRetries: maxRetries,
+		Base:       time.Second,
+		Max:        time.Minute,
+		Rand:       func() float64 { return 0.5 },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			a.mu.Lock()
+			a.waits = append(a.waits, d)
+			a.mu.Unlock()
+			return ctx.Err()
+		},
+		OnAttempt: func(o string) {
+			a.mu.Lock()
+			a.outcomes = append(a.outcomes, o)
+			a.mu.Unlock()
+		},
+	}
+}
+
+func (a *attempts) snapshot() ([]time.Duration, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Duration(nil), a.waits...), append([]string(nil), a.outcomes...)
+}
+
+func newModel(t *testing.T, f *fakeServer, pol retry.Policy, log *slog.Logger) *Model {
+	t.Helper()
+	m, err := New(t.Context(), Options{
+		Model:   "gemini-2.5-flash",
+		APIKey:  testKey,
+		BaseURL: f.srv.URL,
+		Headers: map[string]string{"X-Team": "payments"},
+		Retry:   pol,
+		Log:     log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func userRequest(text string) *model.LLMRequest {
+	return &model.LLMRequest{Contents: []*genai.Content{genai.NewContentFromText(text, genai.RoleUser)}}
+}
+
+// generate runs one GenerateContent call and returns its single result.
+func generate(ctx context.Context, m model.LLM, req *model.LLMRequest) (*model.LLMResponse, error) {
+	var (
+		resp *model.LLMResponse
+		err  error
+		n    int
+	)
+	for r, e := range m.GenerateContent(ctx, req, false) {
+		resp, err = r, e
+		n++
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("GenerateContent yielded %d times, want 1", n)
+	}
+	return resp, err
+}
+
+type weatherArgs struct {
+	City string `json:"city" jsonschema:"the city to look up"`
+}
+
+type weatherResult struct {
+	TempC     int    `json:"temp_c"`
+	Condition string `json:"condition"`
+}
+
+func TestToolTurnThroughADK(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply(200, functionCallReply), reply(200, textReply))
+	m := newModel(t, f, retry.Policy{}, nil)
+
+	var cities []string
+	weather, err := functiontool.New(
+		functiontool.Config{Name: "get_weather", Description: "Current weather for a city."},
+		func(_ tool.Context, a weatherArgs) (weatherResult, error) {
+			cities = append(cities, a.City)
+			return weatherResult{TempC: 18, Condition: "sunny"}, nil
+		},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := llmagent.New(llmagent.Config{
+		Name:        "forecaster",
+		Model:       m,
+		Instruction: "You answer weather questions.",
+		Tools:       []tool.Tool{weather},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(runner.Config{
+		AppName:           "gemini-test",
+		Agent:             ag,
+		SessionService:    session.InMemoryService(),
+		AutoCreateSession: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*session.Event
+	for ev, err := range r.Run(t.Context(), "u1", "s1", genai.NewContentFromText("Weather in Paris?", genai.RoleUser), agent.RunConfig{}) {
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		events = append(events, ev)
+	}
+
+	var shape []string
+	for _, ev := range events {
+		shape = append(shape, describe(ev))
+	}
+	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
+	if !reflect.DeepEqual(shape, want) {
+		t.Fatalf("events = %q\nwant     %q", shape, want)
+	}
+	if !reflect.DeepEqual(cities, []string{"Paris"}) {
+		t.Errorf("tool saw cities %q", cities)
+	}
+	if u := events[2].UsageMetadata; u == nil || u.PromptTokenCount != 1200 || u.CachedContentTokenCount != 1024 {
+		t.Errorf("final event usage = %+v", u)
+	}
+
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("server got %d requests, want 2", len(reqs))
+	}
+	wantTools := []any{map[string]any{"functionDeclarations": []any{map[string]any{
+		"name":        "get_weather",
+		"description": "Current weather for a city.",
+		"parametersJsonSchema": map[string]any{
+			"type":                 "object",
+			"additionalProperties": false,
+			"properties": map[string]any{
+				"city": map[string]any{"type": "string", "description": "the city to look up"},
+			},
+			"required": []any{"city"},
+		},
+	}}}}
+	for i, rq := range reqs {
+		if rq.Method != http.MethodPost || rq.Path != generatePath {
+			t.Errorf("request %d: %s %s, want POST %s", i, rq.Method, rq.Path, generatePath)
+		}
+		if got := rq.Header.Get("X-Goog-Api-Key"); got != testKey {
+			t.Errorf("request %d: x-goog-api-key = %q", i, got)
+		}
+		if got := rq.Header.Get("X-Team"); got != "payments" {
+			t.Errorf("request %d: extra header X-Team = %q", i, got)
+		}
+		// ADK's Gemini model also declares the result's schema
+		// (responseJsonSchema); the parameters are what matter here.
+		gotTools := rq.Body["tools"]
+		if decls, ok := dig(gotTools, 0, "functionDeclarations").([]any); ok && len(decls) == 1 {
+			delete(decls[0].(map[string]any), "responseJsonSchema")
+		}
+		if !reflect.DeepEqual(gotTools, wantTools) {
+			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, js(gotTools), js(wantTools))
+		}
+		sys, _ := rq.Body["systemInstruction"].(map[string]any)
+		if !strings.Contains(js(sys), "You answer weather questions.") {
+			t.Errorf("request %d: systemInstruction = %s", i, js(sys))
+		}
+	}
+
+	// The second request carries the exchange; the tool result goes back
+	// as a functionResponse part of a user content.
+	contents, _ := reqs[1].Body["contents"].([]any)
+	if len(contents) != 3 {
+		t.Fatalf("second request has %d contents, want 3:\n%s", len(contents), js(contents))
+	}
+	wantContents := []any{
+		map[string]any{"role": "user", "parts": []any{map[string]any{"text": "Weather in Paris?"}}},
+		map[string]any{"role": "model", "parts": []any{map[string]any{"functionCall": map[string]any{"name": "get_weather", "args": map[string]any{"city": "Paris"}}}}},
+		map[string]any{"role": "user", "parts": []any{map[string]any{"functionResponse": map[string]any{
+			"name": "get_weather", "response": map[string]any{"condition": "sunny", "temp_c": float64(18)}}}}},
+	}
+	if !reflect.DeepEqual(contents, wantContents) {
+		t.Errorf("second request contents =\n%s\nwant\n%s", js(contents), js(wantContents))
+	}
+}
+
+func TestUsageRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply(200, textReply))
+	m := newModel(t, f, retry.Policy{}, nil)
+	resp, err := generate(t.Context(), m, userRequest("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := resp.UsageMetadata
+	if u == nil || u.PromptTokenCount != 1200 || u.CachedContentTokenCount != 1024 ||
+		u.CandidatesTokenCount != 200 || u.ThoughtsTokenCount != 100 || u.TotalTokenCount != 1500 {
+		t.Errorf("usage = %+v", u)
+	}
+	// What the cost guardrail reads, and what it costs at list price
+	// ($0.30 in, $0.075 cached, $2.50 out per million).
+	gu := guard.UsageOf(resp.UsageMetadata, resp.CustomMetadata)
+	if gu != (guard.Usage{Input: 1200, CachedInput: 1024, Output: 300}) {
+		t.Errorf("guard.UsageOf = %+v", gu)
+	}
+	price, ok := guard.NewPrices(nil).Lookup(m.Name())
+	if !ok {
+		t.Fatalf("no price for %s", m.Name())
+	}
+	wantCost := (176*0.30 + 1024*0.075 + 300*2.50) / 1e6
+	if got := price.Cost(gu); fmt.Sprintf("%.9f", got) != fmt.Sprintf("%.9f", wantCost) {
+		t.Errorf("cost = %.9f, want %.9f", got, wantCost)
+	}
+}
+
+func TestRateLimitedThenOK(t *testing.T) {
+	t.Parallel()
+	quota := "You exceeded your current quota, please check your plan and billing details."
+	tests := []struct {
+		name  string
+		first http.HandlerFunc
+	}{
+		{"Retry-After header", reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota), "Retry-After", "2")},
+		{"RetryInfo detail", reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota,
+			map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, tt.first, reply(200, textReply))
+			var a attempts
+			m := newModel(t, f, a.policy(3), nil)
+			if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+				t.Fatal(err)
+			}
+			waits, outcomes := a.snapshot()
+			if n := len(f.requests()); n != 2 {
+				t.Errorf("server got %d requests, want 2", n)
+			}
+			if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
+				t.Errorf("waits = %v, want [2s] as the server asked", waits)
+			}
+			if !reflect.DeepEqual(outcomes, []string{retry.OutcomeRateLimited, retry.OutcomeOK}) {
+				t.Errorf("outcomes = %q", outcomes)
+			}
+		})
+	}
+}
+
+func TestServerErrorRetriedToTheLimit(t *testing.T) {
+	t.Parallel()
+	msg := "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting"
+	f := newFake(t, reply(500, errorBody(500, "INTERNAL", msg)))
+	var a attempts
+	m := newModel(t, f, a.policy(2), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if n := len(f.requests()); n != 3 {
+		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
+	}
+	want := "gemini: 500 Internal Server Error (INTERNAL): " + msg + " (gave up after 3 attempts)"
+	if err.Error() != want {
+		t.Errorf("error = %q\nwant    %q", err, want)
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestBadRequestNotRetried(t *testing.T) {
+	t.Parallel()
+	msg := `Invalid JSON payload received. Unknown name "foo": Cannot find field.`
+	f := newFake(t, reply(400, errorBody(400, "INVALID_ARGUMENT", msg)))
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+	var se *retry.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 400 || se.Message != msg {
+		t.Fatalf("error = %v, want a 400 StatusError with the server's message", err)
+	}
+	if err.Error() != "gemini: 400 Bad Request (INVALID_ARGUMENT): "+msg {
+		t.Errorf("error text = %q", err)
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestCancelMidRequest(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{})
+	released := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done() // the client hung up
+		close(released)
+	})
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := generate(ctx, m, userRequest("hi"))
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("canceled call returned: %v", err)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("GenerateContent did not return after cancel")
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never saw the request aborted")
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+}
+
+func TestKeyNeverLoggedOrReturned(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f := newFake(t,
+		reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded. Key "+testKey)),
+		reply(400, errorBody(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key: "+testKey,
+			map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"})),
+	)
+	var a attempts
+	m := newModel(t, f, a.policy(2), log)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testKey) {
+		t.Errorf("error carries the key: %v", err)
+	}
+	if err.Error() != "gemini: 400 Bad Request (INVALID_ARGUMENT): API key not valid. Please pass a valid API key: [redacted]" {
+		t.Errorf("error = %q", err)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("the retry was not logged:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), testKey) {
+		t.Errorf("logs carry the key:\n%s", logs.String())
+	}
+}
+
+func TestStreamYieldsAndRetriesOnlyBeforeFirst(t *testing.T) {
+	t.Parallel()
+	// Server-sent events, as streamGenerateContent?alt=sse sends them.
+	sse := func(chunks ...string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, c := range chunks {
+				_, _ = io.WriteString(w, "data: "+c+"\r\n\r\n")
+			}
+		}
+	}
+	chunk := func(text, finish string) string {
+		c := map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": text}}}, "index": 0}
+		if finish != "" {
+			c["finishReason"] = finish
+		}
+		b, _ := json.Marshal(map[string]any{"candidates": []any{c},
+			"usageMetadata": map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 4, "totalTokenCount": 14}})
+		return string(b)
+	}
+	f := newFake(t,
+		reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded.")),
+		sse(chunk("It is ", ""), chunk("sunny.", "STOP")),
+	)
+	var a attempts
+	m := newModel(t, f, a.policy(2), nil)
+	var texts []string
+	var final *model.LLMResponse
+	for resp, err := range m.GenerateContent(t.Context(), userRequest("hi"), true) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Partial {
+			texts = append(texts, resp.Content.Parts[0].Text)
+		} else {
+			final = resp
+		}
+	}
+	if !reflect.DeepEqual(texts, []string{"It is ", "sunny."}) || final == nil || final.Content.Parts[0].Text != "It is sunny." {
+		t.Errorf("partials %q, final %s", texts, js(final))
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "ok"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+	if p := f.requests()[1].Path; p != "/v1beta/models/gemini-2.5-flash:streamGenerateContent" {
+		t.Errorf("stream path = %s", p)
+	}
+}
+
+func TestVertex(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply(200, textReply))
+	// With an HTTPClient of its own, Vertex trusts it to authenticate
+	// (Application Default Credentials are not looked up).
+	m, err := New(t.Context(), Options{
+		Model: "gemini-2.5-flash", Vertex: true, Project: "acme-prod", Location: "europe-west4",
+		BaseURL: f.srv.URL, HTTPClient: f.srv.Client(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GetGoogleLLMVariant() != genai.BackendVertexAI {
+		t.Errorf("variant = %v", m.GetGoogleLLMVariant())
+	}
+	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+		t.Fatal(err)
+	}
+	rq := f.requests()[0]
+	if want := "/v1beta1/projects/acme-prod/locations/europe-west4/publishers/google/models/gemini-2.5-flash:generateContent"; rq.Path != want {
+		t.Errorf("path = %s\nwant   %s", rq.Path, want)
+	}
+	if k := rq.Header.Get("X-Goog-Api-Key"); k != "" {
+		t.Errorf("x-goog-api-key = %q, want none on Vertex with a project", k)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{
+		{},
+		{Model: "gemini-2.5-flash"},
+		{Model: "gemini-2.5-flash", APIKey: "k", Project: "p"},
+		{Model: "gemini-2.5-flash", Vertex: true},
+		{Model: "gemini-2.5-flash", Vertex: true, APIKey: "k", Project: "p", Location: "l"},
+	} {
+		if _, err := New(t.Context(), o); err == nil {
+			t.Errorf("New(%+v) = nil error", o)
+		}
+	}
+}
+
+func describe(ev *session.Event) string {
+	if ev.Content == nil {
+		return "empty"
+	}
+	var text strings.Builder
+	for _, p := range ev.Content.Parts {
+		switch {
+		case p.FunctionCall != nil:
+			return "call " + p.FunctionCall.Name
+		case p.FunctionResponse != nil:
+			return "response " + p.FunctionResponse.Name
+		}
+		text.WriteString(p.Text)
+	}
+	if ev.IsFinalResponse() {
+		return "final " + text.String()
+	}
+	return "other " + text.String()
+}
+
+// dig walks v by slice indexes and map keys; nil when a step is missing.
+func dig(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case int:
+			s, ok := v.([]any)
+			if !ok || k >= len(s) {
+				return nil
+			}
+			v = s[k]
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		}
+	}
+	return v
+}
+
+func js(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}

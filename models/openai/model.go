@@ -1,0 +1,201 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"google.golang.org/adk/model"
+
+	"github.com/agent-worker/agent-worker/models/retry"
+)
+
+// DefaultBaseURL is where requests go when Options.BaseURL is empty.
+const DefaultBaseURL = "https://api.openai.com/v1/"
+
+// DefaultTimeout bounds one attempt when Options.Timeout is zero.
+const DefaultTimeout = 10 * time.Minute
+
+// Options configure a Model. Only Model is required.
+type Options struct {
+	// Model is the model name sent in every request ("gpt-4.1-mini",
+	// "llama3.1:8b", ...) and what Name reports.
+	Model string
+	// BaseURL is the API root that "chat/completions" is appended to, e.g.
+	// "http://localhost:11434/v1/" for Ollama or "http://vllm:8000/v1/".
+	// Empty means DefaultBaseURL. The OPENAI_BASE_URL environment variable
+	// is never read: configuration is explicit.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <key>". Empty sends no
+	// Authorization header (local servers need none). OPENAI_API_KEY is
+	// never read. The key appears in no log line and no error.
+	APIKey string
+	// Headers are added to every request (e.g. a proxy's routing or auth
+	// header). Their values are treated as secrets too.
+	Headers map[string]string
+	// Timeout bounds each attempt, retries excluded; 0 means DefaultTimeout.
+	// An attempt that runs out is retried like a network error.
+	Timeout time.Duration
+	// Retry is the retry policy (see package retry); its zero value makes
+	// one attempt. When Retry.Log is nil, Log is used.
+	Retry retry.Policy
+	// HTTPClient sends the requests; nil means a client with Go's default
+	// transport. Its Transport is wrapped, never modified.
+	HTTPClient *http.Client
+	// Log receives the retry warnings; nil discards.
+	Log *slog.Logger
+}
+
+// Model is an ADK model.LLM speaking the OpenAI Chat Completions API, so it
+// works with OpenAI and with OpenAI-compatible servers (Ollama, vLLM,
+// llama.cpp server, LiteLLM). It is safe for concurrent use.
+//
+// Guarantees:
+//   - Retries follow Options.Retry: 429, 5xx, network errors and attempts
+//     that exceed Options.Timeout are retried (Retry-After honoured); any
+//     other 4xx fails at once with the provider's message, e.g.
+//     "openai: 400 Bad Request (invalid_request_error): <message>". The
+//     SDK's own retries are off.
+//   - Cancelling the caller's context aborts the request in flight or the
+//     backoff wait at once; the error wraps context.Canceled.
+//   - Every response carries the usage the server reported (see llmResponse
+//     in response.go for the mapping), never an estimate.
+//
+// Not guaranteed: streaming. GenerateContent always makes one non-streamed
+// request and yields one complete response, also when stream is true.
+type Model struct {
+	name    string
+	chat    oai.ChatCompletionService
+	timeout time.Duration
+	retry   retry.Policy
+	secrets []string
+}
+
+var _ model.LLM = (*Model)(nil)
+
+// New returns a Model for o. It makes no request.
+func New(o Options) (*Model, error) {
+	if strings.TrimSpace(o.Model) == "" {
+		return nil, errors.New("openai: no model name")
+	}
+	base := o.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if u, err := url.Parse(base); err != nil {
+		return nil, errors.New("openai: base URL does not parse as a URL")
+	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", u.Redacted())
+	}
+	hc := &http.Client{}
+	if o.HTTPClient != nil {
+		c := *o.HTTPClient
+		hc = &c
+	}
+	hc.Transport = retry.Transport(hc.Transport)
+
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0), // ours apply
+	}
+	secrets := []string{}
+	if o.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(o.APIKey))
+		secrets = append(secrets, o.APIKey)
+	}
+	for k, v := range o.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+		if len(v) >= 8 {
+			secrets = append(secrets, v)
+		}
+	}
+
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	pol := o.Retry
+	if pol.Log == nil && o.Log != nil {
+		pol.Log = o.Log
+	}
+	if pol.Log != nil {
+		pol.Log = pol.Log.With("provider", "openai", "model", o.Model)
+	}
+	return &Model{
+		name: o.Model,
+		// NewChatCompletionService, unlike oai.NewClient, reads no
+		// OPENAI_* environment variables.
+		chat:    oai.NewChatCompletionService(opts...),
+		timeout: timeout,
+		retry:   pol,
+		secrets: secrets,
+	}, nil
+}
+
+// Name returns Options.Model.
+func (m *Model) Name() string { return m.name }
+
+// GenerateContent sends req as one chat completion (retried per the policy)
+// and yields exactly one complete response or one error. req.Model, when
+// set, overrides the model name. The work happens when the sequence is
+// iterated.
+func (m *Model) GenerateContent(ctx context.Context, req *model.LLMRequest, stream bool) iter.Seq2[*model.LLMResponse, error] {
+	return func(yield func(*model.LLMResponse, error) bool) {
+		yield(m.generate(ctx, req))
+	}
+}
+
+func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLMResponse, error) {
+	name := m.name
+	if req.Model != "" {
+		name = req.Model
+	}
+	params, err := chatParams(name, req)
+	if err != nil {
+		return nil, fmt.Errorf("openai: build request: %w", err)
+	}
+	var out *model.LLMResponse
+	err = m.retry.Do(ctx, func(ctx context.Context) error {
+		return retry.WithTimeout(ctx, m.timeout, func(ctx context.Context) error {
+			ctx, seen := retry.Record(ctx)
+			completion, err := m.chat.New(ctx, params)
+			if err != nil {
+				return m.requestError(err, seen)
+			}
+			resp, err := llmResponse(completion)
+			if err != nil {
+				return retry.Permanent(fmt.Errorf("openai: %w", err))
+			}
+			out = resp
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, retry.Redact(err, m.secrets...)
+	}
+	return out, nil
+}
+
+// requestError turns an SDK error into ours: a *retry.StatusError when the
+// server answered with an error status (its message taken from the body),
+// else the transport error, with secrets removed either way.
+func (m *Model) requestError(err error, seen func() (retry.Response, bool)) error {
+	if r, ok := seen(); ok && r.StatusCode >= 400 {
+		se := r.Error("openai", m.secrets...)
+		var apiErr *oai.Error
+		if se.Message == "" && errors.As(err, &apiErr) && apiErr.Message != "" {
+			se.Message = retry.RedactString(apiErr.Message, m.secrets...)
+		}
+		return se
+	}
+	return retry.Redact(fmt.Errorf("openai: %w", err), m.secrets...)
+}

@@ -1,0 +1,711 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/adk/agent"
+	"google.golang.org/adk/agent/llmagent"
+	"google.golang.org/adk/model"
+	"google.golang.org/adk/runner"
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/tool"
+	"google.golang.org/adk/tool/functiontool"
+	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/retry"
+)
+
+const testKey = "sk-test-0123456789abcdefSECRET"
+
+// The bodies below follow the Chat Completions API reference
+// (POST /v1/chat/completions): response object "chat.completion", error
+// object {"error": {"message", "type", "param", "code"}}.
+
+const toolCallReply = `{
+  "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+  "object": "chat.completion",
+  "created": 1741570283,
+  "model": "gpt-4.1-mini-2025-04-14",
+  "choices": [{
+    "index": 0,
+    "message": {
+      "role": "assistant",
+      "content": null,
+      "tool_calls": [{
+        "id": "call_DdmO9pD3xa9XTPNJ32zg2hcA",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}
+      }],
+      "refusal": null,
+      "annotations": []
+    },
+    "logprobs": null,
+    "finish_reason": "tool_calls"
+  }],
+  "usage": {
+    "prompt_tokens": 82, "completion_tokens": 17, "total_tokens": 99,
+    "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+    "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+  },
+  "service_tier": "default",
+  "system_fingerprint": "fp_6ec83003ad"
+}`
+
+const textReply = `{
+  "id": "chatcmpl-B9MHEq2a6k1bVqGJbE9z8C2Ts0m1F",
+  "object": "chat.completion",
+  "created": 1741570284,
+  "model": "gpt-4.1-mini-2025-04-14",
+  "choices": [{
+    "index": 0,
+    "message": {"role": "assistant", "content": "It is 18°C and sunny in Paris.", "refusal": null, "annotations": []},
+    "logprobs": null,
+    "finish_reason": "stop"
+  }],
+  "usage": {
+    "prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500,
+    "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
+    "completion_tokens_details": {"reasoning_tokens": 100, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+  },
+  "service_tier": "default",
+  "system_fingerprint": "fp_6ec83003ad"
+}`
+
+func errorBody(msg, typ string) string {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+	return string(b)
+}
+
+// received is one request as the fake server saw it.
+type received struct {
+	Method, Path string
+	Header       http.Header
+	Body         map[string]any
+}
+
+// fakeOpenAI answers each request with the next reply; the last reply
+// repeats.
+type fakeOpenAI struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	got     []received
+	replies []http.HandlerFunc
+}
+
+func newFake(t *testing.T, replies ...http.HandlerFunc) *fakeOpenAI {
+	t.Helper()
+	f := &fakeOpenAI{t: t, replies: replies}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		f.t.Errorf("request body is not JSON: %v: %s", err, raw)
+	}
+	f.mu.Lock()
+	f.got = append(f.got, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	reply := f.replies[min(len(f.got), len(f.replies))-1]
+	f.mu.Unlock()
+	reply(w, r)
+}
+
+func (f *fakeOpenAI) requests() []received {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]received(nil), f.got...)
+}
+
+func reply(status int, body string, headers ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// attempts records what the retry policy did, so no test sleeps.
+type attempts struct {
+	mu       sync.Mutex
+	waits    []time.Duration
+	outcomes []string
+}
+
+func (a *attempts) policy(maxRetries int) retry.Policy {
+	return retry.Policy{
+		MaxRetries: maxRetries,
+		Base:       time.Second,
+		Max:        time.Minute,
+		Rand:       func() float64 { return 0.5 },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			a.mu.Lock()
+			a.waits = append(a.waits, d)
+			a.mu.Unlock()
+			return ctx.Err()
+		},
+		OnAttempt: func(o string) {
+			a.mu.Lock()
+			a.outcomes = append(a.outcomes, o)
+			a.mu.Unlock()
+		},
+	}
+}
+
+func (a *attempts) snapshot() ([]time.Duration, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Duration(nil), a.waits...), append([]string(nil), a.outcomes...)
+}
+
+func newModel(t *testing.T, f *fakeOpenAI, pol retry.Policy, log *slog.Logger) *Model {
+	t.Helper()
+	m, err := New(Options{
+		Model:   "gpt-4.1-mini",
+		BaseURL: f.srv.URL + "/v1",
+		APIKey:  testKey,
+		Headers: map[string]string{"X-Team": "payments"},
+		Retry:   pol,
+		Log:     log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func userRequest(text string) *model.LLMRequest {
+	return &model.LLMRequest{Contents: []*genai.Content{genai.NewContentFromText(text, genai.RoleUser)}}
+}
+
+// generate runs one GenerateContent call and returns its single result.
+func generate(ctx context.Context, m model.LLM, req *model.LLMRequest) (*model.LLMResponse, error) {
+	var (
+		resp *model.LLMResponse
+		err  error
+		n    int
+	)
+	for r, e := range m.GenerateContent(ctx, req, false) {
+		resp, err = r, e
+		n++
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("GenerateContent yielded %d times, want 1", n)
+	}
+	return resp, err
+}
+
+type weatherArgs struct {
+	City string `json:"city" jsonschema:"the city to look up"`
+}
+
+type weatherResult struct {
+	TempC     int    `json:"temp_c"`
+	Condition string `json:"condition"`
+}
+
+func TestToolTurnThroughADK(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply(200, toolCallReply), reply(200, textReply))
+	m := newModel(t, f, retry.Policy{}, nil)
+
+	var cities []string
+	weather, err := functiontool.New(
+		functiontool.Config{Name: "get_weather", Description: "Current weather for a city."},
+		func(_ tool.Context, a weatherArgs) (weatherResult, error) {
+			cities = append(cities, a.City)
+			return weatherResult{TempC: 18, Condition: "sunny"}, nil
+		},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := llmagent.New(llmagent.Config{
+		Name:        "forecaster",
+		Model:       m,
+		Instruction: "You answer weather questions.",
+		Tools:       []tool.Tool{weather},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(runner.Config{
+		AppName:           "openai-test",
+		Agent:             ag,
+		SessionService:    session.InMemoryService(),
+		AutoCreateSession: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*session.Event
+	for ev, err := range r.Run(t.Context(), "u1", "s1", genai.NewContentFromText("Weather in Paris?", genai.RoleUser), agent.RunConfig{}) {
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		events = append(events, ev)
+	}
+
+	var shape []string
+	for _, ev := range events {
+		shape = append(shape, describe(ev))
+	}
+	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
+	if !reflect.DeepEqual(shape, want) {
+		t.Fatalf("events = %q\nwant     %q", shape, want)
+	}
+	if fc := events[0].Content.Parts[0].FunctionCall; fc.ID != "call_DdmO9pD3xa9XTPNJ32zg2hcA" || fc.Args["city"] != "Paris" {
+		t.Errorf("function call = %+v, want the server's id and args", fc)
+	}
+	if !reflect.DeepEqual(cities, []string{"Paris"}) {
+		t.Errorf("tool saw cities %q", cities)
+	}
+	if u := events[2].UsageMetadata; u == nil || u.PromptTokenCount != 1200 || u.CachedContentTokenCount != 1024 {
+		t.Errorf("final event usage = %+v", u)
+	}
+
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("server got %d requests, want 2", len(reqs))
+	}
+	for i, rq := range reqs {
+		if rq.Method != http.MethodPost || rq.Path != "/v1/chat/completions" {
+			t.Errorf("request %d: %s %s, want POST /v1/chat/completions", i, rq.Method, rq.Path)
+		}
+		if got := rq.Header.Get("Authorization"); got != "Bearer "+testKey {
+			t.Errorf("request %d: Authorization = %q", i, got)
+		}
+		if got := rq.Header.Get("X-Team"); got != "payments" {
+			t.Errorf("request %d: extra header X-Team = %q", i, got)
+		}
+		if rq.Body["model"] != "gpt-4.1-mini" {
+			t.Errorf("request %d: model = %v", i, rq.Body["model"])
+		}
+		// Tool declarations: name, description and JSON schema.
+		wantTools := []any{map[string]any{
+			"type": "function",
+			"function": map[string]any{
+				"name":        "get_weather",
+				"description": "Current weather for a city.",
+				"parameters": map[string]any{
+					"type":                 "object",
+					"additionalProperties": false,
+					"properties": map[string]any{
+						"city": map[string]any{"type": "string", "description": "the city to look up"},
+					},
+					"required": []any{"city"},
+				},
+			},
+		}}
+		if !reflect.DeepEqual(rq.Body["tools"], wantTools) {
+			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, js(rq.Body["tools"]), js(wantTools))
+		}
+	}
+
+	// The second request carries the whole exchange, the tool result as a
+	// "tool" message answering the assistant's tool call.
+	msgs, _ := reqs[1].Body["messages"].([]any)
+	if len(msgs) != 4 {
+		t.Fatalf("second request has %d messages, want 4:\n%s", len(msgs), js(msgs))
+	}
+	wantMsgs := []any{
+		map[string]any{"role": "system", "content": "You answer weather questions."},
+		map[string]any{"role": "user", "content": "Weather in Paris?"},
+		map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{
+			"id": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "type": "function",
+			"function": map[string]any{"name": "get_weather", "arguments": `{"city":"Paris"}`},
+		}}},
+		map[string]any{"role": "tool", "tool_call_id": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "content": `{"condition":"sunny","temp_c":18}`},
+	}
+	for i := range wantMsgs {
+		got := msgs[i].(map[string]any)
+		if strings.HasPrefix(fmt.Sprint(got["content"]), "You answer") {
+			// ADK may add its own lines to the instruction; the operator's comes first.
+			got = map[string]any{"role": got["role"], "content": strings.SplitN(got["content"].(string), "\n", 2)[0]}
+		}
+		if !reflect.DeepEqual(got, wantMsgs[i]) {
+			t.Errorf("second request messages[%d] =\n%s\nwant\n%s", i, js(got), js(wantMsgs[i]))
+		}
+	}
+}
+
+func TestUsageRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, reply(200, textReply))
+	m := newModel(t, f, retry.Policy{}, nil)
+	resp, err := generate(t.Context(), m, userRequest("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &genai.GenerateContentResponseUsageMetadata{
+		PromptTokenCount:        1200,
+		CachedContentTokenCount: 1024,
+		CandidatesTokenCount:    200, // completion_tokens minus reasoning
+		ThoughtsTokenCount:      100,
+		TotalTokenCount:         1500,
+	}
+	if !reflect.DeepEqual(resp.UsageMetadata, want) {
+		t.Errorf("usage = %+v\nwant    %+v", resp.UsageMetadata, want)
+	}
+	if resp.FinishReason != genai.FinishReasonStop || resp.ModelVersion != "gpt-4.1-mini-2025-04-14" || resp.Partial {
+		t.Errorf("finish %q version %q partial %v", resp.FinishReason, resp.ModelVersion, resp.Partial)
+	}
+	// What the cost guardrail reads from it, and what it costs at list
+	// price ($0.40 in, $0.10 cached, $1.60 out per million).
+	u := guard.UsageOf(resp.UsageMetadata, resp.CustomMetadata)
+	if u != (guard.Usage{Input: 1200, CachedInput: 1024, Output: 300}) {
+		t.Errorf("guard.UsageOf = %+v", u)
+	}
+	price, ok := guard.NewPrices(nil).Lookup(m.Name())
+	if !ok {
+		t.Fatalf("no price for %s", m.Name())
+	}
+	wantCost := (176*0.40 + 1024*0.10 + 300*1.60) / 1e6
+	if got := price.Cost(u); fmt.Sprintf("%.9f", got) != fmt.Sprintf("%.9f", wantCost) {
+		t.Errorf("cost = %.9f, want %.9f", got, wantCost)
+	}
+}
+
+func TestRateLimitedThenOK(t *testing.T) {
+	t.Parallel()
+	f := newFake(t,
+		reply(429, errorBody("Rate limit reached for gpt-4.1-mini on requests per min (RPM): Limit 3, Used 3.", "requests"), "Retry-After", "2"),
+		reply(200, textReply),
+	)
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+		t.Fatal(err)
+	}
+	waits, outcomes := a.snapshot()
+	if n := len(f.requests()); n != 2 {
+		t.Errorf("server got %d requests, want 2", n)
+	}
+	if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
+		t.Errorf("waits = %v, want [2s] from Retry-After", waits)
+	}
+	if !reflect.DeepEqual(outcomes, []string{retry.OutcomeRateLimited, retry.OutcomeOK}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestServerErrorRetriedToTheLimit(t *testing.T) {
+	t.Parallel()
+	msg := "The server had an error while processing your request. Sorry about that!"
+	f := newFake(t, reply(500, errorBody(msg, "server_error")))
+	var a attempts
+	m := newModel(t, f, a.policy(2), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if n := len(f.requests()); n != 3 {
+		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
+	}
+	want := "openai: 500 Internal Server Error (server_error): " + msg + " (gave up after 3 attempts)"
+	if err.Error() != want {
+		t.Errorf("error = %q\nwant    %q", err, want)
+	}
+	waits, outcomes := a.snapshot()
+	if !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+	if !reflect.DeepEqual(waits, []time.Duration{500 * time.Millisecond, time.Second}) {
+		t.Errorf("waits = %v, want jittered 0.5·1s, 0.5·2s", waits)
+	}
+}
+
+func TestBadRequestNotRetried(t *testing.T) {
+	t.Parallel()
+	msg := "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+	f := newFake(t, reply(400, errorBody(msg, "invalid_request_error")))
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+	var se *retry.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 400 || se.Message != msg {
+		t.Fatalf("error = %v, want a 400 StatusError with the server's message", err)
+	}
+	if err.Error() != "openai: 400 Bad Request (invalid_request_error): "+msg {
+		t.Errorf("error text = %q", err)
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestCancelMidRequest(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{})
+	released := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done() // the client hung up
+		close(released)
+	})
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := generate(ctx, m, userRequest("hi"))
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("canceled call returned: %v", err)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("GenerateContent did not return after cancel")
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never saw the request aborted")
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1", n)
+	}
+}
+
+func TestAttemptTimeoutRetried(t *testing.T) {
+	t.Parallel()
+	f := newFake(t,
+		func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+		reply(200, textReply),
+	)
+	var a attempts
+	m, err := New(Options{Model: "gpt-4.1-mini", BaseURL: f.srv.URL + "/v1", Timeout: 50 * time.Millisecond, Retry: a.policy(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+		t.Fatalf("error = %v, want success on the second attempt", err)
+	}
+	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "ok"}) {
+		t.Errorf("outcomes = %q", outcomes)
+	}
+}
+
+func TestKeyNeverLoggedOrReturned(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f := newFake(t,
+		reply(500, errorBody("upstream failed for key "+testKey, "server_error")),
+		reply(401, errorBody("Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error")),
+	)
+	var a attempts
+	m := newModel(t, f, a.policy(2), log)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testKey) {
+		t.Errorf("error carries the key: %v", err)
+	}
+	if !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "Incorrect API key provided: [redacted]") {
+		t.Errorf("error = %q, want the 401 and the provider's message", err)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("the retry was not logged:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), testKey) {
+		t.Errorf("logs carry the key:\n%s", logs.String())
+	}
+	// The key did reach the server, where it belongs.
+	if got := f.requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
+		t.Errorf("Authorization = %q", got)
+	}
+}
+
+func TestInvalidToolArgumentsFailTheTurn(t *testing.T) {
+	t.Parallel()
+	bad := strings.Replace(toolCallReply, `{\"city\":\"Paris\"}`, `{\"city\":`, 1)
+	f := newFake(t, reply(200, bad))
+	var a attempts
+	m := newModel(t, f, a.policy(3), nil)
+	_, err := generate(t.Context(), m, userRequest("hi"))
+	if err == nil || !strings.Contains(err.Error(), `"get_weather": arguments are not a JSON object`) {
+		t.Fatalf("error = %v, want one naming the tool and its bad arguments", err)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
+	}
+}
+
+func TestCompatibleServerWithoutKey(t *testing.T) {
+	t.Parallel()
+	// Ollama's answer: no usage details, a tool call with an empty id.
+	ollama := `{"id":"chatcmpl-522","object":"chat.completion","created":1741570000,"model":"llama3.1:8b","system_fingerprint":"fp_ollama",
+	  "choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"id":"","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":"tool_calls"}],
+	  "usage":{"prompt_tokens":50,"completion_tokens":12,"total_tokens":62}}`
+	f := newFake(t, reply(200, ollama))
+	m, err := New(Options{Model: "llama3.1:8b", BaseURL: f.srv.URL + "/v1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := generate(t.Context(), m, userRequest("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := f.requests()[0].Header.Get("Authorization"); h != "" {
+		t.Errorf("Authorization = %q, want none without a key", h)
+	}
+	fc := resp.Content.Parts[0].FunctionCall
+	if fc == nil || !strings.HasPrefix(fc.ID, "call_") || fc.Args["city"] != "Oslo" {
+		t.Errorf("function call = %+v, want a generated call_ id", fc)
+	}
+	if u := resp.UsageMetadata; u.PromptTokenCount != 50 || u.CandidatesTokenCount != 12 || u.TotalTokenCount != 62 {
+		t.Errorf("usage = %+v", u)
+	}
+}
+
+func TestRequestMapping(t *testing.T) {
+	t.Parallel()
+	temp := float32(0.2)
+	req := &model.LLMRequest{
+		Contents: []*genai.Content{
+			genai.NewContentFromText("first", genai.RoleUser),
+			{Role: genai.RoleModel, Parts: []*genai.Part{
+				{Text: "thinking...", Thought: true},
+				{Text: "Let me check both."},
+				{FunctionCall: &genai.FunctionCall{ID: "c1", Name: "lookup", Args: map[string]any{"q": "a"}}},
+				{FunctionCall: &genai.FunctionCall{ID: "c2", Name: "lookup", Args: map[string]any{"q": "b"}}},
+			}},
+			{Role: genai.RoleUser, Parts: []*genai.Part{
+				{FunctionResponse: &genai.FunctionResponse{ID: "c1", Name: "lookup", Response: map[string]any{"result": 1}}},
+				{FunctionResponse: &genai.FunctionResponse{ID: "c2", Name: "lookup", Response: map[string]any{"error": "boom"}}},
+			}},
+		},
+		Config: &genai.GenerateContentConfig{
+			Temperature:     &temp,
+			MaxOutputTokens: 256,
+			StopSequences:   []string{"END"},
+			Tools: []*genai.Tool{{FunctionDeclarations: []*genai.FunctionDeclaration{{
+				Name: "lookup",
+				Parameters: &genai.Schema{
+					Type:     genai.TypeObject,
+					Required: []string{"q"},
+					Properties: map[string]*genai.Schema{
+						"q":    {Type: genai.TypeString, Description: "query"},
+						"tags": {Type: genai.TypeArray, Items: &genai.Schema{Type: genai.TypeString}, Nullable: genai.Ptr(true)},
+					},
+				},
+			}}}},
+			ToolConfig: &genai.ToolConfig{FunctionCallingConfig: &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeAny}},
+		},
+	}
+	p, err := chatParams("m", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(p)
+	var got map[string]any
+	_ = json.Unmarshal(raw, &got)
+	want := map[string]any{
+		"model":                 "m",
+		"temperature":           0.2,
+		"max_completion_tokens": float64(256),
+		"stop":                  []any{"END"},
+		"tool_choice":           "required",
+		"messages": []any{
+			map[string]any{"role": "user", "content": "first"},
+			map[string]any{"role": "assistant", "content": "Let me check both.", "tool_calls": []any{
+				map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "lookup", "arguments": `{"q":"a"}`}},
+				map[string]any{"id": "c2", "type": "function", "function": map[string]any{"name": "lookup", "arguments": `{"q":"b"}`}},
+			}},
+			map[string]any{"role": "tool", "tool_call_id": "c1", "content": `{"result":1}`},
+			map[string]any{"role": "tool", "tool_call_id": "c2", "content": `{"error":"boom"}`},
+		},
+		"tools": []any{map[string]any{"type": "function", "function": map[string]any{
+			"name": "lookup",
+			"parameters": map[string]any{
+				"type":     "object",
+				"required": []any{"q"},
+				"properties": map[string]any{
+					"q":    map[string]any{"type": "string", "description": "query"},
+					"tags": map[string]any{"type": []any{"array", "null"}, "items": map[string]any{"type": "string"}},
+				},
+			},
+		}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("request =\n%s\nwant\n%s", js(got), js(want))
+	}
+
+	// Parts chat completions cannot carry are refused, not dropped.
+	req.Contents = append(req.Contents, &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{InlineData: &genai.Blob{MIMEType: "image/png", Data: []byte{1}}}}})
+	if _, err := chatParams("m", req); err == nil || !strings.Contains(err.Error(), "inline data") {
+		t.Errorf("inline data: err = %v", err)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{
+		{},
+		{Model: "m", BaseURL: "localhost:11434"},
+		{Model: "m", BaseURL: "ftp://x/"},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) = nil error", o)
+		}
+	}
+}
+
+func describe(ev *session.Event) string {
+	if ev.Content == nil {
+		return "empty"
+	}
+	var text strings.Builder
+	for _, p := range ev.Content.Parts {
+		switch {
+		case p.FunctionCall != nil:
+			return "call " + p.FunctionCall.Name
+		case p.FunctionResponse != nil:
+			return "response " + p.FunctionResponse.Name
+		}
+		text.WriteString(p.Text)
+	}
+	if ev.IsFinalResponse() {
+		return "final " + text.String()
+	}
+	return "other " + text.String()
+}
+
+func js(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}

@@ -1,0 +1,108 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/genai"
+)
+
+// This file is shared in spirit with models/anthropic/schema.go: both turn
+// an ADK function declaration into a JSON schema object.
+
+// parametersSchema returns the JSON schema of d's parameters as a JSON
+// object. ADK's functiontool sets ParametersJsonSchema (a JSON schema value,
+// usually a *jsonschema.Schema); hand-written tools may set Parameters (a
+// *genai.Schema in OpenAPI style, with upper-case types). A declaration with
+// neither takes no arguments: {"type": "object", "properties": {}}.
+func parametersSchema(d *genai.FunctionDeclaration) (map[string]any, error) {
+	switch {
+	case d.ParametersJsonSchema != nil:
+		raw, err := json.Marshal(d.ParametersJsonSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: encode parameters schema: %w", d.Name, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+			return nil, fmt.Errorf("tool %q: parameters schema is not a JSON object: %s", d.Name, clip(string(raw), 80))
+		}
+		return m, nil
+	case d.Parameters != nil:
+		return genaiSchema(d.Parameters), nil
+	default:
+		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
+	}
+}
+
+// genaiSchema converts an OpenAPI-style *genai.Schema to JSON schema:
+// types are lower-cased, nullable becomes a ["t", "null"] type, and
+// Gemini-only fields (propertyOrdering, example) are dropped.
+func genaiSchema(s *genai.Schema) map[string]any {
+	m := map[string]any{}
+	if s == nil {
+		return m
+	}
+	if s.Type != "" && s.Type != genai.TypeUnspecified {
+		t := strings.ToLower(string(s.Type))
+		if s.Nullable != nil && *s.Nullable {
+			m["type"] = []any{t, "null"}
+		} else {
+			m["type"] = t
+		}
+	}
+	set := func(k string, v any, ok bool) {
+		if ok {
+			m[k] = v
+		}
+	}
+	set("title", s.Title, s.Title != "")
+	set("description", s.Description, s.Description != "")
+	set("format", s.Format, s.Format != "")
+	set("pattern", s.Pattern, s.Pattern != "")
+	set("enum", s.Enum, len(s.Enum) > 0)
+	set("default", s.Default, s.Default != nil)
+	set("required", s.Required, len(s.Required) > 0)
+	for k, p := range map[string]*int64{
+		"minItems": s.MinItems, "maxItems": s.MaxItems,
+		"minLength": s.MinLength, "maxLength": s.MaxLength,
+		"minProperties": s.MinProperties, "maxProperties": s.MaxProperties,
+	} {
+		if p != nil {
+			m[k] = *p
+		}
+	}
+	if s.Minimum != nil {
+		m["minimum"] = *s.Minimum
+	}
+	if s.Maximum != nil {
+		m["maximum"] = *s.Maximum
+	}
+	if len(s.Properties) > 0 {
+		props := make(map[string]any, len(s.Properties))
+		for k, p := range s.Properties {
+			props[k] = genaiSchema(p)
+		}
+		m["properties"] = props
+	} else if s.Type == genai.TypeObject {
+		m["properties"] = map[string]any{}
+	}
+	if s.Items != nil {
+		m["items"] = genaiSchema(s.Items)
+	}
+	if len(s.AnyOf) > 0 {
+		anyOf := make([]any, len(s.AnyOf))
+		for i, a := range s.AnyOf {
+			anyOf[i] = genaiSchema(a)
+		}
+		m["anyOf"] = anyOf
+	}
+	return m
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/metrics"
+	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/watchdog"
@@ -62,8 +63,13 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 
 	add("oncall", guard.EventCharged, map[string]any{"input_tokens": 5, "cost_usd": 0.5})
 	add("oncall", guard.EventModelError, map[string]any{"error": "boom"})
+	for _, o := range []string{"retry", "rate_limited"} {
+		add("oncall", models.EventRetry, map[string]any{"outcome": o})
+	}
 	want[`agent_worker_model_requests_total{agent="oncall",model="gpt-4.1-mini",outcome="ok"}`] = 1
 	want[`agent_worker_model_requests_total{agent="oncall",model="gpt-4.1-mini",outcome="error"}`] = 1
+	want[`agent_worker_model_requests_total{agent="oncall",model="gpt-4.1-mini",outcome="retry"}`] = 1
+	want[`agent_worker_model_requests_total{agent="oncall",model="gpt-4.1-mini",outcome="rate_limited"}`] = 1
 	want[`agent_worker_model_tokens_total{agent="oncall",model="gpt-4.1-mini",type="input"}`] = 5
 	want[`agent_worker_model_cost_usd_total{agent="oncall",model="gpt-4.1-mini",priced="true"}`] = 0.5
 	add("oncall", guard.EventToolCall, map[string]any{"tool": "publish", "outcome": "ok"})

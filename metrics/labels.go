@@ -16,7 +16,7 @@ var (
 	// driver.States.
 	agentStates = []string{"sleeping", "running", "paused", "halted", "stopped"}
 	// model-usage is ok, model-error is error.
-	modelOutcomes = []string{"ok", "error"}
+	modelOutcomes = []string{"ok", "error", "retry", "rate_limited"}
 	// The guard's tool-call event.
 	toolOutcomes = []string{"ok", "error"}
 	// guard.Turn, Session, Daily, WorkerDaily and Watchdog.

@@ -53,7 +53,7 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		"agent_worker_wake_latency_seconds":                2,
 		"agent_worker_messages_received_total":             2 * 2,
 		"agent_worker_messages_rejected_total":             3 * 7,
-		"agent_worker_model_requests_total":                2 * 2,
+		"agent_worker_model_requests_total":                2 * 4,
 		"agent_worker_model_tokens_total":                  2 * 4,
 		"agent_worker_model_cost_usd_total":                2,
 		"agent_worker_tool_calls_total":                    2 * 2,

@@ -12,6 +12,7 @@ import (
 const (
 	eventModelUsage       = "model-usage"       // guard.EventCharged
 	eventModelError       = "model-error"       // guard.EventModelError
+	eventModelRetry       = "model-retry"       // models.EventRetry: an attempt that will be retried
 	eventToolCall         = "tool-call"         // guard.EventToolCall
 	eventGuardrailTripped = "guardrail-tripped" // guard.EventTripped
 	eventWatchdogAlert    = "watchdog-alert"    // watchdog.EventAlert
@@ -24,7 +25,7 @@ const (
 var counted = map[string]bool{
 	events.TurnStarted: true, events.TurnCompleted: true, events.TurnFailed: true,
 	events.Wake: true, events.MessageQueued: true, events.MessageRejected: true, events.MessageDropped: true,
-	eventModelUsage: true, eventModelError: true, eventToolCall: true,
+	eventModelUsage: true, eventModelError: true, eventModelRetry: true, eventToolCall: true,
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
 	eventScheduleRun: true, eventSubagentFinished: true,
 }
@@ -103,6 +104,8 @@ func (m *Metrics) record(e events.Event) {
 		addPositive(m.modelCost.WithLabelValues(e.Agent, a.model, a.priced), d["cost_usd"])
 	case eventModelError:
 		m.modelRequests.WithLabelValues(e.Agent, a.model, "error").Inc()
+	case eventModelRetry:
+		m.modelRequests.WithLabelValues(e.Agent, a.model, oneOf(text(d["outcome"]), []string{"retry", "rate_limited"})).Inc()
 	case eventToolCall:
 		tool := text(d["tool"])
 		if !a.tools[tool] {

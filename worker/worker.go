@@ -104,7 +104,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		}
 	}
 
-	specs, err := buildSpecs(cfg, o.Models)
+	specs, err := buildSpecs(ctx, cfg, o, w.bus)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -261,15 +261,15 @@ func Redact(raw string) string {
 
 // buildSpecs resolves each configured agent into what the driver runs,
 // with its own model instance.
-func buildSpecs(cfg *config.Config, newModel func(string, config.Model) (model.LLM, error)) ([]driver.Spec, error) {
+func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.Bus) ([]driver.Spec, error) {
 	var specs []driver.Spec
 	for _, a := range cfg.Agents {
 		var m model.LLM
 		var err error
-		if newModel != nil {
-			m, err = newModel(a.Name, cfg.Models[a.Model])
+		if o.Models != nil {
+			m, err = o.Models(a.Name, cfg.Models[a.Model])
 		} else {
-			m, err = models.New(a.Model, cfg.Models[a.Model])
+			m, err = models.New(ctx, a.Model, cfg.Models[a.Model], models.Env{Agent: a.Name, Events: bus, Log: o.Log, Clock: o.Clock})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)

@@ -42,6 +42,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.AddCommand(runCmd(stdout, stderr), validateCmd(stdout), versionCmd(stdout), sendCmd(stdout))
 	root.AddCommand(opsCmds(stdout)...)
+	root.AddCommand(modelsCmd(stdout))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK

@@ -1,0 +1,432 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/scheduler"
+)
+
+// Defaults of Options.
+const (
+	DefaultListen      = "127.0.0.1:8080"
+	DefaultMaxBody     = 64 << 10
+	DefaultDedupWindow = 10 * time.Minute
+	DefaultHeartbeat   = 15 * time.Second
+)
+
+// retryAfter is what a write refused during shutdown is told to wait, in
+// seconds: long enough for a replacement replica to come up.
+const retryAfter = "5"
+
+// Errors New returns.
+var (
+	// ErrNoToken: the API would listen beyond loopback without a token.
+	ErrNoToken = errors.New("refusing to serve the operator API beyond loopback without a token")
+	// ErrBadToken: a configured token is unusable (no value, unknown role).
+	ErrBadToken = errors.New("bad API token")
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles. Operate includes read.
+const (
+	RoleRead    Role = "read"
+	RoleOperate Role = "operate"
+)
+
+// Token is one bearer token. Name appears in logs; Value never does.
+type Token struct {
+	Name  string
+	Role  Role
+	Value string
+}
+
+// Options configure a Server. Zero values take the documented defaults.
+type Options struct {
+	// Listen is the address ListenAndServe listens on; default
+	// DefaultListen. Without Tokens it must be loopback (127.0.0.0/8, ::1
+	// or "localhost").
+	Listen string
+	// Tokens are the accepted bearer tokens. None: every request is
+	// accepted, which New allows on loopback only.
+	Tokens []Token
+	// OpenPaths are served without a token (exact paths). nil means
+	// /healthz, /readyz and /metrics; an empty non-nil slice means none.
+	OpenPaths []string
+	// Driver is required.
+	Driver *driver.Driver
+	// Guard serves guardrail status and resets; nil: agents show no
+	// spend and resets answer 404.
+	Guard *guard.Guard
+	// Scheduler fires schedules on request; default Driver.Scheduler().
+	Scheduler *scheduler.Scheduler
+	// Events feeds the event streams; default Driver.Events().
+	Events *events.Bus
+	// Metrics is served at /metrics; nil answers 404.
+	Metrics http.Handler
+	// Ready returns why the worker is not ready (NATS down, store
+	// unreachable); empty or nil means ready.
+	Ready func() []string
+	Log   *slog.Logger // default: discard
+	Clock clock.Clock  // default: clock.Real()
+	// MaxBody caps request bodies (413 beyond); default DefaultMaxBody.
+	MaxBody int64
+	// DedupWindow is how long a message or Alertmanager notification id
+	// is remembered per agent; default DefaultDedupWindow.
+	DedupWindow time.Duration
+	// Heartbeat is the interval of the comment lines that keep event
+	// streams alive through proxies; default DefaultHeartbeat.
+	Heartbeat time.Duration
+	// ResolvedWakes makes an all-resolved Alertmanager notification wake
+	// the agent; by default it is deferred to the next turn.
+	ResolvedWakes bool
+}
+
+// Server is the operator HTTP API. Its handler is safe for concurrent use.
+type Server struct {
+	o       Options
+	driver  *driver.Driver
+	guard   *guard.Guard
+	sched   *scheduler.Scheduler
+	bus     *events.Bus
+	log     *slog.Logger
+	clock   clock.Clock
+	tokens  []credential
+	open    map[string]bool
+	mux     *http.ServeMux
+	actions map[string]string // route pattern → action name, for write logs
+	seen    *idWindow
+	page    *template.Template
+
+	draining  atomic.Bool
+	closing   chan struct{} // closed by Shutdown: event streams end
+	closeOnce sync.Once
+
+	mu   sync.Mutex
+	srv  *http.Server
+	addr string
+}
+
+// New checks o and builds the server; nothing listens until Serve or
+// ListenAndServe. It refuses a Listen beyond loopback when no token is
+// configured (ErrNoToken), and tokens without a value or with an unknown
+// role (ErrBadToken).
+func New(o Options) (*Server, error) {
+	if o.Driver == nil {
+		return nil, errors.New("api: a driver is required")
+	}
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Scheduler == nil {
+		o.Scheduler = o.Driver.Scheduler()
+	}
+	if o.Events == nil {
+		o.Events = o.Driver.Events()
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.DedupWindow <= 0 {
+		o.DedupWindow = DefaultDedupWindow
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.OpenPaths == nil {
+		o.OpenPaths = []string{"/healthz", "/readyz", "/metrics"}
+	}
+	creds, err := credentials(o.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	if len(creds) == 0 && !loopbackAddr(o.Listen) {
+		return nil, fmt.Errorf("%w: api.listen %q is reachable beyond loopback and api.tokens is empty; add a token to api.tokens (role read or operate) or set api.listen to a loopback address such as 127.0.0.1:8080", ErrNoToken, o.Listen)
+	}
+	page, err := parsePage()
+	if err != nil {
+		return nil, fmt.Errorf("api: status page template: %w", err)
+	}
+	s := &Server{
+		o: o, driver: o.Driver, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
+		log: o.Log, clock: o.Clock, tokens: creds, open: map[string]bool{},
+		mux: http.NewServeMux(), actions: map[string]string{},
+		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
+		page:    page,
+		closing: make(chan struct{}),
+	}
+	for _, p := range o.OpenPaths {
+		s.open[p] = true
+	}
+	s.routes()
+	return s, nil
+}
+
+// routes registers every endpoint. Write routes carry an action name for
+// the write log.
+func (s *Server) routes() {
+	get := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc("GET "+pattern, h) }
+	post := func(pattern, action string, h http.HandlerFunc) {
+		s.mux.HandleFunc("POST "+pattern, h)
+		s.actions["POST "+pattern] = action
+	}
+	get("/healthz", s.healthz)
+	get("/readyz", s.readyz)
+	get("/metrics", s.metrics)
+	get("/{$}", s.statusPage)
+	get("/v1/agents", s.listAgents)
+	get("/v1/agents/{name}", s.getAgent)
+	get("/v1/agents/{name}/events", s.agentEvents)
+	get("/v1/events", s.allEvents)
+	post("/v1/agents/{name}/messages", "message", s.postMessage)
+	for _, verb := range []string{"wake", "pause", "resume", "interrupt"} {
+		post("/v1/agents/{name}/"+verb, verb, s.verb(verb))
+	}
+	post("/v1/agents/{name}/guardrails/reset", "guardrail-reset", s.resetGuardrail)
+	post("/v1/agents/{name}/schedules/{schedule}/run", "schedule-run", s.runSchedule)
+	post("/v1/alertmanager/{name}", "alertmanager", s.postAlertmanager)
+}
+
+// Handler returns the API's handler: authentication, routing, the
+// shutdown gate and the write log around the routes.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// ListenAndServe listens on Options.Listen and serves until Shutdown; it
+// then returns http.ErrServerClosed.
+func (s *Server) ListenAndServe() error {
+	l, err := net.Listen("tcp", s.o.Listen)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s (api.listen): %w", s.o.Listen, err)
+	}
+	return s.Serve(l)
+}
+
+// Serve serves on l until Shutdown; it then returns http.ErrServerClosed
+// (at once if Shutdown came first). Like New, it refuses a TCP listener
+// beyond loopback when no token is configured. It closes l.
+func (s *Server) Serve(l net.Listener) error {
+	if tcp, ok := l.Addr().(*net.TCPAddr); ok && len(s.tokens) == 0 && !tcp.IP.IsLoopback() {
+		l.Close()
+		return fmt.Errorf("%w: api.listen %s is reachable beyond loopback and api.tokens is empty", ErrNoToken, tcp)
+	}
+	s.mu.Lock()
+	if s.srv != nil {
+		s.mu.Unlock()
+		l.Close()
+		return errors.New("api: already serving")
+	}
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: event streams stay open.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.addr = l.Addr().String()
+	srv := s.srv
+	s.mu.Unlock()
+	if s.draining.Load() {
+		l.Close()
+		return http.ErrServerClosed
+	}
+	return srv.Serve(l)
+}
+
+// Addr returns the address the server listens on, once Serve was called
+// ("" before).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Shutdown stops the server gracefully. From the moment it is called,
+// writes are answered 503 with Retry-After, /readyz reports "shutting
+// down" and event streams end; requests already running may finish until
+// ctx ends. It returns ctx's error if they did not.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
+}
+
+// loopbackAddr reports whether a host:port names only the local machine.
+// An empty host (":8080") listens on every interface, so it is not.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if i := strings.IndexByte(host, '%'); i >= 0 { // IPv6 zone
+		host = host[:i]
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isWrite reports whether a method changes something.
+func isWrite(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// serveHTTP is the order every request goes through: authenticate (401),
+// route (404/405), authorise (403), the shutdown gate for writes (503),
+// then the route's handler, with writes logged.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		serveMiss(w, r, h)
+		return
+	}
+	if !isWrite(r.Method) {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &writeRecord{action: s.actions[pattern]}
+	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
+	sw := &statusWriter{ResponseWriter: w}
+	switch {
+	case who.role != RoleOperate:
+		fail(sw, r, http.StatusForbidden, "token %q has role %q; this request needs role %q", who.name, who.role, RoleOperate)
+	case s.draining.Load():
+		sw.Header().Set("Retry-After", retryAfter)
+		fail(sw, r, http.StatusServiceUnavailable, "the worker is shutting down; retry against another replica or after it restarts")
+	default:
+		s.mux.ServeHTTP(sw, r)
+	}
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	s.log.Log(r.Context(), level, "api write", "action", rec.action, "agent", rec.agent, "token", who.name,
+		"status", status, "result", rec.result, "remote", r.RemoteAddr)
+}
+
+// writeRecord collects what the write log says about one request; the
+// handlers fill it in.
+type writeRecord struct {
+	action string
+	agent  string
+	result string
+}
+
+type recordKey struct{}
+
+func record(r *http.Request) *writeRecord {
+	if rec, ok := r.Context().Value(recordKey{}).(*writeRecord); ok {
+		return rec
+	}
+	return &writeRecord{} // reads: nobody looks
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// serveMiss answers a request no route matched. The mux's own answer is
+// plain text; 404 and 405 become JSON errors (keeping Allow), anything
+// else (a redirect to the cleaned path) passes through.
+func serveMiss(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &missRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusNotFound:
+		fail(w, r, http.StatusNotFound, "no route %s %s", r.Method, r.URL.Path)
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		fail(w, r, http.StatusMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body)
+	}
+}
+
+// missRecorder captures the mux's answer to an unmatched request.
+type missRecorder struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (m *missRecorder) Header() http.Header { return m.header }
+
+func (m *missRecorder) WriteHeader(code int) {
+	if m.status == 0 {
+		m.status = code
+	}
+}
+
+func (m *missRecorder) Write(p []byte) (int, error) {
+	if m.status == 0 {
+		m.status = http.StatusOK
+	}
+	m.body = append(m.body, p...)
+	return len(p), nil
+}

@@ -104,6 +104,9 @@ type API struct {
 	// Listen is the API's address. Default "127.0.0.1:8080".
 	Listen string  `yaml:"listen"`
 	Tokens []Token `yaml:"tokens"`
+	// OpenPaths are served without a token. Default /healthz, /readyz,
+	// /metrics. Add "/" to open the status page to browsers.
+	OpenPaths []string `yaml:"open_paths"`
 }
 
 // Token is a bearer token. Its value comes from an environment variable or

@@ -105,6 +105,7 @@ func writeConfig(t testing.TB, s setup) *config.Config {
 	}
 	y := fmt.Sprintf(`data_dir: %s
 shutdown_grace: 5s
+api: {listen: "127.0.0.1:0"}
 nats:
   url: %q
   listen: "-1"

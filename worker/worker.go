@@ -9,13 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/adk/model"
 
+	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/control"
@@ -57,6 +61,9 @@ type Worker struct {
 	driver      *driver.Driver
 	binding     *natsinbox.Binding
 	guard       *guard.Guard
+	api         *api.Server
+	apiDone     chan struct{}
+	apiAddr     string
 	metrics     *metrics.Metrics
 	stopMetrics func()
 	control     *nats.Subscription
@@ -162,6 +169,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, fmt.Errorf("serve %s: %w", subjects.AllControl(), err)
 	}
+	if err = w.startAPI(cfg, o); err != nil {
+		return nil, err
+	}
 	for _, a := range cfg.Agents {
 		if a.WakeOnStart {
 			ag, _ := w.driver.Agent(a.Name)
@@ -189,10 +199,88 @@ func (w *Worker) Guard() *guard.Guard { return w.guard }
 // Store returns the state store.
 func (w *Worker) Store() store.Store { return w.store }
 
-// Stop shuts the worker down: no new turns; running turns may finish
-// until grace ends, then are cancelled; handled messages are acked,
-// waiting ones released for redelivery; then NATS and the store close.
+// startAPI starts the operator HTTP API on cfg.API.Listen.
+func (w *Worker) startAPI(cfg *config.Config, o Options) error {
+	tokens, err := apiTokens(cfg.API.Tokens)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	w.api, err = api.New(api.Options{
+		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
+		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus,
+		Metrics: w.metrics.Handler(), Ready: w.notReady, Log: o.Log, Clock: o.Clock,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	l, err := net.Listen("tcp", cfg.API.Listen)
+	if err != nil {
+		return fmt.Errorf("%w: api.listen %s: %w", ErrConfig, cfg.API.Listen, err)
+	}
+	w.apiAddr = l.Addr().String()
+	w.apiDone = make(chan struct{})
+	go func() {
+		defer close(w.apiDone)
+		if err := w.api.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.Log.Error("operator API stopped", "error", err)
+		}
+	}()
+	return nil
+}
+
+// APIAddr is where the operator API listens.
+func (w *Worker) APIAddr() string { return w.apiAddr }
+
+// notReady lists why the worker cannot serve: NATS or the store down.
+func (w *Worker) notReady() []string {
+	var reasons []string
+	if err := w.conn.Ready(); err != nil {
+		reasons = append(reasons, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := w.store.Get(ctx, "ready.probe"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		reasons = append(reasons, "store: "+err.Error())
+	}
+	return reasons
+}
+
+// apiTokens reads the tokens' values from their env vars or files.
+func apiTokens(in []config.Token) ([]api.Token, error) {
+	var out []api.Token
+	for _, t := range in {
+		var v string
+		switch {
+		case t.ValueEnv != "":
+			v = os.Getenv(t.ValueEnv)
+			if strings.TrimSpace(v) == "" {
+				return nil, fmt.Errorf("api.tokens %s: environment variable %s is not set", t.Name, t.ValueEnv)
+			}
+		default:
+			data, err := os.ReadFile(t.ValueFile)
+			if err != nil {
+				return nil, fmt.Errorf("api.tokens %s: %w", t.Name, err)
+			}
+			v = string(data)
+		}
+		out = append(out, api.Token{Name: t.Name, Role: api.Role(t.Role), Value: strings.TrimSpace(v)})
+	}
+	return out, nil
+}
+
+// Stop shuts the worker down: writes to the API get 503; no new turns;
+// running turns may finish until grace ends, then are cancelled; handled
+// messages are acked, waiting ones released for redelivery; then NATS and
+// the store close.
 func (w *Worker) Stop(grace context.Context) {
+	var apiStopped chan struct{}
+	if w.api != nil {
+		apiStopped = make(chan struct{})
+		go func() {
+			defer close(apiStopped)
+			_ = w.api.Shutdown(grace)
+		}()
+	}
 	if w.control != nil {
 		_ = w.control.Unsubscribe()
 		w.control = nil
@@ -200,11 +288,20 @@ func (w *Worker) Stop(grace context.Context) {
 	if w.driver != nil {
 		w.driver.Shutdown(grace)
 	}
+	if apiStopped != nil {
+		<-apiStopped
+	}
 	w.teardown()
 }
 
 // teardown releases what Start acquired, in reverse order.
 func (w *Worker) teardown() {
+	if w.api != nil && w.apiDone != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = w.api.Shutdown(ctx)
+		cancel()
+		<-w.apiDone
+	}
 	if w.control != nil {
 		_ = w.control.Unsubscribe()
 	}

@@ -111,7 +111,7 @@ func TestRunEmbeddedDefault(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan int)
-	args := []string{"run", "--data-dir", t.TempDir(), "--nats-listen", "-1"}
+	args := []string{"run", "--data-dir", t.TempDir(), "--nats-listen", "-1", "--api-listen", "127.0.0.1:0"}
 	go func() { done <- execute(ctx, args, &out, &errb) }()
 	end := time.Now().Add(20 * time.Second)
 	for !strings.Contains(errb.String(), `msg="turn completed" agent=demo turn=1`) {
@@ -146,7 +146,7 @@ func TestRunRefusesStoreNotBuilt(t *testing.T) {
 	t.Parallel()
 	p := writeFile(t, "store: {url: \"redis://localhost:6379/0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
 	var out, errb syncBuffer
-	args := []string{"run", "--config", p, "--data-dir", t.TempDir(), "--nats-listen", "-1"}
+	args := []string{"run", "--config", p, "--data-dir", t.TempDir(), "--nats-listen", "-1", "--api-listen", "127.0.0.1:0"}
 	if code := execute(context.Background(), args, &out, &errb); code != exitConfig {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -161,6 +161,7 @@ func TestSendReachesTheAgent(t *testing.T) {
 	t.Parallel()
 	p := writeFile(t, `data_dir: `+t.TempDir()+`
 nats: {listen: "-1"}
+api: {listen: "127.0.0.1:0"}
 models:
   f: {provider: scripted, behaviour: demo}
 agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
@@ -204,5 +205,81 @@ agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
 	execute(context.Background(), []string{"send", "ops", "disk full on db-1", "--nats", url, "--id", "m-1"}, &dout, &derr)
 	if !strings.Contains(dout.String(), "duplicate id") {
 		t.Fatalf("resend with the same id: %q", dout.String())
+	}
+}
+
+// startServe runs the worker from config text and returns the banner's
+// operator API URL.
+func startServe(t *testing.T, yaml string) string {
+	t.Helper()
+	cfg, err := loadConfig(writeFile(t, yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan error)
+	go func() { done <- serve(ctx, nil, cfg, &out, &errb) }()
+	t.Cleanup(func() { cancel(); <-done })
+	end := time.Now().Add(20 * time.Second)
+	for {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "operator API:    "); ok {
+				u, _, _ := strings.Cut(rest, " ")
+				return u
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no API URL in the banner:\n%s\n%s", out.String(), errb.String())
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+}
+
+func TestOperatorVerbsOverTheAPI(t *testing.T) { // not parallel: sets AGENT_WORKER_TOKEN
+	t.Setenv("AGENT_WORKER_TOKEN", "s3cret-operate-token")
+	t.Setenv("OPS_TOKEN", "s3cret-operate-token")
+	url := startServe(t, `data_dir: `+t.TempDir()+`
+nats: {listen: "-1"}
+api: {listen: "127.0.0.1:0", tokens: [{name: ops, role: operate, value_env: OPS_TOKEN}]}
+models:
+  f: {provider: scripted, behaviour: demo}
+agents: [{name: ops, model: f, tools: [schedule_next_turn], budgets: {session_usd: 5}}]
+`)
+	run := func(args ...string) (string, int) {
+		var out, errb syncBuffer
+		code := execute(context.Background(), append(args, "--api", url), &out, &errb)
+		return out.String() + errb.String(), code
+	}
+	if out, code := run("status"); code != exitOK || !strings.Contains(out, "ops") || !strings.Contains(out, "sleeping") {
+		t.Fatalf("status: %d\n%s", code, out)
+	}
+	if out, code := run("pause", "ops"); code != exitOK || !strings.Contains(out, `"state": "paused"`) {
+		t.Fatalf("pause: %d\n%s", code, out)
+	}
+	if out, code := run("wake", "ops"); code == exitOK || !strings.Contains(out, "paused") {
+		t.Fatalf("wake while paused: %d\n%s", code, out)
+	}
+	if out, code := run("resume", "ops", "--message", "carry on"); code != exitOK || !strings.Contains(out, `"ok": true`) {
+		t.Fatalf("resume: %d\n%s", code, out)
+	}
+	if out, code := run("reset", "ops", "session_usd", "--add-budget", "1"); code != exitOK || !strings.Contains(out, `"ceiling_usd": 6`) {
+		t.Fatalf("reset: %d\n%s", code, out)
+	}
+	t.Setenv("AGENT_WORKER_TOKEN", "wrong")
+	if out, code := run("pause", "ops"); code == exitOK || !strings.Contains(out, "401") {
+		t.Fatalf("wrong token: %d\n%s", code, out)
+	}
+}
+
+func TestRunRefusesAnOpenAPIWithoutAToken(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, "data_dir: "+t.TempDir()+"\nnats: {listen: \"-1\"}\napi: {listen: \"0.0.0.0:0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"run", "--config", p}, &out, &errb); code != exitConfig {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "api.listen") || !strings.Contains(errb.String(), "api.tokens") {
+		t.Fatalf("stderr: %s", errb.String())
 	}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func runCmd(stdout, stderr io.Writer) *cobra.Command {
-	var file, dataDir, listen string
+	var file, dataDir, listen, apiListen string
 	c := &cobra.Command{
 		Use:   "run [--config FILE]",
 		Short: "Run the worker; without --config, the embedded demo.",
@@ -33,6 +33,9 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 			if listen != "" {
 				cfg.NATS.Listen = listen
 			}
+			if apiListen != "" {
+				cfg.API.Listen = apiListen
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			// After the first signal, stop() restores the default
@@ -43,6 +46,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	c.Flags().StringVarP(&file, "config", "c", "", "config file (default: the embedded demo)")
 	c.Flags().StringVar(&dataDir, "data-dir", "", "override data_dir")
 	c.Flags().StringVar(&listen, "nats-listen", "", "override nats.listen (host:port, or -1 for a random port)")
+	c.Flags().StringVar(&apiListen, "api-listen", "", "override api.listen (host:port; port 0 picks a free one)")
 	return c
 }
 
@@ -74,6 +78,7 @@ func serve(ctx context.Context, onStopping func(), cfg *config.Config, stdout, s
 	fmt.Fprintf(stdout, "agent-worker %s running %d agent(s) [%s] from %s\n", version, len(names), strings.Join(names, ", "), source)
 	fmt.Fprintf(stdout, "NATS (%s): %s · state store: %s\n", where, nc.ClientURL, worker.Redact(cfg.Store.URL))
 	fmt.Fprintf(stdout, "send a message:  agent-worker send %s \"disk full on db-1\" --nats %s\n", names[0], nc.ClientURL)
+	fmt.Fprintf(stdout, "operator API:    http://%s (status page at /, metrics at /metrics)\n", w.APIAddr())
 	fmt.Fprintf(stdout, "watch events:    nats sub '%s.*.events.>' -s %s\n", cfg.NATS.SubjectPrefix, nc.ClientURL)
 	fmt.Fprintf(stdout, "stop with Ctrl-C (a second Ctrl-C stops at once)\n")
 	log.Info("worker started", "agents", len(names), "nats", nc.ClientURL, "store", worker.Redact(cfg.Store.URL), "config", source)

@@ -62,6 +62,9 @@ type TurnView struct {
 	ModelCalls      int       `json:"model_calls"`
 	ToolCalls       int       `json:"tool_calls"`
 	Messages        int       `json:"messages"`
+	// CostUSD is what the turn's model calls cost (the guard's turn spend;
+	// 0 for an unpriced model). For a running agent it is the turn so far.
+	CostUSD float64 `json:"cost_usd"`
 	// Text is what the model said, cut to MaxTurnText runes.
 	Text string `json:"text,omitempty"`
 }
@@ -97,6 +100,9 @@ func (s *Server) view(a *driver.Agent) AgentView {
 			DurationSeconds: l.Duration.Seconds(), TokensIn: l.TokensIn, TokensOut: l.TokensOut,
 			ModelCalls: l.ModelCalls, ToolCalls: l.ToolCalls, Messages: l.Messages,
 			Text: cutRunes(l.Text, MaxTurnText),
+		}
+		if v.Guardrails != nil {
+			v.LastTurn.CostUSD = v.Guardrails.Turn.SpentUSD
 		}
 	}
 	return v

@@ -229,6 +229,7 @@ type Agent struct {
 	Budgets   Budgets        `yaml:"budgets"`
 	Watchdog  Watchdog       `yaml:"watchdog"`
 	Limits    Limits         `yaml:"limits"`
+	Subagents Subagents      `yaml:"subagents"`
 	Inbox     Inbox          `yaml:"inbox"`
 	// WakeOnStart runs one turn when the worker starts (default false:
 	// an agent sleeps until a real wake source, so a restart costs no
@@ -310,6 +311,26 @@ type Limits struct {
 	// TokensPerTurn counts input plus output tokens of every model call.
 	// Default 500000.
 	TokensPerTurn int `yaml:"tokens_per_turn"`
+}
+
+// Subagents bound the background subagents an agent may spawn with the
+// spawn_subagent tool. Their spend counts against the agent's ceilings.
+type Subagents struct {
+	// Max is how many may run at once. Default 3.
+	Max int `yaml:"max"`
+	// Depth is how deep spawning nests; subagents never spawn in this
+	// version, so only 1 is meaningful. Default 1.
+	Depth int `yaml:"depth"`
+	// BudgetUSD stops one subagent that has cost this much; 0 = none.
+	BudgetUSD float64 `yaml:"budget_usd"`
+	// Timeout stops one subagent that runs longer. Default 10m.
+	Timeout Duration `yaml:"timeout"`
+	// Model is the key of the model subagents use. Default: the agent's.
+	Model string `yaml:"model"`
+	// Tools are the built-in tools subagents get. Default none.
+	Tools []string `yaml:"tools"`
+	// Instruction is prepended to each subagent's task.
+	Instruction string `yaml:"instruction"`
 }
 
 // Guardrails are worker-wide guardrail settings.

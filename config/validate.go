@@ -12,7 +12,7 @@ import (
 )
 
 // KnownTools are the built-in tool names an agent's tools list may grant.
-var KnownTools = []string{"schedule_next_turn", "report_done", "publish", "http_get"}
+var KnownTools = []string{"schedule_next_turn", "report_done", "publish", "http_get", "spawn_subagent", "stop_subagent"}
 
 var (
 	providers       = []string{"scripted", "openai", "gemini", "anthropic"}
@@ -321,6 +321,18 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	v.duration(p.key("turn", "timeout"), a.Turn.Timeout)
 	v.duration(p.key("turn", "coalesce"), a.Turn.Coalesce)
 	v.atLeastOne(p.key("turn", "max_per_wake"), a.Turn.MaxPerWake)
+	if a.Subagents.Max < 0 || a.Subagents.Depth < 0 || a.Subagents.BudgetUSD < 0 {
+		v.at(p.key("subagents"), "max, depth and budget_usd must not be negative")
+	}
+	v.duration(p.key("subagents", "timeout"), a.Subagents.Timeout)
+	if a.Subagents.Model != "" {
+		if _, ok := c.Models[a.Subagents.Model]; !ok {
+			v.at(p.key("subagents", "model"), "unknown model %q", a.Subagents.Model)
+		}
+	}
+	if slices.Contains(a.Tools, "spawn_subagent") && slices.Contains(a.Subagents.Tools, "spawn_subagent") {
+		v.at(p.key("subagents", "tools"), "subagents cannot spawn subagents (depth 1)")
+	}
 	for _, f := range []struct {
 		key string
 		n   int

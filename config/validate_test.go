@@ -309,7 +309,7 @@ agents:
       - publish
 `,
 			want: []string{
-				`config.yaml:8: agents[0].tools[1]: unknown tool "shell" (known: schedule_next_turn, report_done, publish, http_get)`,
+				`config.yaml:8: agents[0].tools[1]: unknown tool "shell" (known: schedule_next_turn, report_done, publish, http_get, spawn_subagent, stop_subagent)`,
 				`config.yaml:9: agents[0].tools[2]: tool "publish" is listed twice`,
 			},
 		},

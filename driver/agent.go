@@ -95,10 +95,11 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		done:   make(chan struct{}),
 	}
 	a.inbox = inbox.New(s.InboxCap, a.onDrop)
-	ts, err := tools.Build(s.Tools, tools.Env{
-		Agent: s.Name, Host: host{a}, Sleep: s.Sleep,
-		Publisher: deps.Publisher, PublishAllow: s.Publish,
-	})
+	env := tools.Env{Agent: s.Name, Host: host{a}, Sleep: s.Sleep, Publisher: deps.Publisher, PublishAllow: s.Publish}
+	if deps.Subagents != nil {
+		env.Spawner = deps.Subagents.Spawner(s.Name)
+	}
+	ts, err := tools.Build(s.Tools, env)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +166,18 @@ func (a *Agent) Send(m inbox.Message) {
 func (a *Agent) onDrop(m inbox.Message, reason string) {
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason)
 	a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": reason})
+}
+
+// Report queues a background subagent's report and wakes the agent with
+// a subagent cause naming it.
+func (a *Agent) Report(subagent string, m inbox.Message) {
+	if m.Received.IsZero() {
+		m.Received = a.clock.Now()
+	}
+	m.Kind = inbox.Wake
+	a.inbox.Push(m)
+	a.emit(events.MessageQueued, map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source})
+	a.Wake(Cause{Source: SourceSubagent, Name: subagent, At: m.Received})
 }
 
 // Wake asks for a turn for cause c. Wakes coalesce: all causes waiting

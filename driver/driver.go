@@ -92,6 +92,11 @@ type Guard interface {
 	Plugin(agent string) *plugin.Plugin
 }
 
+// Subagents hands each agent its spawner of background subagents.
+type Subagents interface {
+	Spawner(parent string) tools.Spawner
+}
+
 // Control is what a Guard may do to an agent.
 type Control interface {
 	// Halt closes the gate and cancels the running turn.
@@ -113,6 +118,9 @@ type Deps struct {
 	Guards []Guard      // optional; consulted in order
 	// Publisher serves the publish tool; agents granted it need one.
 	Publisher tools.Publisher
+	// Subagents serves the spawn_subagent and stop_subagent tools; agents
+	// granted them need it.
+	Subagents Subagents
 	// Scheduler fires the agents' schedules and timers. Default: one over
 	// Store and Clock. The driver adds its agents, starts it in Start and
 	// stops it in Shutdown.

@@ -49,6 +49,8 @@ type Env struct {
 	// to subjects matching one of the patterns.
 	Publisher    Publisher
 	PublishAllow []string
+	// Spawner serves spawn_subagent and stop_subagent.
+	Spawner Spawner
 }
 
 // Build returns the named tools bound to env. Unknown names are an error;
@@ -66,6 +68,10 @@ func Build(names []string, env Env) ([]tool.Tool, error) {
 			t, err = newReportDone(env.Host)
 		case Publish:
 			t, err = newPublish(env)
+		case SpawnSubagent:
+			t, err = newSpawnSubagent(env.Spawner)
+		case StopSubagent:
+			t, err = newStopSubagent(env.Spawner)
 		default:
 			return nil, fmt.Errorf("tool %q is not available in this build", n)
 		}

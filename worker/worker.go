@@ -13,13 +13,16 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/adk/model"
+	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/background"
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/control"
@@ -61,6 +64,7 @@ type Worker struct {
 	driver      *driver.Driver
 	binding     *natsinbox.Binding
 	guard       *guard.Guard
+	subagents   *background.Manager
 	api         *api.Server
 	apiDone     chan struct{}
 	apiAddr     string
@@ -133,9 +137,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		wd.AddAgent(a.Name, a.Watchdog.Mode, watchdog.Config{Repeat: a.Watchdog.Repeat, CycleRepeats: a.Watchdog.CycleRepeats,
 			Dominant: a.Watchdog.Dominant, Window: a.Watchdog.Window, Failures: a.Watchdog.Failures})
 	}
+	w.subagents = background.New(background.Options{Clock: o.Clock, Log: o.Log, Events: w.bus, Charger: w.guard})
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd}}, specs)
+		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd},
+		Subagents: w.subagents}, specs)
 	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err = w.addSubagents(ctx, cfg, o); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	var infos []metrics.AgentInfo
@@ -144,7 +153,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
 			Tools: a.Tools, Schedules: ag.Schedules()})
 	}
-	w.metrics = metrics.New(infos, gauges{w.driver})
+	w.metrics = metrics.New(infos, gauges{w.driver, w.subagents})
 	w.stopMetrics = w.metrics.Observe(w.bus)
 	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
@@ -285,9 +294,17 @@ func (w *Worker) Stop(grace context.Context) {
 		_ = w.control.Unsubscribe()
 		w.control = nil
 	}
+	subsStopped := make(chan struct{})
+	go func() {
+		defer close(subsStopped)
+		if w.subagents != nil {
+			w.subagents.Shutdown(grace)
+		}
+	}()
 	if w.driver != nil {
 		w.driver.Shutdown(grace)
 	}
+	<-subsStopped
 	if apiStopped != nil {
 		<-apiStopped
 	}
@@ -402,7 +419,10 @@ func schedules(in []config.Schedule) []scheduler.Schedule {
 }
 
 // gauges reads the driver's agents for the metrics' scrape-time gauges.
-type gauges struct{ d *driver.Driver }
+type gauges struct {
+	d    *driver.Driver
+	subs *background.Manager
+}
 
 func (g gauges) Gauges() []metrics.AgentGauges {
 	var out []metrics.AgentGauges
@@ -412,7 +432,67 @@ func (g gauges) Gauges() []metrics.AgentGauges {
 		for _, s := range a.Schedules() {
 			next[s] = g.d.Scheduler().Next(a.Name(), s)
 		}
-		out = append(out, metrics.AgentGauges{Name: a.Name(), State: string(st.State), InboxPending: st.InboxPending + st.Deferred, NextSchedule: next})
+		out = append(out, metrics.AgentGauges{Name: a.Name(), State: string(st.State), InboxPending: st.InboxPending + st.Deferred,
+			SubagentsRunning: g.subs.Running(a.Name()), NextSchedule: next})
 	}
 	return out
+}
+
+// addSubagents registers every agent granted spawn_subagent with the
+// subagent manager: a fresh model instance per subagent (the agent's
+// model unless subagents.model names another), priced like any model,
+// and only the tools subagents.tools grants.
+func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options) error {
+	prices := guard.NewPrices(cfg.Pricing)
+	for _, a := range cfg.Agents {
+		if !slices.Contains(a.Tools, tools.SpawnSubagent) {
+			continue
+		}
+		key := a.Subagents.Model
+		if key == "" {
+			key = a.Model
+		}
+		def := cfg.Models[key]
+		parent, _ := w.driver.Agent(a.Name)
+		name := a.Name
+		newModel := func() (model.LLM, error) {
+			if o.Models != nil {
+				return o.Models(name, def)
+			}
+			return models.New(ctx, key, def, models.Env{Agent: name, Events: w.bus, Log: o.Log, Clock: o.Clock})
+		}
+		probe, err := newModel()
+		if err != nil {
+			return fmt.Errorf("agent %q subagents: %w", name, err)
+		}
+		price, priced := prices.Lookup(probe.Name())
+		subTools := a.Subagents.Tools
+		publishAllow := a.Publish
+		w.subagents.Add(name, parent, background.Spec{
+			Max: a.Subagents.Max, BudgetUSD: a.Subagents.BudgetUSD, Timeout: a.Subagents.Timeout.D(),
+			Instruction: a.Subagents.Instruction, Model: newModel, Price: price, Priced: priced,
+			Tools: func() ([]tool.Tool, error) {
+				return tools.Build(subTools, tools.Env{Agent: name, Host: subagentHost{w.bus, name, o.Clock},
+					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow})
+			},
+		})
+	}
+	return nil
+}
+
+// subagentHost lets a subagent's report_done reach its parent's events;
+// subagents cannot schedule wakes.
+type subagentHost struct {
+	bus   *events.Bus
+	agent string
+	clock clock.Clock
+}
+
+func (h subagentHost) Now() time.Time { return h.clock.Now() }
+
+func (h subagentHost) RequestWake(time.Time, string) {}
+
+func (h subagentHost) ReportDone(summary string, details map[string]any) {
+	h.bus.Publish(events.Event{Time: h.clock.Now(), Agent: h.agent, Type: events.ReportDone,
+		Data: map[string]any{"summary": summary, "details": details, "by": "subagent"}})
 }

@@ -1,0 +1,81 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/adk/tool"
+	"google.golang.org/adk/tool/functiontool"
+)
+
+// Tool names for background subagents.
+const (
+	SpawnSubagent = "spawn_subagent"
+	StopSubagent  = "stop_subagent"
+)
+
+// Spawner starts and stops an agent's background subagents.
+type Spawner interface {
+	// Spawn starts a subagent on task and returns its id; it refuses
+	// beyond the agent's caps with an error the model may read.
+	Spawn(task string) (id string, err error)
+	// Stop stops a running subagent of this agent.
+	Stop(id string) error
+}
+
+// SpawnArgs are spawn_subagent's arguments.
+type SpawnArgs struct {
+	Task string `json:"task" jsonschema:"the whole task for the subagent: it sees nothing else of this conversation"`
+}
+
+// SpawnResult is what the model is told.
+type SpawnResult struct {
+	ID   string `json:"id"`
+	Note string `json:"note"`
+}
+
+// StopArgs are stop_subagent's arguments.
+type StopArgs struct {
+	ID string `json:"id" jsonschema:"the id spawn_subagent returned"`
+}
+
+// StopResult is what the model is told.
+type StopResult struct {
+	Stopped bool `json:"stopped"`
+}
+
+func newSpawnSubagent(s Spawner) (tool.Tool, error) {
+	if s == nil {
+		return nil, errors.New("no subagent manager is available to this worker")
+	}
+	return functiontool.New(functiontool.Config{
+		Name: SpawnSubagent,
+		Description: "Start a background subagent on a self-contained task. It runs while you sleep; " +
+			"its result arrives later as a message in your inbox and wakes you. Do not wait for it in this turn.",
+	}, func(_ tool.Context, a SpawnArgs) (SpawnResult, error) {
+		if strings.TrimSpace(a.Task) == "" {
+			return SpawnResult{}, errors.New("task is required")
+		}
+		id, err := s.Spawn(a.Task)
+		if err != nil {
+			return SpawnResult{}, err
+		}
+		return SpawnResult{ID: id, Note: fmt.Sprintf("subagent %s started; its report will arrive in your inbox", id)}, nil
+	})
+}
+
+func newStopSubagent(s Spawner) (tool.Tool, error) {
+	if s == nil {
+		return nil, errors.New("no subagent manager is available to this worker")
+	}
+	return functiontool.New(functiontool.Config{
+		Name:        StopSubagent,
+		Description: "Stop a background subagent you started, by its id.",
+	}, func(_ tool.Context, a StopArgs) (StopResult, error) {
+		if err := s.Stop(a.ID); err != nil {
+			return StopResult{}, err
+		}
+		return StopResult{Stopped: true}, nil
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,8 +31,9 @@ type Conn struct {
 	// Embedded reports whether the server runs in this process.
 	Embedded bool
 
-	server *server.Server
-	log    *slog.Logger
+	server  *server.Server
+	log     *slog.Logger
+	closing atomic.Bool // Close was called: a disconnect is expected
 }
 
 // Connect starts the embedded server when cfg.URL is empty (JetStream
@@ -91,6 +93,9 @@ func (c *Conn) clientOptions() []nats.Option {
 			return d + time.Duration(rand.Int64N(int64(d/5)+1))
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if c.closing.Load() {
+				return
+			}
 			c.log.Warn("NATS connection lost; reconnecting", "error", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
@@ -203,6 +208,7 @@ func portTaken(host string, port int) bool {
 // Close drains the connection (pending publishes are flushed) and stops
 // the embedded server, if any.
 func (c *Conn) Close() {
+	c.closing.Store(true)
 	if c.NC != nil {
 		done := make(chan struct{})
 		c.NC.SetClosedHandler(func(*nats.Conn) { close(done) })

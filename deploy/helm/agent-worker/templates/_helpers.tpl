@@ -1,0 +1,143 @@
+{{/*
+Names.
+*/}}
+{{- define "agent-worker.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agent-worker.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "agent-worker.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels.
+*/}}
+{{- define "agent-worker.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "agent-worker.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "agent-worker.labels" -}}
+helm.sh/chart: {{ include "agent-worker.chart" . }}
+{{ include "agent-worker.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: worker
+app.kubernetes.io/part-of: agent-worker
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "agent-worker.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+The Secret holding the API token, and its key.
+*/}}
+{{- define "agent-worker.tokenSecretName" -}}
+{{- default (printf "%s-token" (include "agent-worker.fullname" .)) .Values.apiToken.existingSecret }}
+{{- end }}
+
+{{- define "agent-worker.tokenSecretKey" -}}
+{{- default "token" .Values.apiToken.key }}
+{{- end }}
+
+{{- define "agent-worker.pvcName" -}}
+{{- default (printf "%s-data" (include "agent-worker.fullname" .)) .Values.persistence.existingClaim }}
+{{- end }}
+
+{{/*
+"true" when the worker runs its embedded NATS server (config.nats.url "").
+*/}}
+{{- define "agent-worker.embeddedNats" -}}
+{{- if not (dig "nats" "url" "" .Values.config) }}true{{ end }}
+{{- end }}
+
+{{/*
+"true" when a host:port names only the pod itself (127.x, ::1, localhost).
+*/}}
+{{- define "agent-worker.isLoopback" -}}
+{{- $host := regexReplaceAll ":[^:]*$" (toString .) "" | trimPrefix "[" | trimSuffix "]" | lower }}
+{{- if or (eq $host "localhost") (hasPrefix "127." $host) (eq $host "::1") }}true{{ end }}
+{{- end }}
+
+{{/*
+The port of config.api.listen: the container port "http".
+*/}}
+{{- define "agent-worker.apiPort" -}}
+{{- regexFind "[0-9]+$" (toString (dig "api" "listen" "" .Values.config)) | default "8080" }}
+{{- end }}
+
+{{/*
+config.shutdown_grace in whole seconds, or "" when it is not written as
+hours/minutes/seconds (the check is then left to the operator).
+*/}}
+{{- define "agent-worker.shutdownGraceSeconds" -}}
+{{- $g := toString (dig "shutdown_grace" "30s" .Values.config) }}
+{{- if eq $g "0" }}0
+{{- else if regexMatch "^([0-9]+h)?([0-9]+m)?([0-9]+s)?$" $g }}
+{{- $h := regexFind "[0-9]+h" $g | trimSuffix "h" | default "0" | int }}
+{{- $m := regexFind "[0-9]+m" $g | trimSuffix "m" | default "0" | int }}
+{{- $s := regexFind "[0-9]+s" $g | trimSuffix "s" | default "0" | int }}
+{{- add (mul $h 3600) (mul $m 60) $s }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checks what a pod needs from config and values; fails the render with the
+reason otherwise.
+*/}}
+{{- define "agent-worker.validate" -}}
+{{- $cfg := .Values.config }}
+{{- if not (kindIs "map" $cfg) }}
+{{- fail "config must be a map: the worker's config.yaml" }}
+{{- end }}
+{{- $listen := toString (dig "api" "listen" "" $cfg) }}
+{{- if not $listen }}
+{{- fail "config.api.listen is not set: the worker's default 127.0.0.1:8080 is unreachable for the probes and the Service; set 0.0.0.0:8080" }}
+{{- end }}
+{{- if include "agent-worker.isLoopback" $listen }}
+{{- fail (printf "config.api.listen %q is loopback: the probes and the Service reach the pod IP; set 0.0.0.0:%s" $listen (include "agent-worker.apiPort" .)) }}
+{{- end }}
+{{- if not (regexMatch ":[0-9]+$" $listen) }}
+{{- fail (printf "config.api.listen %q: want host:port, e.g. 0.0.0.0:8080" $listen) }}
+{{- end }}
+{{- if not (dig "api" "tokens" (list) $cfg) }}
+{{- fail "config.api.tokens is empty: the worker refuses to serve its API beyond loopback without a token (keep the default ops token, value_env AGENT_WORKER_TOKEN)" }}
+{{- end }}
+{{- $dataDir := toString (dig "data_dir" "./data" $cfg) }}
+{{- if not (or (eq (clean $dataDir) "/data") (hasPrefix "/data/" (clean $dataDir))) }}
+{{- fail (printf "config.data_dir %q: must be /data or below it (the root filesystem is read-only; /data is the data volume)" $dataDir) }}
+{{- end }}
+{{- $embedded := include "agent-worker.embeddedNats" . }}
+{{- if and (gt (int .Values.replicaCount) 1) (or $embedded .Values.persistence.enabled) }}
+{{- fail "replicaCount > 1 needs an external NATS (config.nats.url) and persistence.enabled false: each replica would otherwise run its own NATS with its own state" }}
+{{- end }}
+{{- if and .Values.service.exposeNats $embedded }}
+{{- $natsListen := toString (dig "nats" "listen" "127.0.0.1:4222" $cfg) }}
+{{- if or (include "agent-worker.isLoopback" $natsListen) (not (hasSuffix (printf ":%v" (int .Values.service.natsPort)) $natsListen)) }}
+{{- fail (printf "service.exposeNats needs config.nats.listen on 0.0.0.0:%v, got %q" (int .Values.service.natsPort) $natsListen) }}
+{{- end }}
+{{- end }}
+{{- $grace := include "agent-worker.shutdownGraceSeconds" . }}
+{{- if and $grace (ge (int $grace) (int .Values.terminationGracePeriodSeconds)) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must be above config.shutdown_grace (%ss): the kubelet would kill running turns before their grace ends" .Values.terminationGracePeriodSeconds $grace) }}
+{{- end }}
+{{- range $i, $e := .Values.secretEnv }}
+{{- if not (and $e.name $e.secretName $e.key) }}
+{{- fail (printf "secretEnv[%d] needs name, secretName and key" $i) }}
+{{- end }}
+{{- end }}
+{{- end }}

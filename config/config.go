@@ -96,7 +96,18 @@ type TLS struct {
 // (nothing survives a restart; for tests).
 type Store struct {
 	// URL selects the store and where it is. Default "nats://".
+	// Redis: redis://[user@]host:6379/0, rediss:// (TLS),
+	// redis+sentinel://s1:26379,s2:26379/master/0,
+	// redis+cluster://n1:6379,n2:6379 (and rediss+ forms).
 	URL string `yaml:"url"`
+	// PasswordEnv names the environment variable holding the Redis
+	// password (instead of putting it in the URL).
+	PasswordEnv string `yaml:"password_env"`
+	// SentinelPasswordEnv names the variable holding the Sentinels' own
+	// password.
+	SentinelPasswordEnv string `yaml:"sentinel_password_env"`
+	// TLS configures rediss* connections (a private CA, a client cert).
+	TLS TLS `yaml:"tls"`
 }
 
 // API configures the operator HTTP API.

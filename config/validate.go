@@ -19,7 +19,7 @@ var (
 	behaviours      = []string{"demo"}
 	logFormats      = []string{"text", "json"}
 	logLevels       = []string{"debug", "info", "warn", "error"}
-	storeSchemes    = []string{"nats", "redis", "rediss", "memory"}
+	storeSchemes    = []string{"nats", "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster", "memory"}
 	tokenRoles      = []string{"read", "operate"}
 	subscribeModes  = []string{"inbox", "deferred"}
 	overlapPolicies = []string{"skip", "queue", "replace"}

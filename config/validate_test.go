@@ -355,7 +355,7 @@ agents:
 				`config.yaml:1: log.format: must be one of text, json; got "xml"`,
 				`config.yaml:1: log.level: must be one of debug, info, warn, error; got "trace"`,
 				"config.yaml:3: nats.max_message_bytes: must be at least 1; got -1",
-				`config.yaml:5: store.url: scheme must be one of nats, redis, rediss, memory; got "postgres://db"`,
+				`config.yaml:5: store.url: scheme must be one of nats, redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster, memory; got "postgres://db"`,
 			},
 		},
 		{
@@ -367,7 +367,7 @@ models:
 agents:
   - {name: a, model: fake}
 `,
-			want: []string{`config.yaml:1: store.url: want SCHEME://..., with scheme one of nats, redis, rediss, memory; got "localhost:6379"`},
+			want: []string{`config.yaml:1: store.url: want SCHEME://..., with scheme one of nats, redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster, memory; got "localhost:6379"`},
 		},
 		{
 			name: "api tokens",

@@ -6,12 +6,13 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memory"
 	"github.com/agent-worker/agent-worker/store/natskv"
+	redisstore "github.com/agent-worker/agent-worker/store/redis"
 	"github.com/agent-worker/agent-worker/tools"
 	"github.com/agent-worker/agent-worker/watchdog"
 )
@@ -98,7 +100,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, err
 	}
-	w.store, err = openStore(ctx, cfg.Store.URL, w.conn, o.Log)
+	w.store, err = openStore(ctx, cfg.Store, w.conn, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -342,13 +344,11 @@ func (w *Worker) teardown() {
 	}
 }
 
-// openStore opens the store the URL names.
-func openStore(ctx context.Context, raw string, conn *natsbus.Conn, log *slog.Logger) (store.Store, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: store.url %q: %w", ErrConfig, Redact(raw), err)
-	}
-	switch u.Scheme {
+// openStore opens the store cfg names.
+func openStore(ctx context.Context, cfg config.Store, conn *natsbus.Conn, log *slog.Logger) (store.Store, error) {
+	raw := cfg.URL
+	scheme, rest, _ := strings.Cut(raw, "://")
+	switch scheme {
 	case "memory":
 		log.Warn("state store is memory://: spend, halts, pauses and history do not survive a restart")
 		return memory.New(nil), nil
@@ -356,21 +356,68 @@ func openStore(ctx context.Context, raw string, conn *natsbus.Conn, log *slog.Lo
 		if conn.JS == nil {
 			return nil, fmt.Errorf("%w: store.url nats:// needs JetStream (nats.jetstream: true)", ErrConfig)
 		}
-		bucket := strings.Trim(u.Host+u.Path, "/")
-		return natskv.Open(ctx, conn.JS, natskv.Options{Bucket: bucket, Log: log})
-	case "redis", "rediss":
-		return nil, fmt.Errorf("%w: store.url %q: the redis store is not in this build yet; use nats://", ErrConfig, Redact(raw))
+		return natskv.Open(ctx, conn.JS, natskv.Options{Bucket: strings.Trim(rest, "/"), Log: log})
+	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
+		tlsCfg, err := tlsConfig(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("%w: store.tls: %w", ErrConfig, err)
+		}
+		s, err := redisstore.Open(ctx, raw, redisstore.Options{PasswordEnv: cfg.PasswordEnv,
+			SentinelPasswordEnv: cfg.SentinelPasswordEnv, TLS: tlsCfg, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("state store is Redis", "url", Redact(raw))
+		return s, nil
 	}
-	return nil, fmt.Errorf("%w: store.url %q: unknown scheme %q (want nats, redis, rediss or memory)", ErrConfig, Redact(raw), u.Scheme)
+	return nil, fmt.Errorf("%w: store.url %q: unknown scheme %q (want nats, redis, rediss, redis+sentinel, redis+cluster or memory)", ErrConfig, Redact(raw), scheme)
 }
 
-// Redact hides a password in a URL.
+// tlsConfig builds a client TLS config from files; nil when none is set.
+func tlsConfig(t config.TLS) (*tls.Config, error) {
+	if t.CAFile == "" && t.CertFile == "" && t.KeyFile == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// Redact hides a password in a URL (also in multi-host Redis URLs that
+// net/url cannot parse).
 func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
 		return raw
 	}
-	return u.Redacted()
+	at := strings.LastIndex(rest, "@")
+	if slash := strings.Index(rest, "/"); slash >= 0 && slash < at {
+		at = strings.LastIndex(rest[:slash], "@")
+	}
+	if at < 0 {
+		return raw
+	}
+	user := rest[:at]
+	if name, _, hasPass := strings.Cut(user, ":"); hasPass {
+		user = name + ":xxxxx"
+	}
+	return scheme + "://" + user + rest[at:]
 }
 
 // buildSpecs resolves each configured agent into what the driver runs,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,16 +143,22 @@ func TestRunEmbeddedDefault(t *testing.T) {
 	}
 }
 
-func TestRunRefusesStoreNotBuilt(t *testing.T) {
+func TestRunReportsAnUnreachableStore(t *testing.T) {
 	t.Parallel()
-	p := writeFile(t, "store: {url: \"redis://localhost:6379/0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	p := writeFile(t, "store: {url: \"redis://:hunter2@"+addr+"/0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
 	var out, errb syncBuffer
 	args := []string{"run", "--config", p, "--data-dir", t.TempDir(), "--nats-listen", "-1", "--api-listen", "127.0.0.1:0"}
-	if code := execute(context.Background(), args, &out, &errb); code != exitConfig {
+	if code := execute(context.Background(), args, &out, &errb); code != exitFailed {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(errb.String(), "not in this build") || !strings.Contains(errb.String(), "redis") {
-		t.Fatalf("stderr: %s", errb.String())
+	if !strings.Contains(errb.String(), "redis at "+addr) || strings.Contains(errb.String(), "hunter2") {
+		t.Fatalf("stderr should name the address and hide the password: %s", errb.String())
 	}
 }
 

@@ -102,6 +102,7 @@ func (a *Agent) turn(t turnStart) {
 		}
 	}
 	sum.Outcome = outcome(err)
+	var done func() // announces the outcome once the next wake is set
 	if err != nil {
 		sum.Error = err.Error()
 		a.hist.Discard(AppName, a.spec.Name, a.spec.Name)
@@ -111,7 +112,9 @@ func (a *Agent) turn(t turnStart) {
 		}
 		a.inbox.Requeue(batch, attempts)
 		a.log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages))
-		a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
+		done = func() {
+			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
+		}
 	} else {
 		for _, m := range batch.Messages {
 			if m.Receipt != nil {
@@ -119,9 +122,11 @@ func (a *Agent) turn(t turnStart) {
 			}
 		}
 		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.String("text", clip(sum.Text, 400)))
-		a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages})
+		done = func() {
+			a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages})
+		}
 	}
-	a.finish(sum, err)
+	a.finish(sum, done)
 }
 
 // execute runs the ADK runner for one prompt and fills in the summary.
@@ -185,26 +190,15 @@ func outcome(err error) string {
 // finish records the turn and decides what wakes the agent next: its own
 // request (already clamped by the tool), else an earlier request still
 // pending, else the heartbeat; and whether waiting causes run now or after
-// a throttle pause. Timers live in the scheduler, which stores them.
-func (a *Agent) finish(sum TurnSummary, err error) {
+// a throttle pause. Timers live in the scheduler, which stores them. The
+// turn's outcome is announced (done) after the next wake is set and before
+// the agent may start another turn, so observers see a consistent agent.
+func (a *Agent) finish(sum TurnSummary, done func()) {
 	a.mu.Lock()
-	a.running = false
-	a.cancelTurn = nil
-	a.last = &sum
 	req := a.requested
 	a.requested = nil
-	now := a.clock.Now()
-	if len(a.causes) > 0 && a.consecutive >= a.spec.MaxTurnsPerWake {
-		pause := max(a.spec.Sleep.Min, time.Second)
-		a.throttledTo = now.Add(pause)
-		a.consecutive = 0
-		a.log.Warn("too many back-to-back turns; sleeping before the next", "turns", a.spec.MaxTurnsPerWake, "pause", pause)
-		a.emit(events.Throttled, map[string]any{"turns": a.spec.MaxTurnsPerWake, "pause_ms": pause.Milliseconds()})
-		a.notes = append(a.notes, fmt.Sprintf("you ran %d turns back to back, so the worker paused %s before this one", a.spec.MaxTurnsPerWake, pause))
-		a.clock.AfterFunc(pause, a.poke)
-	}
 	a.mu.Unlock()
-
+	now := a.clock.Now()
 	switch {
 	case req != nil:
 		a.sched.SetTimer(a.spec.Name, req.at, false)
@@ -214,6 +208,22 @@ func (a *Agent) finish(sum TurnSummary, err error) {
 		// An earlier request still stands.
 	case a.spec.Heartbeat > 0:
 		a.sched.SetTimer(a.spec.Name, now.Add(a.spec.Heartbeat), true)
+	}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last = &sum
+	done()
+	a.running = false
+	a.cancelTurn = nil
+	if len(a.causes) > 0 && a.consecutive >= a.spec.MaxTurnsPerWake {
+		pause := max(a.spec.Sleep.Min, time.Second)
+		a.throttledTo = now.Add(pause)
+		a.consecutive = 0
+		a.log.Warn("too many back-to-back turns; sleeping before the next", "turns", a.spec.MaxTurnsPerWake, "pause", pause)
+		a.emit(events.Throttled, map[string]any{"turns": a.spec.MaxTurnsPerWake, "pause_ms": pause.Milliseconds()})
+		a.notes = append(a.notes, fmt.Sprintf("you ran %d turns back to back, so the worker paused %s before this one", a.spec.MaxTurnsPerWake, pause))
+		a.clock.AfterFunc(pause, a.poke)
 	}
 }
 

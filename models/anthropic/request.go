@@ -8,6 +8,8 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/models/internal/toolschema"
 )
 
 // messageParams maps an ADK request onto a Messages API request:
@@ -88,7 +90,7 @@ func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.Mes
 			if d == nil {
 				continue
 			}
-			schema, err := parametersSchema(d)
+			schema, err := toolschema.Parameters(d)
 			if err != nil {
 				return p, err
 			}

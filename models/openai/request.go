@@ -10,6 +10,8 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/models/internal/toolschema"
 )
 
 // chatParams maps an ADK request onto a Chat Completions request:
@@ -62,7 +64,7 @@ func chatParams(name string, req *model.LLMRequest) (oai.ChatCompletionNewParams
 			if d == nil {
 				continue
 			}
-			schema, err := parametersSchema(d)
+			schema, err := toolschema.Parameters(d)
 			if err != nil {
 				return p, err
 			}

@@ -1,4 +1,7 @@
-package anthropic
+// Package toolschema turns ADK function declarations into the JSON schema
+// objects the OpenAI and Anthropic wire formats carry for tools. It must
+// not know either provider's types.
+package toolschema
 
 import (
 	"encoding/json"
@@ -8,15 +11,12 @@ import (
 	"google.golang.org/genai"
 )
 
-// This file is shared in spirit with models/openai/schema.go: both turn
-// an ADK function declaration into a JSON schema object.
-
-// parametersSchema returns the JSON schema of d's parameters as a JSON
+// Parameters returns the JSON schema of d's parameters as a JSON
 // object. ADK's functiontool sets ParametersJsonSchema (a JSON schema value,
 // usually a *jsonschema.Schema); hand-written tools may set Parameters (a
 // *genai.Schema in OpenAPI style, with upper-case types). A declaration with
 // neither takes no arguments: {"type": "object", "properties": {}}.
-func parametersSchema(d *genai.FunctionDeclaration) (map[string]any, error) {
+func Parameters(d *genai.FunctionDeclaration) (map[string]any, error) {
 	switch {
 	case d.ParametersJsonSchema != nil:
 		raw, err := json.Marshal(d.ParametersJsonSchema)
@@ -25,7 +25,7 @@ func parametersSchema(d *genai.FunctionDeclaration) (map[string]any, error) {
 		}
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-			return nil, fmt.Errorf("tool %q: parameters schema is not a JSON object: %s", d.Name, clip(string(raw), 80))
+			return nil, fmt.Errorf("tool %q: parameters schema is not a JSON object: %s", d.Name, Clip(string(raw), 80))
 		}
 		return m, nil
 	case d.Parameters != nil:
@@ -100,7 +100,8 @@ func genaiSchema(s *genai.Schema) map[string]any {
 	return m
 }
 
-func clip(s string, n int) string {
+// Clip shortens s to at most n bytes for error messages, marking the cut.
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,0 +1,111 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/store/memory"
+)
+
+type log struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *log) add(s string) { l.mu.Lock(); l.events = append(l.events, s); l.mu.Unlock() }
+func (l *log) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
+}
+
+func replica(t *testing.T, name string, st store.Store, c *clock.Fake, l *log) *Manager {
+	t.Helper()
+	m, err := New([]string{"a", "b"}, Options{Store: st, Clock: c, Holder: name, TTL: 15 * time.Second,
+		OnAcquire: func(agent string) { l.add(name + "+" + agent) },
+		OnLose:    func(agent string) { l.add(name + "-" + agent) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	return m
+}
+
+func TestOneOwnerAndTakeoverAfterTheHolderDies(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	st := memory.New(c)
+	l := &log{}
+	r1 := replica(t, "r1", st, c, l)
+	r2 := replica(t, "r2", st, c, l)
+	c.Advance(time.Minute) // many renewal rounds
+	for _, a := range []string{"a", "b"} {
+		if !r1.Held(a) || r2.Held(a) {
+			t.Fatalf("agent %s: r1 %v r2 %v, want only r1", a, r1.Held(a), r2.Held(a))
+		}
+	}
+	// r1 dies: it stops renewing without releasing.
+	r1.mu.Lock()
+	r1.done = true
+	r1.timer.Stop()
+	r1.mu.Unlock()
+	c.Advance(10 * time.Second)
+	if r2.Held("a") {
+		t.Fatal("r2 took the lease before it expired")
+	}
+	c.Advance(10 * time.Second) // past TTL + one round
+	if !r2.Held("a") || !r2.Held("b") {
+		t.Fatalf("r2 did not take over within TTL + RenewEvery: %v", l.all())
+	}
+	want := []string{"r1+a", "r1+b", "r2+a", "r2+b"}
+	if got := l.all(); len(got) != 4 || got[0] != want[0] || got[2] != want[2] {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+func TestStopReleasesAtOnce(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	st := memory.New(c)
+	l := &log{}
+	r1 := replica(t, "r1", st, c, l)
+	r2 := replica(t, "r2", st, c, l)
+	r1.Stop(context.Background())
+	c.Advance(5 * time.Second) // one round of r2
+	if !r2.Held("a") {
+		t.Fatalf("r2 did not take a released lease in its next round: %v", l.all())
+	}
+}
+
+// cut is a store the test can cut off.
+type cut struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (c *cut) Update(ctx context.Context, k string, v []byte, rev uint64) (uint64, error) {
+	if c.down.Load() {
+		return 0, errors.New("store unreachable")
+	}
+	return c.Store.Update(ctx, k, v, rev)
+}
+
+func TestHolderCutOffFromTheStoreLetsGoBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	st := &cut{Store: memory.New(c)}
+	l := &log{}
+	r1 := replica(t, "r1", st, c, l)
+	st.down.Store(true)
+	c.Advance(10 * time.Second) // TTL - RenewEvery since the last renewal
+	if r1.Held("a") {
+		t.Fatalf("r1 still holds a lease it could not renew for 10s of a 15s TTL: %v", l.all())
+	}
+}

@@ -25,6 +25,7 @@ type Config struct {
 	Models map[string]Model `yaml:"models"`
 	// Pricing maps a model name (exact, then longest prefix) to its price.
 	Pricing    map[string]Price `yaml:"pricing"`
+	Lease      Lease            `yaml:"lease"`
 	Guardrails Guardrails       `yaml:"guardrails"`
 	Agents     []Agent          `yaml:"agents"`
 
@@ -342,6 +343,16 @@ type Subagents struct {
 	Tools []string `yaml:"tools"`
 	// Instruction is prepended to each subagent's task.
 	Instruction string `yaml:"instruction"`
+}
+
+// Lease gives each agent one owner among replicas sharing a store.
+type Lease struct {
+	// Holder names this replica. Default: the host name (a pod's name),
+	// so a restarted process takes its own lease back at once.
+	Holder string `yaml:"holder"`
+	// TTL is how long a lease outlives its holder. A dead replica's agents
+	// move within TTL plus a third of it. Default 15s.
+	TTL Duration `yaml:"ttl"`
 }
 
 // Guardrails are worker-wide guardrail settings.

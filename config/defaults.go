@@ -13,6 +13,7 @@ func applyDefaults(c *Config) {
 
 	setString(&c.Log.Format, "text")
 	setString(&c.Guardrails.Timezone, "UTC")
+	setDuration(&c.Lease.TTL, 15*time.Second)
 	setString(&c.Log.Level, "info")
 
 	setString(&c.NATS.Listen, "127.0.0.1:4222")

@@ -122,6 +122,9 @@ func (v *validator) config(c *Config) {
 	}
 	v.duration(root.key("nats", "duplicate_window"), c.NATS.DuplicateWindow)
 	v.duration(root.key("nats", "ack_wait"), c.NATS.AckWait)
+	if c.Lease.TTL > 0 && c.Lease.TTL.D() < 3*time.Second {
+		v.at(root.key("lease", "ttl"), "must be at least 3s; got %v", c.Lease.TTL.D())
+	}
 	if c.NATS.AckWait > 0 && c.NATS.AckWait.D() < time.Second {
 		v.at(root.key("nats", "ack_wait"), "must be at least 1s; got %v", c.NATS.AckWait.D())
 	}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -59,6 +60,7 @@ type Agent struct {
 	stopping    bool
 	stopped     bool
 	restored    bool // persisted state loaded; the gate stays shut until then
+	standby     bool // another replica owns this agent (lease); no turns here
 	pauseSet    bool // an operator paused or resumed since start: newer than the store
 	persistMu   sync.Mutex
 	running     bool
@@ -83,16 +85,17 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		s.MaxTurnsPerWake = 10
 	}
 	a := &Agent{
-		spec:   s,
-		clock:  deps.Clock,
-		log:    deps.Log.With("agent", s.Name),
-		bus:    deps.Events,
-		guards: deps.Guards,
-		hist:   hist,
-		store:  deps.Store,
-		sched:  deps.Scheduler,
-		signal: make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		spec:    s,
+		clock:   deps.Clock,
+		log:     deps.Log.With("agent", s.Name),
+		bus:     deps.Events,
+		guards:  deps.Guards,
+		standby: deps.Leased,
+		hist:    hist,
+		store:   deps.Store,
+		sched:   deps.Scheduler,
+		signal:  make(chan struct{}, 1),
+		done:    make(chan struct{}),
 	}
 	a.inbox = inbox.New(s.InboxCap, a.onDrop)
 	env := tools.Env{Agent: s.Name, Host: host{a}, Sleep: s.Sleep, Publisher: deps.Publisher, PublishAllow: s.Publish}
@@ -361,15 +364,19 @@ func (a *Agent) loop(ctx context.Context) {
 		a.mu.Unlock()
 		a.log.Info("agent stopped")
 	}()
-	if !a.restoreWithRetry(ctx) {
-		return
-	}
-	a.poke() // wakes that arrived while restoring
+	a.poke() // restore at once (if this replica owns the agent)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.signal:
+		}
+		if a.needsRestore() {
+			// Owned and not yet (or no longer) in step with the store:
+			// load pause, trips and timer state before any turn.
+			if !a.restoreWithRetry(ctx) {
+				return
+			}
 		}
 		for {
 			c, ok := a.admit(ctx)
@@ -397,7 +404,7 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 		a.consecutive = 0
 		return turnStart{}, false
 	}
-	if a.stopping || a.paused || a.halt != "" || !a.restored {
+	if a.stopping || a.paused || a.halt != "" || !a.restored || a.standby {
 		return turnStart{}, false
 	}
 	now := a.clock.Now()
@@ -482,6 +489,8 @@ func (a *Agent) Gate() string {
 	switch {
 	case a.stopping:
 		return "stopped"
+	case a.standby:
+		return "standby"
 	case a.halt != "":
 		return "halted"
 	case a.paused:
@@ -501,4 +510,46 @@ func (a *Agent) PendingFire(schedule string) bool {
 		}
 	}
 	return false
+}
+
+// needsRestore reports whether the agent is owned here but its state has
+// not been loaded since it was acquired.
+func (a *Agent) needsRestore() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.standby && !a.restored && !a.stopping
+}
+
+// ErrLeaseLost ends a turn whose agent another replica now owns.
+var ErrLeaseLost = errors.New("lease lost: another replica owns the agent")
+
+// SetOwned says whether this replica holds the agent's lease. Gaining it
+// reloads the agent's durable state before its next turn; losing it
+// cancels the running turn (its messages go back; the consumer releases
+// them) and stops turns here.
+func (a *Agent) SetOwned(owned bool) {
+	a.mu.Lock()
+	was := !a.standby
+	a.standby = !owned
+	if owned && !was {
+		a.restored = false
+	}
+	if !owned && a.cancelTurn != nil {
+		a.cancelTurn(ErrLeaseLost)
+	}
+	a.mu.Unlock()
+	if !owned && was {
+		// The new owner gets NATS messages again (the binding releases
+		// them); messages that exist only here are lost, and say so.
+		for _, m := range a.inbox.Drain().Messages {
+			if m.Receipt == nil {
+				a.onDrop(m, "another replica now owns the agent")
+			}
+		}
+	}
+	if owned != was {
+		a.log.Info("agent ownership changed", "owned", owned)
+		a.emit(events.Ownership, map[string]any{"owned": owned})
+	}
+	a.poke()
 }

@@ -121,6 +121,10 @@ type Deps struct {
 	// Subagents serves the spawn_subagent and stop_subagent tools; agents
 	// granted them need it.
 	Subagents Subagents
+	// Leased starts every agent in standby: it runs turns only after
+	// SetOwned(true) (a lease manager decides). False: all agents are
+	// owned from the start.
+	Leased bool
 	// Scheduler fires the agents' schedules and timers. Default: one over
 	// Store and Clock. The driver adds its agents, starts it in Start and
 	// stops it in Shutdown.

@@ -66,6 +66,9 @@ func (a *Agent) restore(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := a.sched.Reload(ctx, a.spec.Name); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	if paused && !a.pauseSet {
 		a.paused = true

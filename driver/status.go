@@ -9,6 +9,8 @@ type Status struct {
 	// HaltReason says why a halted agent is halted.
 	HaltReason string `json:"halt_reason,omitempty"`
 	Paused     bool   `json:"paused"`
+	// Standby: another replica holds the agent's lease and runs it.
+	Standby bool `json:"standby,omitempty"`
 	// NextWake is when the armed timer fires (nil: none) and NextWakeCause
 	// what it is ("timer", "heartbeat").
 	NextWake      *time.Time   `json:"next_wake,omitempty"`
@@ -32,6 +34,7 @@ func (a *Agent) Status() Status {
 		State:        a.stateLocked(),
 		HaltReason:   a.halt,
 		Paused:       a.paused,
+		Standby:      a.standby,
 		InboxPending: w,
 		Deferred:     d,
 		InboxCap:     a.inbox.Cap(),

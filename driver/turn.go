@@ -110,7 +110,17 @@ func (a *Agent) turn(t turnStart) {
 		if sum.Outcome != OutcomeFailed && sum.Outcome != OutcomeTimeout && sum.Outcome != OutcomeCapped {
 			attempts = 0 // interrupted, halted, shut down: not the messages' fault
 		}
-		a.inbox.Requeue(batch, attempts)
+		if errors.Is(err, ErrLeaseLost) {
+			// Another replica owns the agent now and gets these messages
+			// redelivered; keeping them here would run them twice.
+			for _, m := range batch.Messages {
+				if m.Receipt == nil {
+					a.onDrop(m, "another replica now owns the agent")
+				}
+			}
+		} else {
+			a.inbox.Requeue(batch, attempts)
+		}
 		a.log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages))
 		done = func() {
 			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
@@ -179,7 +189,7 @@ func outcome(err error) string {
 		return OutcomeInterrupted
 	case errors.Is(err, ErrHalted):
 		return OutcomeHalted
-	case errors.Is(err, ErrShutdown):
+	case errors.Is(err, ErrShutdown), errors.Is(err, ErrLeaseLost):
 		return OutcomeShutdown
 	case errors.Is(err, ErrCapped):
 		return OutcomeCapped

@@ -26,6 +26,8 @@ const (
 	WakeScheduled  = "wake-scheduled"
 	Throttled      = "throttled"
 	Stopping       = "stopping"
+	// Ownership: this replica gained or lost an agent's lease. Data: owned.
+	Ownership = "ownership"
 	// MessageRejected: input refused (bad body, unknown agent) and sent
 	// to the dead-letter subject. Data: reason, subject.
 	MessageRejected = "message-rejected"

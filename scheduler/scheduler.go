@@ -331,6 +331,9 @@ func (s *Scheduler) tick(e *entry, due time.Time) {
 // claimAndFire returns the tick's outcome, or "" if another scheduler
 // claimed it.
 func (s *Scheduler) claimAndFire(ctx context.Context, e *entry, due time.Time) string {
+	if e.agent.target.Gate() == "standby" {
+		return "" // another replica owns the agent and fires its ticks
+	}
 	ttl := max(10*time.Minute, 2*intervalAt(e.cron, due))
 	if _, err := s.o.Store.Create(ctx, claimKey(e.agent.name, e.s.Name, due), []byte("1"), ttl); err != nil {
 		if errors.Is(err, store.ErrExists) {

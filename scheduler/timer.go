@@ -66,6 +66,9 @@ func (s *Scheduler) timerFired(a *agentEntry, pt *pendingTimer) {
 	}
 	a.timer = nil
 	s.mu.Unlock()
+	if a.target.Gate() == "standby" {
+		return // the owning replica serves the stored timer
+	}
 	s.timerServed(a.name, pt.at)
 	kind := KindTimer
 	if pt.heartbeat {
@@ -137,4 +140,21 @@ func (s *Scheduler) restoreTimer(ctx context.Context, a *agentEntry) error {
 	s.mu.Unlock()
 	s.o.Log.Info("timer restored", "agent", a.name, "at", rec.At, "heartbeat", rec.Heartbeat)
 	return nil
+}
+
+// Reload re-reads the agent's stored timer and arms it, replacing what
+// this scheduler had: another replica may have changed it while it owned
+// the agent.
+func (s *Scheduler) Reload(ctx context.Context, agent string) error {
+	s.mu.Lock()
+	a := s.agents[agent]
+	if a != nil && a.timer != nil && a.timer.t != nil {
+		a.timer.t.Stop()
+		a.timer = nil
+	}
+	s.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return s.restoreTimer(ctx, a)
 }

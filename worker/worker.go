@@ -31,6 +31,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/lease"
 	"github.com/agent-worker/agent-worker/metrics"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
@@ -67,6 +68,7 @@ type Worker struct {
 	binding     *natsinbox.Binding
 	guard       *guard.Guard
 	subagents   *background.Manager
+	leases      *lease.Manager
 	api         *api.Server
 	apiDone     chan struct{}
 	apiAddr     string
@@ -142,7 +144,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.subagents = background.New(background.Options{Clock: o.Clock, Log: o.Log, Events: w.bus, Charger: w.guard})
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
 		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd},
-		Subagents: w.subagents}, specs)
+		Subagents: w.subagents, Leased: true}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -171,7 +173,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, bound, natsinbox.Options{
 		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes,
-		AckWait: cfg.NATS.AckWait.D(), Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock,
+		AckWait: cfg.NATS.AckWait.D(), Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true,
 	})
 	if err != nil {
 		return nil, err
@@ -179,6 +181,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.control, err = control.ServeNATS(w.conn.NC, subjects, w.driver, o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("serve %s: %w", subjects.AllControl(), err)
+	}
+	if err = w.startLeases(ctx, cfg, o); err != nil {
+		return nil, err
 	}
 	if err = w.startAPI(cfg, o); err != nil {
 		return nil, err
@@ -209,6 +214,44 @@ func (w *Worker) Guard() *guard.Guard { return w.guard }
 
 // Store returns the state store.
 func (w *Worker) Store() store.Store { return w.store }
+
+// startLeases takes the agents' leases: this replica runs, consumes and
+// fires timers for the agents it holds, and takes over the agents of a
+// replica that dies.
+func (w *Worker) startLeases(ctx context.Context, cfg *config.Config, o Options) error {
+	holder := cfg.Lease.Holder
+	if holder == "" {
+		holder, _ = os.Hostname()
+	}
+	if holder == "" {
+		holder = fmt.Sprintf("agent-worker-%d", os.Getpid())
+	}
+	names := make([]string, 0, len(cfg.Agents))
+	for _, a := range cfg.Agents {
+		names = append(names, a.Name)
+	}
+	var err error
+	w.leases, err = lease.New(names, lease.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Holder: holder, TTL: cfg.Lease.TTL.D(),
+		OnAcquire: func(agent string) {
+			if err := w.binding.Bind(context.Background(), agent); err != nil {
+				o.Log.Error("cannot consume for an agent this replica owns", "agent", agent, "error", err)
+			}
+			a, _ := w.driver.Agent(agent)
+			a.SetOwned(true)
+		},
+		OnLose: func(agent string) {
+			a, _ := w.driver.Agent(agent)
+			a.SetOwned(false)
+			w.binding.Unbind(agent)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	w.leases.Start(ctx)
+	o.Log.Info("leases", "holder", holder, "ttl", cfg.Lease.TTL.D())
+	return nil
+}
 
 // startAPI starts the operator HTTP API on cfg.API.Listen.
 func (w *Worker) startAPI(cfg *config.Config, o Options) error {
@@ -307,6 +350,12 @@ func (w *Worker) Stop(grace context.Context) {
 		w.driver.Shutdown(grace)
 	}
 	<-subsStopped
+	if w.leases != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		w.leases.Stop(ctx) // another replica may take the agents at once
+		cancel()
+		w.leases = nil
+	}
 	if apiStopped != nil {
 		<-apiStopped
 	}
@@ -315,6 +364,11 @@ func (w *Worker) Stop(grace context.Context) {
 
 // teardown releases what Start acquired, in reverse order.
 func (w *Worker) teardown() {
+	if w.leases != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		w.leases.Stop(ctx)
+		cancel()
+	}
 	if w.api != nil && w.apiDone != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = w.api.Shutdown(ctx)

@@ -74,6 +74,9 @@ type Options struct {
 	Events     *events.Bus
 	Log        *slog.Logger
 	Clock      clock.Clock
+	// Leased: consume an agent only after Bind (when this replica holds
+	// its lease); otherwise every agent is bound at Start.
+	Leased bool
 }
 
 // Binding consumes the agents' NATS input. Stop it to release the
@@ -83,8 +86,11 @@ type Binding struct {
 	nc     *nats.Conn
 	agents map[string]*Agent
 
-	consumes []jetstream.ConsumeContext
-	subs     []*nats.Subscription
+	consumes []jetstream.ConsumeContext // the unknown-agents consumer
+	subs     []*nats.Subscription       // core mode: unknown-agent subscriptions
+	stream   jetstream.Stream           // nil in core NATS mode
+	// bound holds how to stop consuming each agent this replica consumes.
+	bound map[string]func()
 
 	mu      sync.Mutex
 	pending map[*receipt]struct{}
@@ -126,7 +132,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	if opts.AckWait == 0 {
 		opts.AckWait = 30 * time.Second
 	}
-	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, wake: make(chan struct{}, 1)}
+	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, bound: map[string]func(){}, wake: make(chan struct{}, 1)}
 	for i := range agents {
 		b.agents[agents[i].Name] = &agents[i]
 	}
@@ -158,39 +164,13 @@ func (b *Binding) startJetStream(ctx context.Context, js jetstream.JetStream) er
 	if err := b.pruneConsumers(ctx, stream); err != nil {
 		return err
 	}
-	for _, name := range slices.Sorted(maps.Keys(b.agents)) {
-		a := b.agents[name]
-		// <prefix>.<agent>.* matches only the agent's inbox and deferred
-		// subjects in this stream, and one filter is cheaper for the
-		// server than two.
-		filters := []string{b.opts.Subjects.Prefix + "." + name + ".*"}
-		for _, s := range a.Subscribe {
-			if !slices.Contains(filters, s.Subject) {
-				filters = append(filters, s.Subject)
+	b.stream = stream
+	if !b.opts.Leased {
+		for _, name := range slices.Sorted(maps.Keys(b.agents)) {
+			if err := b.Bind(ctx, name); err != nil {
+				return err
 			}
 		}
-		c, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:        consumerName(name),
-			Description:    "agent-worker agent " + name,
-			FilterSubjects: filters,
-			AckPolicy:      jetstream.AckExplicitPolicy,
-			AckWait:        b.opts.AckWait,
-			MaxAckPending:  max(a.Cap, 1),
-			MaxDeliver:     -1,
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
-		})
-		if err != nil {
-			return fmt.Errorf("consumer for agent %s on %v: %w", name, filters, err)
-		}
-		cc, err := c.Consume(func(m jetstream.Msg) { b.onMessage(a, m) },
-			jetstream.PullMaxMessages(max(a.Cap, 1)),
-			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				b.opts.Log.Warn("consumer error; it retries", "agent", name, "error", err)
-			}))
-		if err != nil {
-			return fmt.Errorf("consume for agent %s: %w", name, err)
-		}
-		b.consumes = append(b.consumes, cc)
 	}
 	c, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:        unknownConsumer,
@@ -209,6 +189,97 @@ func (b *Binding) startJetStream(ctx context.Context, js jetstream.JetStream) er
 	b.consumes = append(b.consumes, cc)
 	b.armKeepalive()
 	return nil
+}
+
+// Bind starts consuming the agent's input (when this replica gains its
+// lease; at Start for every agent when not leased). Binding a bound agent
+// is a no-op.
+func (b *Binding) Bind(ctx context.Context, name string) error {
+	a := b.agents[name]
+	if a == nil {
+		return fmt.Errorf("bind: unknown agent %q", name)
+	}
+	b.mu.Lock()
+	_, bound := b.bound[name]
+	b.mu.Unlock()
+	if bound {
+		return nil
+	}
+	if b.stream == nil { // core NATS mode
+		subs, err := b.subscribeCore(a)
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		b.bound[name] = func() {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+		}
+		b.mu.Unlock()
+		return nil
+	}
+	// <prefix>.<agent>.* matches only the agent's inbox and deferred
+	// subjects in this stream, and one filter is cheaper for the server
+	// than two.
+	filters := []string{b.opts.Subjects.Prefix + "." + name + ".*"}
+	for _, s := range a.Subscribe {
+		if !slices.Contains(filters, s.Subject) {
+			filters = append(filters, s.Subject)
+		}
+	}
+	c, err := b.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:        consumerName(name),
+		Description:    "agent-worker agent " + name,
+		FilterSubjects: filters,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        b.opts.AckWait,
+		MaxAckPending:  max(a.Cap, 1),
+		MaxDeliver:     -1,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer for agent %s on %v: %w", name, filters, err)
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) { b.onMessage(a, m) },
+		jetstream.PullMaxMessages(max(a.Cap, 1)),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			b.opts.Log.Warn("consumer error; it retries", "agent", name, "error", err)
+		}))
+	if err != nil {
+		return fmt.Errorf("consume for agent %s: %w", name, err)
+	}
+	b.mu.Lock()
+	b.bound[name] = cc.Stop
+	b.mu.Unlock()
+	return nil
+}
+
+// Unbind stops consuming the agent's input and releases its waiting
+// messages (nak) for whichever replica owns the agent next.
+func (b *Binding) Unbind(name string) {
+	b.mu.Lock()
+	stop := b.bound[name]
+	delete(b.bound, name)
+	b.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	b.mu.Lock()
+	var release []jetstream.Msg
+	for r := range b.pending {
+		if r.agent == name {
+			release = append(release, r.msg)
+			delete(b.pending, r)
+			delete(b.bySeq, r.seq)
+		}
+	}
+	b.mu.Unlock()
+	for _, m := range release {
+		_ = m.Nak()
+	}
+	b.opts.Log.Info("stopped consuming for an agent this replica no longer owns", "agent", name, "released", len(release))
 }
 
 // pruneConsumers deletes agent consumers whose agent is gone.
@@ -234,18 +305,11 @@ func (b *Binding) pruneConsumers(ctx context.Context, stream jetstream.Stream) e
 }
 
 func (b *Binding) startCore() error {
-	for _, name := range slices.Sorted(maps.Keys(b.agents)) {
-		a := b.agents[name]
-		subjects := []string{b.opts.Subjects.Inbox(name), b.opts.Subjects.Deferred(name)}
-		for _, s := range a.Subscribe {
-			subjects = append(subjects, s.Subject)
-		}
-		for _, subj := range slices.Compact(subjects) {
-			sub, err := b.nc.Subscribe(subj, func(m *nats.Msg) { b.onCore(a, m) })
-			if err != nil {
-				return fmt.Errorf("subscribe %s for agent %s: %w", subj, name, err)
+	if !b.opts.Leased {
+		for _, name := range slices.Sorted(maps.Keys(b.agents)) {
+			if err := b.Bind(context.Background(), name); err != nil {
+				return err
 			}
-			b.subs = append(b.subs, sub)
 		}
 	}
 	for _, subj := range []string{b.opts.Subjects.AllInboxes(), b.opts.Subjects.AllDeferred()} {
@@ -257,6 +321,23 @@ func (b *Binding) startCore() error {
 	}
 	// Once Start returns, the server knows every subscription.
 	return b.nc.Flush()
+}
+
+// subscribeCore subscribes to one agent's subjects in core NATS mode.
+func (b *Binding) subscribeCore(a *Agent) ([]*nats.Subscription, error) {
+	subjects := []string{b.opts.Subjects.Inbox(a.Name), b.opts.Subjects.Deferred(a.Name)}
+	for _, s := range a.Subscribe {
+		subjects = append(subjects, s.Subject)
+	}
+	var subs []*nats.Subscription
+	for _, subj := range slices.Compact(subjects) {
+		sub, err := b.nc.Subscribe(subj, func(m *nats.Msg) { b.onCore(a, m) })
+		if err != nil {
+			return subs, fmt.Errorf("subscribe %s for agent %s: %w", subj, a.Name, err)
+		}
+		subs = append(subs, sub)
+	}
+	return subs, b.nc.Flush()
 }
 
 // kind says whether a message on subject wakes agent a.

@@ -130,6 +130,13 @@ func (b *Binding) Stop() {
 	for _, cc := range b.consumes {
 		cc.Stop()
 	}
+	b.mu.Lock()
+	bound := b.bound
+	b.bound = map[string]func(){}
+	b.mu.Unlock()
+	for _, stop := range bound {
+		stop()
+	}
 	for _, s := range b.subs {
 		_ = s.Unsubscribe()
 	}

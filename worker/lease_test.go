@@ -1,0 +1,54 @@
+package worker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agent-worker/agent-worker/driver"
+)
+
+// TestOneReplicaRunsAnAgentAndAnotherTakesOverWhenItDies runs two workers
+// on one NATS server (JetStream and KV state shared): only the lease
+// holder handles messages; when it loses NATS (a crash, as far as the
+// others can tell), the other takes the agent over within the lease TTL
+// and handles what was left unacked and what comes next.
+func TestOneReplicaRunsAnAgentAndAnotherTakesOverWhenItDies(t *testing.T) {
+	t.Parallel()
+	port, dir := freePort(t), t.TempDir()
+	ns := runServer(t, port, dir)
+	t.Cleanup(ns.Shutdown)
+	cfg := func(holder string) setup {
+		return setup{natsURL: ns.ClientURL(), top: fmt.Sprintf("lease: {holder: %s, ttl: 3s}\n", holder)}
+	}
+	rec1, rec2 := newRecorder(), newRecorder()
+	r1 := start(t, writeConfig(t, cfg("r1")), rec1, nil)
+	r2 := start(t, writeConfig(t, cfg("r2")), rec2, nil)
+	a1, a2 := r1.agent(), r2.agent()
+	waitFor(t, "r1 owns, r2 stands by", func() bool { return !a1.Status().Standby && a2.Status().Standby })
+
+	for i := 1; i <= 3; i++ {
+		r2.publish("agents.triage.inbox", fmt.Sprintf("before the crash %d", i))
+	}
+	waitFor(t, "r1 handled them", func() bool { return strings.Count(rec1.all(), "before the crash") >= 3 })
+	if rec2.calls() != 0 {
+		t.Fatalf("the standby replica ran %d model calls", rec2.calls())
+	}
+
+	// r1 loses NATS: its lease cannot be renewed and it lets the agent go;
+	// r2 takes over once the lease expires.
+	r1.w.NATS().NC.Close()
+	r2.publish("agents.triage.inbox", "after the crash")
+	waitFor(t, "r2 took over", func() bool { return !a2.Status().Standby })
+	waitFor(t, "r2 handled the new message", func() bool { return strings.Contains(rec2.all(), "after the crash") })
+	waitFor(t, "r1 stood down", func() bool { return a1.Status().Standby })
+	if s := a1.Status(); s.State == driver.Running {
+		t.Fatalf("r1 still running: %+v", s)
+	}
+	if strings.Contains(rec1.all(), "after the crash") {
+		t.Fatal("the deposed replica handled a message after losing the lease")
+	}
+	r1.nc.Close()
+	r1.w.Stop(t.Context())
+	r1.w = nil
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/inbox"
 )
 
@@ -58,7 +59,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.duplicate(w, r, id)
 		return
 	}
-	a.Send(inbox.Message{ID: id, Kind: kind, Source: SourceAPI, From: strings.TrimSpace(body.From), Text: text, Attributes: body.Attributes})
+	if !s.deliver(w, r, a, inbox.Message{ID: id, Kind: kind, Source: SourceAPI, From: strings.TrimSpace(body.From), Text: text, Attributes: body.Attributes}) {
+		return
+	}
 	record(r).result = "queued " + string(kind) + " " + id
 	writeJSON(w, http.StatusAccepted, queued{Queued: true, ID: id, Kind: string(kind)})
 }
@@ -95,9 +98,27 @@ func (s *Server) postAlertmanager(w http.ResponseWriter, r *http.Request) {
 	if b.AllResolved && !s.o.ResolvedWakes {
 		kind = inbox.Deferred
 	}
-	a.Send(inbox.Message{ID: b.ID, Kind: kind, Source: SourceAlertmanager, From: b.From, Text: b.Text, Attributes: b.Attributes})
+	if !s.deliver(w, r, a, inbox.Message{ID: b.ID, Kind: kind, Source: SourceAlertmanager, From: b.From, Text: b.Text, Attributes: b.Attributes}) {
+		return
+	}
 	record(r).result = "queued " + string(kind) + " " + b.ID
 	writeJSON(w, http.StatusAccepted, queued{Queued: true, ID: b.ID, Kind: string(kind)})
+}
+
+// deliver queues m for a: through Options.Deliver (durably, to whichever
+// replica owns the agent) when set, else into a's inbox here. A failure is
+// answered 503 and reported false.
+func (s *Server) deliver(w http.ResponseWriter, r *http.Request, a *driver.Agent, m inbox.Message) bool {
+	if s.o.Deliver == nil {
+		a.Send(m)
+		return true
+	}
+	if err := s.o.Deliver(r.Context(), a.Name(), m); err != nil {
+		w.Header().Set("Retry-After", "5")
+		fail(w, r, http.StatusServiceUnavailable, "could not queue the message: %v", err)
+		return false
+	}
+	return true
 }
 
 func (s *Server) duplicate(w http.ResponseWriter, r *http.Request, id string) {

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/scheduler"
 )
 
@@ -95,6 +96,11 @@ type Options struct {
 	// ResolvedWakes makes an all-resolved Alertmanager notification wake
 	// the agent; by default it is deferred to the next turn.
 	ResolvedWakes bool
+	// Deliver, when set, queues messages that arrive over HTTP (messages,
+	// Alertmanager) — for example by publishing them to the agent's NATS
+	// subject, so they are durable and reach whichever replica owns the
+	// agent. Nil: straight into the agent's inbox in this process.
+	Deliver func(ctx context.Context, agent string, m inbox.Message) error
 }
 
 // Server is the operator HTTP API. Its handler is safe for concurrent use.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -51,4 +52,44 @@ func TestOneReplicaRunsAnAgentAndAnotherTakesOverWhenItDies(t *testing.T) {
 	r1.nc.Close()
 	r1.w.Stop(t.Context())
 	r1.w = nil
+}
+
+// TestAPIMessagesTravelThroughNATS posts to the standby replica's API: the
+// message is published to the agent's subject and handled by the owner,
+// once, even when posted twice with the same id.
+func TestAPIMessagesTravelThroughNATS(t *testing.T) {
+	t.Parallel()
+	port, dir := freePort(t), t.TempDir()
+	ns := runServer(t, port, dir)
+	t.Cleanup(ns.Shutdown)
+	cfg := func(holder string) setup {
+		return setup{natsURL: ns.ClientURL(), top: fmt.Sprintf("lease: {holder: %s, ttl: 3s}\n", holder)}
+	}
+	rec1, rec2 := newRecorder(), newRecorder()
+	r1 := start(t, writeConfig(t, cfg("r1")), rec1, nil)
+	r2 := start(t, writeConfig(t, cfg("r2")), rec2, nil)
+	waitFor(t, "r1 owns", func() bool { return !r1.agent().Status().Standby && r2.agent().Status().Standby })
+	for range 2 {
+		resp, err := http.Post("http://"+r2.w.APIAddr()+"/v1/agents/triage/messages", "application/json",
+			strings.NewReader(`{"text": "restart the payment gateway", "id": "op-7"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST: %d", resp.StatusCode)
+		}
+	}
+	waitFor(t, "the owner handled it", func() bool { return strings.Contains(rec1.all(), "restart the payment gateway") })
+	r1.publish("agents.triage.inbox", "sentinel")
+	waitFor(t, "sentinel handled", func() bool { return strings.Contains(rec1.all(), "sentinel") })
+	if n := strings.Count(rec1.all(), "restart the payment gateway"); n != 1 {
+		t.Fatalf("the message reached the model %d times, want once", n)
+	}
+	if rec2.calls() != 0 {
+		t.Fatal("the standby replica ran the agent")
+	}
+	if !strings.Contains(rec1.all(), "via: api") {
+		t.Fatalf("the prompt does not say the message came over the API:\n%s", rec1.all())
+	}
 }

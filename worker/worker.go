@@ -8,9 +8,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +32,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/lease"
 	"github.com/agent-worker/agent-worker/metrics"
@@ -263,6 +266,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Log: o.Log, Clock: o.Clock,
+		Deliver: w.deliver,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -280,6 +284,43 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		}
 	}()
 	return nil
+}
+
+// deliver publishes a message that arrived over HTTP to the agent's NATS
+// subject, so it is durable (JetStream acknowledges it before the API
+// answers 202), deduplicated by its id, and reaches whichever replica owns
+// the agent.
+func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) error {
+	subjects := natsbus.Subjects{Prefix: w.cfg.NATS.SubjectPrefix}
+	subject := subjects.Inbox(agent)
+	if m.Kind == inbox.Deferred {
+		subject = subjects.Deferred(agent)
+	}
+	attrs := maps.Clone(m.Attributes)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	attrs["via"] = m.Source
+	from := m.From
+	if from == "" {
+		from = m.Source
+	}
+	data, err := json.Marshal(map[string]any{"text": m.Text, "id": m.ID, "from": from, "attributes": attrs})
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	if m.ID != "" {
+		msg.Header.Set(nats.MsgIdHdr, m.ID)
+	}
+	if w.conn.JS == nil {
+		return w.conn.NC.PublishMsg(msg)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = w.conn.JS.PublishMsg(ctx, msg)
+	return err
 }
 
 // APIAddr is where the operator API listens.

@@ -234,7 +234,10 @@ type Agent struct {
 	// Tools are built-in tool names granted to the agent.
 	Tools []string `yaml:"tools"`
 	// Publish lists subject patterns the publish tool may use.
-	Publish   []string       `yaml:"publish"`
+	Publish []string `yaml:"publish"`
+	// HTTPGet lists the URL prefixes the http_get tool may read
+	// ("https://status.example.com/api/"). Required with http_get.
+	HTTPGet   []string       `yaml:"http_get"`
 	Subscribe []Subscription `yaml:"subscribe"`
 	Schedules []Schedule     `yaml:"schedules"`
 	Sleep     Sleep          `yaml:"sleep"`

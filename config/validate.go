@@ -287,6 +287,14 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	for i, s := range a.Publish {
 		v.subject(p.key("publish").index(i), s)
 	}
+	for i, u := range a.HTTPGet {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || len(u) < len("http://x") {
+			v.at(p.key("http_get").index(i), "want an http:// or https:// URL prefix; got %q", u)
+		}
+	}
+	if slices.Contains(a.Tools, "http_get") && len(a.HTTPGet) == 0 {
+		v.at(p.key("tools"), "http_get needs http_get: the URL prefixes it may read")
+	}
 	for i, s := range a.Subscribe {
 		sp := p.key("subscribe").index(i)
 		v.subject(sp.key("subject"), s.Subject)

@@ -50,6 +50,8 @@ type Spec struct {
 	Tools []string
 	// Publish lists the subject patterns the publish tool may use.
 	Publish []string
+	// HTTPGet lists the URL prefixes the http_get tool may read.
+	HTTPGet []string
 	// Schedules are the agent's cron schedules.
 	Schedules []scheduler.Schedule
 	// Sleep bounds model-requested wakes.

@@ -6,6 +6,7 @@ package tools
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"google.golang.org/adk/tool"
@@ -51,6 +52,10 @@ type Env struct {
 	PublishAllow []string
 	// Spawner serves spawn_subagent and stop_subagent.
 	Spawner Spawner
+	// HTTPAllow lists the URL prefixes http_get may read; HTTPClient is
+	// its client (default: 15s timeout).
+	HTTPAllow  []string
+	HTTPClient *http.Client
 }
 
 // Build returns the named tools bound to env. Unknown names are an error;
@@ -68,6 +73,8 @@ func Build(names []string, env Env) ([]tool.Tool, error) {
 			t, err = newReportDone(env.Host)
 		case Publish:
 			t, err = newPublish(env)
+		case HTTPGet:
+			t, err = newHTTPGet(env)
 		case SpawnSubagent:
 			t, err = newSpawnSubagent(env.Spawner)
 		case StopSubagent:

@@ -536,6 +536,7 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			Model:           m,
 			Tools:           a.Tools,
 			Publish:         a.Publish,
+			HTTPGet:         a.HTTPGet,
 			Sleep:           tools.Sleep{Min: a.Sleep.Min.D(), Max: a.Sleep.Max.D()},
 			Heartbeat:       a.Sleep.Default.D(),
 			InboxCap:        a.Inbox.Cap,
@@ -609,13 +610,13 @@ func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options
 		}
 		price, priced := prices.Lookup(probe.Name())
 		subTools := a.Subagents.Tools
-		publishAllow := a.Publish
+		publishAllow, httpAllow := a.Publish, a.HTTPGet
 		w.subagents.Add(name, parent, background.Spec{
 			Max: a.Subagents.Max, BudgetUSD: a.Subagents.BudgetUSD, Timeout: a.Subagents.Timeout.D(),
 			Instruction: a.Subagents.Instruction, Model: newModel, Price: price, Priced: priced,
 			Tools: func() ([]tool.Tool, error) {
 				return tools.Build(subTools, tools.Env{Agent: name, Host: subagentHost{w.bus, name, o.Clock},
-					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow})
+					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow, HTTPAllow: httpAllow})
 			},
 		})
 	}

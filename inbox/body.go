@@ -141,6 +141,9 @@ func ParseBody(data []byte, maxBytes int) (Body, error) {
 	if trimmed[0] != '{' {
 		return Body{Text: string(trimmed), Format: FormatText}, nil
 	}
+	if b, ok := fastEnvelope(trimmed); ok {
+		return b, nil
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &fields); err != nil {
 		return Body{}, jsonReject("", err, lead)

@@ -1,10 +1,12 @@
 package inbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -246,8 +248,27 @@ func ExampleParseBody() {
 	// empty
 }
 
+// parseGeneral parses data as an object without the fast path.
+func parseGeneral(data []byte) (Body, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return Body{}, err
+	}
+	if isAlertmanager(fields) {
+		return parseAlertmanager(data, 0)
+	}
+	b, rej := parseEnvelope(fields)
+	if rej != nil {
+		return Body{}, rej
+	}
+	return b, nil
+}
+
 func FuzzParseBody(f *testing.F) {
 	seeds := []string{
+		`{"text": "hi", "id": "a-1", "from": "am", "attributes": {"k": "v", "k": "w"}}`,
+		`{"text": "a", "text": "b"}`, `{"Text": "x", "text": "y"}`, `{"text": "esc \" \u00e9 \ud83d\ude00"}`,
+		`{"text": "x", "attributes": {}}`, `{"text": " x ", "id": " 7 "}`, `{"text":"x","extra":"y"}`,
 		"", " ", "hello", "\ufeff{}", "{", "[1]", `"x"`, "\xff",
 		`{"text": "hi", "id": 7, "from": "me", "attributes": {"a": 1, "b": [true], "c": null}}`,
 		`{"text": ""}`, `{"text": 1}`, `{"text": "a", "id": {}}`, `{"text": "\u0000\ud800"}`,
@@ -264,6 +285,13 @@ func FuzzParseBody(f *testing.F) {
 		f.Add([]byte(s), 16)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, maxBytes int) {
+		if fb, ok := fastEnvelope(data); ok && utf8.Valid(data) {
+			// The fast path must agree with the general one.
+			gb, err := parseGeneral(data)
+			if err != nil || !reflect.DeepEqual(fb, gb) {
+				t.Fatalf("fast path %+v, general path %+v (%v) for %q", fb, gb, err, data)
+			}
+		}
 		b, err := ParseBody(data, maxBytes)
 		if err != nil {
 			var rej *RejectError
@@ -302,4 +330,13 @@ func FuzzParseBody(f *testing.F) {
 			t.Fatalf("unknown format %q", b.Format)
 		}
 	})
+}
+
+func BenchmarkParseBodyEnvelope(b *testing.B) {
+	data := []byte(`{"text": "FIRING cpu high on web-3: 97% for 10m", "id": "a-123", "from": "alertmanager", "attributes": {"severity": "critical", "cluster": "payments"}}`)
+	for b.Loop() {
+		if _, err := ParseBody(data, 65536); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

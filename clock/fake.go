@@ -102,23 +102,6 @@ func (c *Fake) Timers() int {
 	return len(c.timers)
 }
 
-// NextDue returns when the earliest armed timer falls due, and false when
-// none is armed.
-func (c *Fake) NextDue() (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.timers) == 0 {
-		return time.Time{}, false
-	}
-	min := c.timers[0].at
-	for _, t := range c.timers[1:] {
-		if t.at.Before(min) {
-			min = t.at
-		}
-	}
-	return min, true
-}
-
 // Armed returns a channel closed the next time a timer is armed, so a
 // test can wait for code under test to go to sleep without polling.
 func (c *Fake) Armed() <-chan struct{} {

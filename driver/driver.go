@@ -32,7 +32,6 @@ var (
 	ErrInterrupted  = errors.New("turn interrupted by operator")
 	ErrShutdown     = errors.New("worker shutting down")
 	ErrUnknownAgent = errors.New("unknown agent")
-	ErrPaused       = errors.New("agent is paused")
 	ErrHalted       = errors.New("agent is halted")
 	ErrStopped      = errors.New("agent is stopped")
 	// ErrCapped wraps the cause of a turn stopped at a per-turn cap.

@@ -46,6 +46,11 @@ type TurnSummary struct {
 	PromptBytes int `json:"prompt_bytes"`
 }
 
+// meter is a Guard that meters the turn's model usage.
+type meter interface {
+	TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int)
+}
+
 type turnStart struct {
 	n      uint64
 	ctx    context.Context
@@ -82,6 +87,13 @@ func (a *Agent) turn(t turnStart) {
 	err := a.execute(t.ctx, prompt, &sum)
 	for _, g := range a.guards {
 		g.EndTurn(a.spec.Name)
+		if m, ok := g.(meter); ok {
+			// The guard saw every completed response, including one it
+			// stopped the turn on, which never reached execute.
+			if calls, in, out := m.TurnUsage(a.spec.Name); calls > sum.ModelCalls {
+				sum.ModelCalls, sum.TokensIn, sum.TokensOut = calls, in, out
+			}
+		}
 	}
 	if timer != nil {
 		timer.Stop()

@@ -102,6 +102,9 @@ type ledger struct {
 	modelCalls int
 	toolCalls  int
 	tokens     int
+	tokensIn   int
+	tokensOut  int
+	responses  int   // completed model responses charged this turn
 	stopped    error // the cap that stopped this turn
 }
 

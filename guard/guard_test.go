@@ -153,6 +153,9 @@ func TestTurnCeilingStopsRightAfterTheCrossingCall(t *testing.T) {
 		t.Fatalf("%d model calls, want 3: the third ($3 > $2.50) must be the last", n)
 	}
 	waitFor(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
+	if lt := w.agent("a").Status().LastTurn; lt == nil || lt.ModelCalls != 3 || lt.TokensIn != 300_000 {
+		t.Fatalf("last turn summary %+v: want the 3 charged calls (300k input tokens), the stopping one included", lt)
+	}
 }
 
 func TestSessionCeilingSurvivesRestartAndResetsRaiseNeverRewrite(t *testing.T) {

@@ -17,6 +17,7 @@ func (g *Guard) BeginTurn(agent string) {
 	defer g.mu.Unlock()
 	if l := g.agents[agent]; l != nil {
 		l.inTurn, l.turnSpent, l.modelCalls, l.toolCalls, l.tokens, l.stopped = true, 0, 0, 0, 0, nil
+		l.tokensIn, l.tokensOut, l.responses = 0, 0, 0
 	}
 }
 
@@ -27,6 +28,19 @@ func (g *Guard) EndTurn(agent string) {
 	if l := g.agents[agent]; l != nil {
 		l.inTurn = false
 	}
+}
+
+// TurnUsage reports what the agent's current (or last) turn consumed as
+// the guard metered it: completed model responses and tokens. The driver
+// prefers it to what it saw, because a response the guard stops a turn on
+// is charged but never reaches the driver.
+func (g *Guard) TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.agents[agent]; l != nil {
+		return l.responses, l.tokensIn, l.tokensOut
+	}
+	return 0, 0, 0
 }
 
 // Plugin implements driver.Guard: the ADK callbacks that meter and cap the
@@ -106,6 +120,9 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 	}
 	g.addSpend(l, cost)
 	l.tokens += u.Input + u.Output
+	l.tokensIn += u.Input
+	l.tokensOut += u.Output
+	l.responses++
 	g.emit(name, EventCharged, map[string]any{"model": l.model, "input_tokens": u.Input, "cached_input_tokens": u.CachedInput,
 		"cache_write_tokens": u.CacheWrite, "output_tokens": u.Output, "cost_usd": cost, "priced": l.priced})
 	if t := g.crossed(l, true); t != nil && l.st.Trip == nil && g.worker.Trip == nil {

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
-	"github.com/agent-worker/agent-worker/models/internal/toolschema"
+	"github.com/agent-worker/agent-worker/models/internal/wire"
 )
 
 // messageParams maps an ADK request onto a Messages API request:
@@ -41,7 +41,7 @@ func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.Mes
 	if cfg.MaxOutputTokens > 0 {
 		p.MaxTokens = int64(cfg.MaxOutputTokens)
 	}
-	if sys := joinText(cfg.SystemInstruction, "\n\n"); sys != "" {
+	if sys := wire.JoinText(cfg.SystemInstruction, "\n\n"); sys != "" {
 		p.System = []sdk.TextBlockParam{{Text: sys}}
 	}
 
@@ -84,13 +84,13 @@ func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.Mes
 			continue
 		}
 		if len(t.FunctionDeclarations) == 0 {
-			return p, fmt.Errorf("only function tools are supported, got %s", toolKind(t))
+			return p, fmt.Errorf("only function tools are supported, got %s", wire.ToolKind(t))
 		}
 		for _, d := range t.FunctionDeclarations {
 			if d == nil {
 				continue
 			}
-			schema, err := toolschema.Parameters(d)
+			schema, err := wire.Parameters(d)
 			if err != nil {
 				return p, err
 			}
@@ -156,7 +156,7 @@ func contentBlocks(c *genai.Content, assistant bool) ([]sdk.ContentBlockParamUni
 			}
 			blocks = append(blocks, sdk.NewTextBlock(part.Text))
 		case part.InlineData != nil, part.FileData != nil, part.ExecutableCode != nil, part.CodeExecutionResult != nil:
-			return nil, fmt.Errorf("parts[%d]: %s parts are not supported by the anthropic provider", j, partKind(part))
+			return nil, fmt.Errorf("parts[%d]: %s parts are not supported by the anthropic provider", j, wire.PartKind(part))
 		}
 	}
 	return blocks, nil
@@ -210,45 +210,4 @@ func inputSchema(schema map[string]any) sdk.ToolInputSchemaParam {
 		in.ExtraFields = extra
 	}
 	return in
-}
-
-func joinText(c *genai.Content, sep string) string {
-	if c == nil {
-		return ""
-	}
-	var texts []string
-	for _, p := range c.Parts {
-		if p != nil && p.Text != "" && !p.Thought {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, sep)
-}
-
-func partKind(p *genai.Part) string {
-	switch {
-	case p.InlineData != nil:
-		return "inline data"
-	case p.FileData != nil:
-		return "file data"
-	case p.ExecutableCode != nil:
-		return "executable code"
-	default:
-		return "code execution result"
-	}
-}
-
-func toolKind(t *genai.Tool) string {
-	switch {
-	case t.GoogleSearch != nil, t.GoogleSearchRetrieval != nil:
-		return "Google Search"
-	case t.CodeExecution != nil:
-		return "code execution"
-	case t.Retrieval != nil:
-		return "retrieval"
-	case t.URLContext != nil:
-		return "URL context"
-	default:
-		return "a non-function tool"
-	}
 }

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
-	"github.com/agent-worker/agent-worker/models/internal/toolschema"
+	"github.com/agent-worker/agent-worker/models/internal/wire"
 )
 
 // chatParams maps an ADK request onto a Chat Completions request:
@@ -36,7 +36,7 @@ func chatParams(name string, req *model.LLMRequest) (oai.ChatCompletionNewParams
 	if cfg == nil {
 		cfg = &genai.GenerateContentConfig{}
 	}
-	if sys := joinText(cfg.SystemInstruction, "\n\n"); sys != "" {
+	if sys := wire.JoinText(cfg.SystemInstruction, "\n\n"); sys != "" {
 		p.Messages = append(p.Messages, oai.SystemMessage(sys))
 	}
 	for i, c := range req.Contents {
@@ -58,13 +58,13 @@ func chatParams(name string, req *model.LLMRequest) (oai.ChatCompletionNewParams
 			continue
 		}
 		if len(t.FunctionDeclarations) == 0 {
-			return p, fmt.Errorf("only function tools are supported, got %s", toolKind(t))
+			return p, fmt.Errorf("only function tools are supported, got %s", wire.ToolKind(t))
 		}
 		for _, d := range t.FunctionDeclarations {
 			if d == nil {
 				continue
 			}
-			schema, err := toolschema.Parameters(d)
+			schema, err := wire.Parameters(d)
 			if err != nil {
 				return p, err
 			}
@@ -146,7 +146,7 @@ func contentMessages(c *genai.Content) ([]oai.ChatCompletionMessageParamUnion, e
 		case part.Text != "":
 			texts = append(texts, part.Text)
 		case part.InlineData != nil, part.FileData != nil, part.ExecutableCode != nil, part.CodeExecutionResult != nil:
-			return nil, fmt.Errorf("parts[%d]: %s parts are not supported by the openai provider", j, partKind(part))
+			return nil, fmt.Errorf("parts[%d]: %s parts are not supported by the openai provider", j, wire.PartKind(part))
 		}
 	}
 	text := strings.Join(texts, "")
@@ -177,45 +177,4 @@ func contentMessages(c *genai.Content) ([]oai.ChatCompletionMessageParamUnion, e
 func f64(f float32) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
 	return v
-}
-
-func joinText(c *genai.Content, sep string) string {
-	if c == nil {
-		return ""
-	}
-	var texts []string
-	for _, p := range c.Parts {
-		if p != nil && p.Text != "" && !p.Thought {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, sep)
-}
-
-func partKind(p *genai.Part) string {
-	switch {
-	case p.InlineData != nil:
-		return "inline data"
-	case p.FileData != nil:
-		return "file data"
-	case p.ExecutableCode != nil:
-		return "executable code"
-	default:
-		return "code execution result"
-	}
-}
-
-func toolKind(t *genai.Tool) string {
-	switch {
-	case t.GoogleSearch != nil, t.GoogleSearchRetrieval != nil:
-		return "Google Search"
-	case t.CodeExecution != nil:
-		return "code execution"
-	case t.Retrieval != nil:
-		return "retrieval"
-	case t.URLContext != nil:
-		return "URL context"
-	default:
-		return "a non-function tool"
-	}
 }

@@ -1,7 +1,8 @@
-// Package toolschema turns ADK function declarations into the JSON schema
-// objects the OpenAI and Anthropic wire formats carry for tools. It must
-// not know either provider's types.
-package toolschema
+// Package wire holds what the OpenAI and Anthropic providers share when
+// they turn ADK/genai requests into their wire formats: tool parameter
+// schemas and descriptions of genai content. It must not know either
+// provider's types.
+package wire
 
 import (
 	"encoding/json"

@@ -6,26 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/adk/agent"
-	"google.golang.org/adk/agent/llmagent"
 	"google.golang.org/adk/model"
-	"google.golang.org/adk/runner"
-	"google.golang.org/adk/session"
-	"google.golang.org/adk/tool"
-	"google.golang.org/adk/tool/functiontool"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -65,100 +57,11 @@ func errorBody(typ, msg string) string {
 	return string(b)
 }
 
-// received is one request as the fake server saw it.
-type received struct {
-	Method, Path string
-	Header       http.Header
-	Body         map[string]any
-}
-
-// fakeServer answers each request with the next reply; the last reply
-// repeats.
-type fakeServer struct {
-	t   *testing.T
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	got     []received
-	replies []http.HandlerFunc
-}
-
-func newFake(t *testing.T, replies ...http.HandlerFunc) *fakeServer {
-	t.Helper()
-	f := &fakeServer{t: t, replies: replies}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	if err := json.Unmarshal(raw, &body); err != nil {
-		f.t.Errorf("request body is not JSON: %v: %s", err, raw)
-	}
-	f.mu.Lock()
-	f.got = append(f.got, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-	reply := f.replies[min(len(f.got), len(f.replies))-1]
-	f.mu.Unlock()
-	reply(w, r)
-}
-
-func (f *fakeServer) requests() []received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
-}
-
-func reply(status int, body string, headers ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		for i := 0; i+1 < len(headers); i += 2 {
-			w.Header().Set(headers[i], headers[i+1])
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body)
-	}
-}
-
-// attempts records what the retry policy did, so no test sleeps.
-type attempts struct {
-	mu       sync.Mutex
-	waits    []time.Duration
-	outcomes []string
-}
-
-func (a *attempts) policy(maxRetries int) retry.Policy {
-	return retry.Policy{
-		MaxRetries: maxRetries,
-		Base:       time.Second,
-		Max:        time.Minute,
-		Rand:       func() float64 { return 0.5 },
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			a.mu.Lock()
-			a.waits = append(a.waits, d)
-			a.mu.Unlock()
-			return ctx.Err()
-		},
-		OnAttempt: func(o string) {
-			a.mu.Lock()
-			a.outcomes = append(a.outcomes, o)
-			a.mu.Unlock()
-		},
-	}
-}
-
-func (a *attempts) snapshot() ([]time.Duration, []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]time.Duration(nil), a.waits...), append([]string(nil), a.outcomes...)
-}
-
-func newModel(t *testing.T, f *fakeServer, pol retry.Policy, log *slog.Logger) *Model {
+func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.Logger) *Model {
 	t.Helper()
 	m, err := New(Options{
 		Model:   "claude-sonnet-4-5",
-		BaseURL: f.srv.URL,
+		BaseURL: f.URL,
 		APIKey:  testKey,
 		Headers: map[string]string{"anthropic-beta": "token-efficient-tools-2025-02-19"},
 		Retry:   pol,
@@ -170,81 +73,16 @@ func newModel(t *testing.T, f *fakeServer, pol retry.Policy, log *slog.Logger) *
 	return m
 }
 
-func userRequest(text string) *model.LLMRequest {
-	return &model.LLMRequest{Contents: []*genai.Content{genai.NewContentFromText(text, genai.RoleUser)}}
-}
-
-// generate runs one GenerateContent call and returns its single result.
-func generate(ctx context.Context, m model.LLM, req *model.LLMRequest) (*model.LLMResponse, error) {
-	var (
-		resp *model.LLMResponse
-		err  error
-		n    int
-	)
-	for r, e := range m.GenerateContent(ctx, req, false) {
-		resp, err = r, e
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("GenerateContent yielded %d times, want 1", n)
-	}
-	return resp, err
-}
-
-type weatherArgs struct {
-	City string `json:"city" jsonschema:"the city to look up"`
-}
-
-type weatherResult struct {
-	TempC     int    `json:"temp_c"`
-	Condition string `json:"condition"`
-}
-
 func TestToolTurnThroughADK(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, reply(200, toolUseReply), reply(200, textReply))
+	f := providertest.NewServer(t, providertest.Reply(200, toolUseReply), providertest.Reply(200, textReply))
 	m := newModel(t, f, retry.Policy{}, nil)
 
-	var cities []string
-	weather, err := functiontool.New(
-		functiontool.Config{Name: "get_weather", Description: "Current weather for a city."},
-		func(_ tool.Context, a weatherArgs) (weatherResult, error) {
-			cities = append(cities, a.City)
-			return weatherResult{TempC: 18, Condition: "sunny"}, nil
-		},
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := llmagent.New(llmagent.Config{
-		Name:        "forecaster",
-		Model:       m,
-		Instruction: "You answer weather questions.",
-		Tools:       []tool.Tool{weather},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := runner.New(runner.Config{
-		AppName:           "anthropic-test",
-		Agent:             ag,
-		SessionService:    session.InMemoryService(),
-		AutoCreateSession: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []*session.Event
-	for ev, err := range r.Run(t.Context(), "u1", "s1", genai.NewContentFromText("Weather in Paris?", genai.RoleUser), agent.RunConfig{}) {
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		events = append(events, ev)
-	}
+	events, cities := providertest.WeatherTurn(t, "anthropic-test", m)
 
 	var shape []string
 	for _, ev := range events {
-		shape = append(shape, describe(ev))
+		shape = append(shape, providertest.Describe(ev))
 	}
 	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
 	if !reflect.DeepEqual(shape, want) {
@@ -253,7 +91,7 @@ func TestToolTurnThroughADK(t *testing.T) {
 	first := events[0].Content.Parts
 	if len(first) != 2 || first[0].Text != "I'll look up the weather in Paris." ||
 		first[1].FunctionCall.ID != "toolu_01A09q90qw90lq917835lq9" || first[1].FunctionCall.Args["city"] != "Paris" {
-		t.Errorf("first model event parts = %s", js(first))
+		t.Errorf("first model event parts = %s", providertest.JS(first))
 	}
 	if !reflect.DeepEqual(cities, []string{"Paris"}) {
 		t.Errorf("tool saw cities %q", cities)
@@ -265,7 +103,7 @@ func TestToolTurnThroughADK(t *testing.T) {
 		t.Errorf("first event cache writes = %v, want 2048", cw)
 	}
 
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("server got %d requests, want 2", len(reqs))
 	}
@@ -302,10 +140,10 @@ func TestToolTurnThroughADK(t *testing.T) {
 		}
 		sys, _ := rq.Body["system"].([]any)
 		if len(sys) != 1 || !strings.HasPrefix(fmt.Sprint(sys[0].(map[string]any)["text"]), "You answer weather questions.") {
-			t.Errorf("request %d: system = %s", i, js(rq.Body["system"]))
+			t.Errorf("request %d: system = %s", i, providertest.JS(rq.Body["system"]))
 		}
 		if !reflect.DeepEqual(rq.Body["tools"], wantTools) {
-			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, js(rq.Body["tools"]), js(wantTools))
+			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, providertest.JS(rq.Body["tools"]), providertest.JS(wantTools))
 		}
 	}
 
@@ -323,15 +161,15 @@ func TestToolTurnThroughADK(t *testing.T) {
 		}}},
 	}
 	if got := reqs[1].Body["messages"]; !reflect.DeepEqual(got, wantMsgs) {
-		t.Errorf("second request messages =\n%s\nwant\n%s", js(got), js(wantMsgs))
+		t.Errorf("second request messages =\n%s\nwant\n%s", providertest.JS(got), providertest.JS(wantMsgs))
 	}
 }
 
 func TestUsageRecorded(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, reply(200, textReply))
+	f := providertest.NewServer(t, providertest.Reply(200, textReply))
 	m := newModel(t, f, retry.Policy{}, nil)
-	resp, err := generate(t.Context(), m, userRequest("hi"))
+	resp, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,17 +206,17 @@ func TestUsageRecorded(t *testing.T) {
 
 func TestRateLimitedThenOK(t *testing.T) {
 	t.Parallel()
-	f := newFake(t,
-		reply(429, errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), "Retry-After", "2"),
-		reply(200, textReply),
+	f := providertest.NewServer(t,
+		providertest.Reply(429, errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), "Retry-After", "2"),
+		providertest.Reply(200, textReply),
 	)
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
-	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
+	if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
 		t.Fatal(err)
 	}
-	waits, outcomes := a.snapshot()
-	if n := len(f.requests()); n != 2 {
+	waits, outcomes := a.Snapshot()
+	if n := len(f.Requests()); n != 2 {
 		t.Errorf("server got %d requests, want 2", n)
 	}
 	if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
@@ -391,24 +229,24 @@ func TestRateLimitedThenOK(t *testing.T) {
 
 func TestServerErrorRetriedToTheLimit(t *testing.T) {
 	t.Parallel()
-	f := newFake(t,
-		reply(529, errorBody("overloaded_error", "Overloaded")),
-		reply(500, errorBody("api_error", "Internal server error")),
+	f := providertest.NewServer(t,
+		providertest.Reply(529, errorBody("overloaded_error", "Overloaded")),
+		providertest.Reply(500, errorBody("api_error", "Internal server error")),
 	)
-	var a attempts
-	m := newModel(t, f, a.policy(2), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(2), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	if n := len(f.requests()); n != 3 {
+	if n := len(f.Requests()); n != 3 {
 		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
 	}
 	want := "anthropic: 500 Internal Server Error (api_error): Internal server error (gave up after 3 attempts)"
 	if err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
 }
@@ -416,11 +254,11 @@ func TestServerErrorRetriedToTheLimit(t *testing.T) {
 func TestBadRequestNotRetried(t *testing.T) {
 	t.Parallel()
 	msg := "messages.1.content.0.tool_result.tool_use_id: unexpected `tool_use_id` found in `tool_result` blocks"
-	f := newFake(t, reply(400, errorBody("invalid_request_error", msg)))
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
-	if n := len(f.requests()); n != 1 {
+	f := providertest.NewServer(t, providertest.Reply(400, errorBody("invalid_request_error", msg)))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 	var se *retry.StatusError
@@ -430,7 +268,7 @@ func TestBadRequestNotRetried(t *testing.T) {
 	if err.Error() != "anthropic: 400 Bad Request (invalid_request_error): "+msg {
 		t.Errorf("error text = %q", err)
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
 }
@@ -439,17 +277,17 @@ func TestCancelMidRequest(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{})
 	released := make(chan struct{})
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-r.Context().Done() // the client hung up
 		close(released)
 	})
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, err := generate(ctx, m, userRequest("hi"))
+		_, err := providertest.Generate(ctx, m, providertest.UserRequest("hi"))
 		done <- err
 	}()
 	<-arrived
@@ -468,10 +306,10 @@ func TestCancelMidRequest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server never saw the request aborted")
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
-	if n := len(f.requests()); n != 1 {
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 }
@@ -480,13 +318,13 @@ func TestKeyNeverLoggedOrReturned(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f := newFake(t,
-		reply(503, errorBody("api_error", "upstream failed for "+testKey)),
-		reply(401, errorBody("authentication_error", "invalid x-api-key "+testKey)),
+	f := providertest.NewServer(t,
+		providertest.Reply(503, errorBody("api_error", "upstream failed for "+testKey)),
+		providertest.Reply(401, errorBody("authentication_error", "invalid x-api-key "+testKey)),
 	)
-	var a attempts
-	m := newModel(t, f, a.policy(2), log)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(2), log)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil {
 		t.Fatal("want an error")
 	}
@@ -502,7 +340,7 @@ func TestKeyNeverLoggedOrReturned(t *testing.T) {
 	if strings.Contains(logs.String(), testKey) {
 		t.Errorf("logs carry the key:\n%s", logs.String())
 	}
-	if got := f.requests()[0].Header.Get("X-Api-Key"); got != testKey {
+	if got := f.Requests()[0].Header.Get("X-Api-Key"); got != testKey {
 		t.Errorf("x-api-key = %q", got)
 	}
 }
@@ -510,14 +348,14 @@ func TestKeyNeverLoggedOrReturned(t *testing.T) {
 func TestInvalidToolInputFailsTheTurn(t *testing.T) {
 	t.Parallel()
 	bad := strings.Replace(toolUseReply, `"input": {"city": "Paris"}`, `"input": ["Paris"]`, 1)
-	f := newFake(t, reply(200, bad))
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	f := providertest.NewServer(t, providertest.Reply(200, bad))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil || !strings.Contains(err.Error(), `tool_use "get_weather": input is not a JSON object`) {
 		t.Fatalf("error = %v, want one naming the tool and its bad input", err)
 	}
-	if n := len(f.requests()); n != 1 {
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
 	}
 }
@@ -587,7 +425,7 @@ func TestRequestMapping(t *testing.T) {
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("request =\n%s\nwant\n%s", js(got), js(want))
+		t.Errorf("request =\n%s\nwant\n%s", providertest.JS(got), providertest.JS(want))
 	}
 }
 
@@ -602,29 +440,4 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%+v) = nil error", o)
 		}
 	}
-}
-
-func describe(ev *session.Event) string {
-	if ev.Content == nil {
-		return "empty"
-	}
-	var text strings.Builder
-	for _, p := range ev.Content.Parts {
-		switch {
-		case p.FunctionCall != nil:
-			return "call " + p.FunctionCall.Name
-		case p.FunctionResponse != nil:
-			return "response " + p.FunctionResponse.Name
-		}
-		text.WriteString(p.Text)
-	}
-	if ev.IsFinalResponse() {
-		return "final " + text.String()
-	}
-	return "other " + text.String()
-}
-
-func js(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }

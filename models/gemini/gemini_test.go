@@ -9,23 +9,16 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/adk/agent"
-	"google.golang.org/adk/agent/llmagent"
 	"google.golang.org/adk/model"
-	"google.golang.org/adk/runner"
-	"google.golang.org/adk/session"
-	"google.golang.org/adk/tool"
-	"google.golang.org/adk/tool/functiontool"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -73,101 +66,12 @@ func errorBody(code int, status, msg string, details ...map[string]any) string {
 	return string(b)
 }
 
-// received is one request as the fake server saw it.
-type received struct {
-	Method, Path string
-	Header       http.Header
-	Body         map[string]any
-}
-
-// fakeServer answers each request with the next reply; the last reply
-// repeats.
-type fakeServer struct {
-	t   *testing.T
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	got     []received
-	replies []http.HandlerFunc
-}
-
-func newFake(t *testing.T, replies ...http.HandlerFunc) *fakeServer {
-	t.Helper()
-	f := &fakeServer{t: t, replies: replies}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	if err := json.Unmarshal(raw, &body); err != nil {
-		f.t.Errorf("request body is not JSON: %v: %s", err, raw)
-	}
-	f.mu.Lock()
-	f.got = append(f.got, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-	reply := f.replies[min(len(f.got), len(f.replies))-1]
-	f.mu.Unlock()
-	reply(w, r)
-}
-
-func (f *fakeServer) requests() []received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
-}
-
-func reply(status int, body string, headers ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		for i := 0; i+1 < len(headers); i += 2 {
-			w.Header().Set(headers[i], headers[i+1])
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body)
-	}
-}
-
-// attempts records what the retry policy did, so no test sleeps.
-type attempts struct {
-	mu       sync.Mutex
-	waits    []time.Duration
-	outcomes []string
-}
-
-func (a *attempts) policy(maxRetries int) retry.Policy {
-	return retry.Policy{
-		MaxRetries: maxRetries,
-		Base:       time.Second,
-		Max:        time.Minute,
-		Rand:       func() float64 { return 0.5 },
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			a.mu.Lock()
-			a.waits = append(a.waits, d)
-			a.mu.Unlock()
-			return ctx.Err()
-		},
-		OnAttempt: func(o string) {
-			a.mu.Lock()
-			a.outcomes = append(a.outcomes, o)
-			a.mu.Unlock()
-		},
-	}
-}
-
-func (a *attempts) snapshot() ([]time.Duration, []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]time.Duration(nil), a.waits...), append([]string(nil), a.outcomes...)
-}
-
-func newModel(t *testing.T, f *fakeServer, pol retry.Policy, log *slog.Logger) *Model {
+func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.Logger) *Model {
 	t.Helper()
 	m, err := New(t.Context(), Options{
 		Model:   "gemini-2.5-flash",
 		APIKey:  testKey,
-		BaseURL: f.srv.URL,
+		BaseURL: f.URL,
 		Headers: map[string]string{"X-Team": "payments"},
 		Retry:   pol,
 		Log:     log,
@@ -178,81 +82,16 @@ func newModel(t *testing.T, f *fakeServer, pol retry.Policy, log *slog.Logger) *
 	return m
 }
 
-func userRequest(text string) *model.LLMRequest {
-	return &model.LLMRequest{Contents: []*genai.Content{genai.NewContentFromText(text, genai.RoleUser)}}
-}
-
-// generate runs one GenerateContent call and returns its single result.
-func generate(ctx context.Context, m model.LLM, req *model.LLMRequest) (*model.LLMResponse, error) {
-	var (
-		resp *model.LLMResponse
-		err  error
-		n    int
-	)
-	for r, e := range m.GenerateContent(ctx, req, false) {
-		resp, err = r, e
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("GenerateContent yielded %d times, want 1", n)
-	}
-	return resp, err
-}
-
-type weatherArgs struct {
-	City string `json:"city" jsonschema:"the city to look up"`
-}
-
-type weatherResult struct {
-	TempC     int    `json:"temp_c"`
-	Condition string `json:"condition"`
-}
-
 func TestToolTurnThroughADK(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, reply(200, functionCallReply), reply(200, textReply))
+	f := providertest.NewServer(t, providertest.Reply(200, functionCallReply), providertest.Reply(200, textReply))
 	m := newModel(t, f, retry.Policy{}, nil)
 
-	var cities []string
-	weather, err := functiontool.New(
-		functiontool.Config{Name: "get_weather", Description: "Current weather for a city."},
-		func(_ tool.Context, a weatherArgs) (weatherResult, error) {
-			cities = append(cities, a.City)
-			return weatherResult{TempC: 18, Condition: "sunny"}, nil
-		},
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := llmagent.New(llmagent.Config{
-		Name:        "forecaster",
-		Model:       m,
-		Instruction: "You answer weather questions.",
-		Tools:       []tool.Tool{weather},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := runner.New(runner.Config{
-		AppName:           "gemini-test",
-		Agent:             ag,
-		SessionService:    session.InMemoryService(),
-		AutoCreateSession: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []*session.Event
-	for ev, err := range r.Run(t.Context(), "u1", "s1", genai.NewContentFromText("Weather in Paris?", genai.RoleUser), agent.RunConfig{}) {
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		events = append(events, ev)
-	}
+	events, cities := providertest.WeatherTurn(t, "gemini-test", m)
 
 	var shape []string
 	for _, ev := range events {
-		shape = append(shape, describe(ev))
+		shape = append(shape, providertest.Describe(ev))
 	}
 	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
 	if !reflect.DeepEqual(shape, want) {
@@ -265,7 +104,7 @@ func TestToolTurnThroughADK(t *testing.T) {
 		t.Errorf("final event usage = %+v", u)
 	}
 
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("server got %d requests, want 2", len(reqs))
 	}
@@ -298,11 +137,11 @@ func TestToolTurnThroughADK(t *testing.T) {
 			delete(decls[0].(map[string]any), "responseJsonSchema")
 		}
 		if !reflect.DeepEqual(gotTools, wantTools) {
-			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, js(gotTools), js(wantTools))
+			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, providertest.JS(gotTools), providertest.JS(wantTools))
 		}
 		sys, _ := rq.Body["systemInstruction"].(map[string]any)
-		if !strings.Contains(js(sys), "You answer weather questions.") {
-			t.Errorf("request %d: systemInstruction = %s", i, js(sys))
+		if !strings.Contains(providertest.JS(sys), "You answer weather questions.") {
+			t.Errorf("request %d: systemInstruction = %s", i, providertest.JS(sys))
 		}
 	}
 
@@ -310,7 +149,7 @@ func TestToolTurnThroughADK(t *testing.T) {
 	// as a functionResponse part of a user content.
 	contents, _ := reqs[1].Body["contents"].([]any)
 	if len(contents) != 3 {
-		t.Fatalf("second request has %d contents, want 3:\n%s", len(contents), js(contents))
+		t.Fatalf("second request has %d contents, want 3:\n%s", len(contents), providertest.JS(contents))
 	}
 	wantContents := []any{
 		map[string]any{"role": "user", "parts": []any{map[string]any{"text": "Weather in Paris?"}}},
@@ -319,15 +158,15 @@ func TestToolTurnThroughADK(t *testing.T) {
 			"name": "get_weather", "response": map[string]any{"condition": "sunny", "temp_c": float64(18)}}}}},
 	}
 	if !reflect.DeepEqual(contents, wantContents) {
-		t.Errorf("second request contents =\n%s\nwant\n%s", js(contents), js(wantContents))
+		t.Errorf("second request contents =\n%s\nwant\n%s", providertest.JS(contents), providertest.JS(wantContents))
 	}
 }
 
 func TestUsageRecorded(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, reply(200, textReply))
+	f := providertest.NewServer(t, providertest.Reply(200, textReply))
 	m := newModel(t, f, retry.Policy{}, nil)
-	resp, err := generate(t.Context(), m, userRequest("hi"))
+	resp, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,21 +198,21 @@ func TestRateLimitedThenOK(t *testing.T) {
 		name  string
 		first http.HandlerFunc
 	}{
-		{"Retry-After header", reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota), "Retry-After", "2")},
-		{"RetryInfo detail", reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota,
+		{"Retry-After header", providertest.Reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota), "Retry-After", "2")},
+		{"RetryInfo detail", providertest.Reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota,
 			map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, tt.first, reply(200, textReply))
-			var a attempts
-			m := newModel(t, f, a.policy(3), nil)
-			if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+			f := providertest.NewServer(t, tt.first, providertest.Reply(200, textReply))
+			var a providertest.Attempts
+			m := newModel(t, f, a.Policy(3), nil)
+			if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
 				t.Fatal(err)
 			}
-			waits, outcomes := a.snapshot()
-			if n := len(f.requests()); n != 2 {
+			waits, outcomes := a.Snapshot()
+			if n := len(f.Requests()); n != 2 {
 				t.Errorf("server got %d requests, want 2", n)
 			}
 			if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
@@ -389,21 +228,21 @@ func TestRateLimitedThenOK(t *testing.T) {
 func TestServerErrorRetriedToTheLimit(t *testing.T) {
 	t.Parallel()
 	msg := "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting"
-	f := newFake(t, reply(500, errorBody(500, "INTERNAL", msg)))
-	var a attempts
-	m := newModel(t, f, a.policy(2), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	f := providertest.NewServer(t, providertest.Reply(500, errorBody(500, "INTERNAL", msg)))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(2), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	if n := len(f.requests()); n != 3 {
+	if n := len(f.Requests()); n != 3 {
 		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
 	}
 	want := "gemini: 500 Internal Server Error (INTERNAL): " + msg + " (gave up after 3 attempts)"
 	if err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
 }
@@ -411,11 +250,11 @@ func TestServerErrorRetriedToTheLimit(t *testing.T) {
 func TestBadRequestNotRetried(t *testing.T) {
 	t.Parallel()
 	msg := `Invalid JSON payload received. Unknown name "foo": Cannot find field.`
-	f := newFake(t, reply(400, errorBody(400, "INVALID_ARGUMENT", msg)))
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
-	if n := len(f.requests()); n != 1 {
+	f := providertest.NewServer(t, providertest.Reply(400, errorBody(400, "INVALID_ARGUMENT", msg)))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 	var se *retry.StatusError
@@ -425,7 +264,7 @@ func TestBadRequestNotRetried(t *testing.T) {
 	if err.Error() != "gemini: 400 Bad Request (INVALID_ARGUMENT): "+msg {
 		t.Errorf("error text = %q", err)
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
 }
@@ -434,17 +273,17 @@ func TestCancelMidRequest(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{})
 	released := make(chan struct{})
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-r.Context().Done() // the client hung up
 		close(released)
 	})
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, err := generate(ctx, m, userRequest("hi"))
+		_, err := providertest.Generate(ctx, m, providertest.UserRequest("hi"))
 		done <- err
 	}()
 	<-arrived
@@ -463,10 +302,10 @@ func TestCancelMidRequest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server never saw the request aborted")
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
-	if n := len(f.requests()); n != 1 {
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 }
@@ -475,14 +314,14 @@ func TestKeyNeverLoggedOrReturned(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f := newFake(t,
-		reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded. Key "+testKey)),
-		reply(400, errorBody(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key: "+testKey,
+	f := providertest.NewServer(t,
+		providertest.Reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded. Key "+testKey)),
+		providertest.Reply(400, errorBody(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key: "+testKey,
 			map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"})),
 	)
-	var a attempts
-	m := newModel(t, f, a.policy(2), log)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(2), log)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil {
 		t.Fatal("want an error")
 	}
@@ -520,15 +359,15 @@ func TestStreamYieldsAndRetriesOnlyBeforeFirst(t *testing.T) {
 			"usageMetadata": map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 4, "totalTokenCount": 14}})
 		return string(b)
 	}
-	f := newFake(t,
-		reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded.")),
+	f := providertest.NewServer(t,
+		providertest.Reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded.")),
 		sse(chunk("It is ", ""), chunk("sunny.", "STOP")),
 	)
-	var a attempts
-	m := newModel(t, f, a.policy(2), nil)
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(2), nil)
 	var texts []string
 	var final *model.LLMResponse
-	for resp, err := range m.GenerateContent(t.Context(), userRequest("hi"), true) {
+	for resp, err := range m.GenerateContent(t.Context(), providertest.UserRequest("hi"), true) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -539,24 +378,24 @@ func TestStreamYieldsAndRetriesOnlyBeforeFirst(t *testing.T) {
 		}
 	}
 	if !reflect.DeepEqual(texts, []string{"It is ", "sunny."}) || final == nil || final.Content.Parts[0].Text != "It is sunny." {
-		t.Errorf("partials %q, final %s", texts, js(final))
+		t.Errorf("partials %q, final %s", texts, providertest.JS(final))
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "ok"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "ok"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
-	if p := f.requests()[1].Path; p != "/v1beta/models/gemini-2.5-flash:streamGenerateContent" {
+	if p := f.Requests()[1].Path; p != "/v1beta/models/gemini-2.5-flash:streamGenerateContent" {
 		t.Errorf("stream path = %s", p)
 	}
 }
 
 func TestVertex(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, reply(200, textReply))
+	f := providertest.NewServer(t, providertest.Reply(200, textReply))
 	// With an HTTPClient of its own, Vertex trusts it to authenticate
 	// (Application Default Credentials are not looked up).
 	m, err := New(t.Context(), Options{
 		Model: "gemini-2.5-flash", Vertex: true, Project: "acme-prod", Location: "europe-west4",
-		BaseURL: f.srv.URL, HTTPClient: f.srv.Client(),
+		BaseURL: f.URL, HTTPClient: f.Client(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -564,10 +403,10 @@ func TestVertex(t *testing.T) {
 	if m.GetGoogleLLMVariant() != genai.BackendVertexAI {
 		t.Errorf("variant = %v", m.GetGoogleLLMVariant())
 	}
-	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+	if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
 		t.Fatal(err)
 	}
-	rq := f.requests()[0]
+	rq := f.Requests()[0]
 	if want := "/v1beta1/projects/acme-prod/locations/europe-west4/publishers/google/models/gemini-2.5-flash:generateContent"; rq.Path != want {
 		t.Errorf("path = %s\nwant   %s", rq.Path, want)
 	}
@@ -591,27 +430,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func describe(ev *session.Event) string {
-	if ev.Content == nil {
-		return "empty"
-	}
-	var text strings.Builder
-	for _, p := range ev.Content.Parts {
-		switch {
-		case p.FunctionCall != nil:
-			return "call " + p.FunctionCall.Name
-		case p.FunctionResponse != nil:
-			return "response " + p.FunctionResponse.Name
-		}
-		text.WriteString(p.Text)
-	}
-	if ev.IsFinalResponse() {
-		return "final " + text.String()
-	}
-	return "other " + text.String()
-}
-
-// dig walks v by slice indexes and map keys; nil when a step is missing.
+// dig walks nested JSON maps and lists by key and index.
 func dig(v any, path ...any) any {
 	for _, p := range path {
 		switch k := p.(type) {
@@ -630,9 +449,4 @@ func dig(v any, path ...any) any {
 		}
 	}
 	return v
-}
-
-func js(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }

@@ -6,26 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/adk/agent"
-	"google.golang.org/adk/agent/llmagent"
 	"google.golang.org/adk/model"
-	"google.golang.org/adk/runner"
-	"google.golang.org/adk/session"
-	"google.golang.org/adk/tool"
-	"google.golang.org/adk/tool/functiontool"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -90,100 +82,11 @@ func errorBody(msg, typ string) string {
 	return string(b)
 }
 
-// received is one request as the fake server saw it.
-type received struct {
-	Method, Path string
-	Header       http.Header
-	Body         map[string]any
-}
-
-// fakeOpenAI answers each request with the next reply; the last reply
-// repeats.
-type fakeOpenAI struct {
-	t   *testing.T
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	got     []received
-	replies []http.HandlerFunc
-}
-
-func newFake(t *testing.T, replies ...http.HandlerFunc) *fakeOpenAI {
-	t.Helper()
-	f := &fakeOpenAI{t: t, replies: replies}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	if err := json.Unmarshal(raw, &body); err != nil {
-		f.t.Errorf("request body is not JSON: %v: %s", err, raw)
-	}
-	f.mu.Lock()
-	f.got = append(f.got, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-	reply := f.replies[min(len(f.got), len(f.replies))-1]
-	f.mu.Unlock()
-	reply(w, r)
-}
-
-func (f *fakeOpenAI) requests() []received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
-}
-
-func reply(status int, body string, headers ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		for i := 0; i+1 < len(headers); i += 2 {
-			w.Header().Set(headers[i], headers[i+1])
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body)
-	}
-}
-
-// attempts records what the retry policy did, so no test sleeps.
-type attempts struct {
-	mu       sync.Mutex
-	waits    []time.Duration
-	outcomes []string
-}
-
-func (a *attempts) policy(maxRetries int) retry.Policy {
-	return retry.Policy{
-		MaxRetries: maxRetries,
-		Base:       time.Second,
-		Max:        time.Minute,
-		Rand:       func() float64 { return 0.5 },
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			a.mu.Lock()
-			a.waits = append(a.waits, d)
-			a.mu.Unlock()
-			return ctx.Err()
-		},
-		OnAttempt: func(o string) {
-			a.mu.Lock()
-			a.outcomes = append(a.outcomes, o)
-			a.mu.Unlock()
-		},
-	}
-}
-
-func (a *attempts) snapshot() ([]time.Duration, []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]time.Duration(nil), a.waits...), append([]string(nil), a.outcomes...)
-}
-
-func newModel(t *testing.T, f *fakeOpenAI, pol retry.Policy, log *slog.Logger) *Model {
+func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.Logger) *Model {
 	t.Helper()
 	m, err := New(Options{
 		Model:   "gpt-4.1-mini",
-		BaseURL: f.srv.URL + "/v1",
+		BaseURL: f.URL + "/v1",
 		APIKey:  testKey,
 		Headers: map[string]string{"X-Team": "payments"},
 		Retry:   pol,
@@ -195,81 +98,16 @@ func newModel(t *testing.T, f *fakeOpenAI, pol retry.Policy, log *slog.Logger) *
 	return m
 }
 
-func userRequest(text string) *model.LLMRequest {
-	return &model.LLMRequest{Contents: []*genai.Content{genai.NewContentFromText(text, genai.RoleUser)}}
-}
-
-// generate runs one GenerateContent call and returns its single result.
-func generate(ctx context.Context, m model.LLM, req *model.LLMRequest) (*model.LLMResponse, error) {
-	var (
-		resp *model.LLMResponse
-		err  error
-		n    int
-	)
-	for r, e := range m.GenerateContent(ctx, req, false) {
-		resp, err = r, e
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("GenerateContent yielded %d times, want 1", n)
-	}
-	return resp, err
-}
-
-type weatherArgs struct {
-	City string `json:"city" jsonschema:"the city to look up"`
-}
-
-type weatherResult struct {
-	TempC     int    `json:"temp_c"`
-	Condition string `json:"condition"`
-}
-
 func TestToolTurnThroughADK(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, reply(200, toolCallReply), reply(200, textReply))
+	f := providertest.NewServer(t, providertest.Reply(200, toolCallReply), providertest.Reply(200, textReply))
 	m := newModel(t, f, retry.Policy{}, nil)
 
-	var cities []string
-	weather, err := functiontool.New(
-		functiontool.Config{Name: "get_weather", Description: "Current weather for a city."},
-		func(_ tool.Context, a weatherArgs) (weatherResult, error) {
-			cities = append(cities, a.City)
-			return weatherResult{TempC: 18, Condition: "sunny"}, nil
-		},
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := llmagent.New(llmagent.Config{
-		Name:        "forecaster",
-		Model:       m,
-		Instruction: "You answer weather questions.",
-		Tools:       []tool.Tool{weather},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := runner.New(runner.Config{
-		AppName:           "openai-test",
-		Agent:             ag,
-		SessionService:    session.InMemoryService(),
-		AutoCreateSession: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []*session.Event
-	for ev, err := range r.Run(t.Context(), "u1", "s1", genai.NewContentFromText("Weather in Paris?", genai.RoleUser), agent.RunConfig{}) {
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		events = append(events, ev)
-	}
+	events, cities := providertest.WeatherTurn(t, "openai-test", m)
 
 	var shape []string
 	for _, ev := range events {
-		shape = append(shape, describe(ev))
+		shape = append(shape, providertest.Describe(ev))
 	}
 	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
 	if !reflect.DeepEqual(shape, want) {
@@ -285,7 +123,7 @@ func TestToolTurnThroughADK(t *testing.T) {
 		t.Errorf("final event usage = %+v", u)
 	}
 
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("server got %d requests, want 2", len(reqs))
 	}
@@ -319,7 +157,7 @@ func TestToolTurnThroughADK(t *testing.T) {
 			},
 		}}
 		if !reflect.DeepEqual(rq.Body["tools"], wantTools) {
-			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, js(rq.Body["tools"]), js(wantTools))
+			t.Errorf("request %d: tools =\n%s\nwant\n%s", i, providertest.JS(rq.Body["tools"]), providertest.JS(wantTools))
 		}
 	}
 
@@ -327,7 +165,7 @@ func TestToolTurnThroughADK(t *testing.T) {
 	// "tool" message answering the assistant's tool call.
 	msgs, _ := reqs[1].Body["messages"].([]any)
 	if len(msgs) != 4 {
-		t.Fatalf("second request has %d messages, want 4:\n%s", len(msgs), js(msgs))
+		t.Fatalf("second request has %d messages, want 4:\n%s", len(msgs), providertest.JS(msgs))
 	}
 	wantMsgs := []any{
 		map[string]any{"role": "system", "content": "You answer weather questions."},
@@ -345,16 +183,16 @@ func TestToolTurnThroughADK(t *testing.T) {
 			got = map[string]any{"role": got["role"], "content": strings.SplitN(got["content"].(string), "\n", 2)[0]}
 		}
 		if !reflect.DeepEqual(got, wantMsgs[i]) {
-			t.Errorf("second request messages[%d] =\n%s\nwant\n%s", i, js(got), js(wantMsgs[i]))
+			t.Errorf("second request messages[%d] =\n%s\nwant\n%s", i, providertest.JS(got), providertest.JS(wantMsgs[i]))
 		}
 	}
 }
 
 func TestUsageRecorded(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, reply(200, textReply))
+	f := providertest.NewServer(t, providertest.Reply(200, textReply))
 	m := newModel(t, f, retry.Policy{}, nil)
-	resp, err := generate(t.Context(), m, userRequest("hi"))
+	resp, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,17 +227,17 @@ func TestUsageRecorded(t *testing.T) {
 
 func TestRateLimitedThenOK(t *testing.T) {
 	t.Parallel()
-	f := newFake(t,
-		reply(429, errorBody("Rate limit reached for gpt-4.1-mini on requests per min (RPM): Limit 3, Used 3.", "requests"), "Retry-After", "2"),
-		reply(200, textReply),
+	f := providertest.NewServer(t,
+		providertest.Reply(429, errorBody("Rate limit reached for gpt-4.1-mini on requests per min (RPM): Limit 3, Used 3.", "requests"), "Retry-After", "2"),
+		providertest.Reply(200, textReply),
 	)
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
-	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
+	if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
 		t.Fatal(err)
 	}
-	waits, outcomes := a.snapshot()
-	if n := len(f.requests()); n != 2 {
+	waits, outcomes := a.Snapshot()
+	if n := len(f.Requests()); n != 2 {
 		t.Errorf("server got %d requests, want 2", n)
 	}
 	if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
@@ -413,21 +251,21 @@ func TestRateLimitedThenOK(t *testing.T) {
 func TestServerErrorRetriedToTheLimit(t *testing.T) {
 	t.Parallel()
 	msg := "The server had an error while processing your request. Sorry about that!"
-	f := newFake(t, reply(500, errorBody(msg, "server_error")))
-	var a attempts
-	m := newModel(t, f, a.policy(2), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	f := providertest.NewServer(t, providertest.Reply(500, errorBody(msg, "server_error")))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(2), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	if n := len(f.requests()); n != 3 {
+	if n := len(f.Requests()); n != 3 {
 		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
 	}
 	want := "openai: 500 Internal Server Error (server_error): " + msg + " (gave up after 3 attempts)"
 	if err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
 	}
-	waits, outcomes := a.snapshot()
+	waits, outcomes := a.Snapshot()
 	if !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
@@ -439,11 +277,11 @@ func TestServerErrorRetriedToTheLimit(t *testing.T) {
 func TestBadRequestNotRetried(t *testing.T) {
 	t.Parallel()
 	msg := "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
-	f := newFake(t, reply(400, errorBody(msg, "invalid_request_error")))
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
-	if n := len(f.requests()); n != 1 {
+	f := providertest.NewServer(t, providertest.Reply(400, errorBody(msg, "invalid_request_error")))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 	var se *retry.StatusError
@@ -453,7 +291,7 @@ func TestBadRequestNotRetried(t *testing.T) {
 	if err.Error() != "openai: 400 Bad Request (invalid_request_error): "+msg {
 		t.Errorf("error text = %q", err)
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
 }
@@ -462,17 +300,17 @@ func TestCancelMidRequest(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{})
 	released := make(chan struct{})
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-r.Context().Done() // the client hung up
 		close(released)
 	})
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, err := generate(ctx, m, userRequest("hi"))
+		_, err := providertest.Generate(ctx, m, providertest.UserRequest("hi"))
 		done <- err
 	}()
 	<-arrived
@@ -491,29 +329,29 @@ func TestCancelMidRequest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server never saw the request aborted")
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
-	if n := len(f.requests()); n != 1 {
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 }
 
 func TestAttemptTimeoutRetried(t *testing.T) {
 	t.Parallel()
-	f := newFake(t,
+	f := providertest.NewServer(t,
 		func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
-		reply(200, textReply),
+		providertest.Reply(200, textReply),
 	)
-	var a attempts
-	m, err := New(Options{Model: "gpt-4.1-mini", BaseURL: f.srv.URL + "/v1", Timeout: 50 * time.Millisecond, Retry: a.policy(2)})
+	var a providertest.Attempts
+	m, err := New(Options{Model: "gpt-4.1-mini", BaseURL: f.URL + "/v1", Timeout: 50 * time.Millisecond, Retry: a.Policy(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := generate(t.Context(), m, userRequest("hi")); err != nil {
+	if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
 		t.Fatalf("error = %v, want success on the second attempt", err)
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "ok"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "ok"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
 }
@@ -522,13 +360,13 @@ func TestKeyNeverLoggedOrReturned(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f := newFake(t,
-		reply(500, errorBody("upstream failed for key "+testKey, "server_error")),
-		reply(401, errorBody("Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error")),
+	f := providertest.NewServer(t,
+		providertest.Reply(500, errorBody("upstream failed for key "+testKey, "server_error")),
+		providertest.Reply(401, errorBody("Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error")),
 	)
-	var a attempts
-	m := newModel(t, f, a.policy(2), log)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(2), log)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil {
 		t.Fatal("want an error")
 	}
@@ -545,7 +383,7 @@ func TestKeyNeverLoggedOrReturned(t *testing.T) {
 		t.Errorf("logs carry the key:\n%s", logs.String())
 	}
 	// The key did reach the server, where it belongs.
-	if got := f.requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
+	if got := f.Requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Errorf("Authorization = %q", got)
 	}
 }
@@ -553,14 +391,14 @@ func TestKeyNeverLoggedOrReturned(t *testing.T) {
 func TestInvalidToolArgumentsFailTheTurn(t *testing.T) {
 	t.Parallel()
 	bad := strings.Replace(toolCallReply, `{\"city\":\"Paris\"}`, `{\"city\":`, 1)
-	f := newFake(t, reply(200, bad))
-	var a attempts
-	m := newModel(t, f, a.policy(3), nil)
-	_, err := generate(t.Context(), m, userRequest("hi"))
+	f := providertest.NewServer(t, providertest.Reply(200, bad))
+	var a providertest.Attempts
+	m := newModel(t, f, a.Policy(3), nil)
+	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err == nil || !strings.Contains(err.Error(), `"get_weather": arguments are not a JSON object`) {
 		t.Fatalf("error = %v, want one naming the tool and its bad arguments", err)
 	}
-	if n := len(f.requests()); n != 1 {
+	if n := len(f.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
 	}
 }
@@ -571,16 +409,16 @@ func TestCompatibleServerWithoutKey(t *testing.T) {
 	ollama := `{"id":"chatcmpl-522","object":"chat.completion","created":1741570000,"model":"llama3.1:8b","system_fingerprint":"fp_ollama",
 	  "choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"id":"","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":"tool_calls"}],
 	  "usage":{"prompt_tokens":50,"completion_tokens":12,"total_tokens":62}}`
-	f := newFake(t, reply(200, ollama))
-	m, err := New(Options{Model: "llama3.1:8b", BaseURL: f.srv.URL + "/v1/"})
+	f := providertest.NewServer(t, providertest.Reply(200, ollama))
+	m, err := New(Options{Model: "llama3.1:8b", BaseURL: f.URL + "/v1/"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := generate(t.Context(), m, userRequest("hi"))
+	resp, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := f.requests()[0].Header.Get("Authorization"); h != "" {
+	if h := f.Requests()[0].Header.Get("Authorization"); h != "" {
 		t.Errorf("Authorization = %q, want none without a key", h)
 	}
 	fc := resp.Content.Parts[0].FunctionCall
@@ -662,7 +500,7 @@ func TestRequestMapping(t *testing.T) {
 		}}},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("request =\n%s\nwant\n%s", js(got), js(want))
+		t.Errorf("request =\n%s\nwant\n%s", providertest.JS(got), providertest.JS(want))
 	}
 
 	// Parts chat completions cannot carry are refused, not dropped.
@@ -683,29 +521,4 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%+v) = nil error", o)
 		}
 	}
-}
-
-func describe(ev *session.Event) string {
-	if ev.Content == nil {
-		return "empty"
-	}
-	var text strings.Builder
-	for _, p := range ev.Content.Parts {
-		switch {
-		case p.FunctionCall != nil:
-			return "call " + p.FunctionCall.Name
-		case p.FunctionResponse != nil:
-			return "response " + p.FunctionResponse.Name
-		}
-		text.WriteString(p.Text)
-	}
-	if ev.IsFinalResponse() {
-		return "final " + text.String()
-	}
-	return "other " + text.String()
-}
-
-func js(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }

@@ -8,8 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 
 	"google.golang.org/adk/model"
 
@@ -83,22 +81,7 @@ func New(ctx context.Context, key string, m config.Model, env Env) (model.LLM, e
 }
 
 // APIKey reads the model's key from the environment variable or file the
-// config names ("" when it names neither). The key never comes from the
-// config file itself.
+// config names ("" when it names neither).
 func APIKey(m config.Model) (string, error) {
-	switch {
-	case m.APIKeyEnv != "":
-		v, ok := os.LookupEnv(m.APIKeyEnv)
-		if !ok || strings.TrimSpace(v) == "" {
-			return "", fmt.Errorf("api_key_env: environment variable %s is not set", m.APIKeyEnv)
-		}
-		return strings.TrimSpace(v), nil
-	case m.APIKeyFile != "":
-		data, err := os.ReadFile(m.APIKeyFile)
-		if err != nil {
-			return "", fmt.Errorf("api_key_file: %w", err)
-		}
-		return strings.TrimSpace(string(data)), nil
-	}
-	return "", nil
+	return config.ReadSecret("api_key", m.APIKeyEnv, m.APIKeyFile)
 }

@@ -124,14 +124,14 @@ func authOptions(cfg config.NATS) ([]nats.Option, error) {
 		opts = append(opts, o)
 	}
 	if cfg.User != "" {
-		pw, err := fromEnv("nats.password_env", cfg.PasswordEnv)
+		pw, err := config.ReadSecret("nats.password", cfg.PasswordEnv, "")
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, nats.UserInfo(cfg.User, pw))
 	}
 	if cfg.TokenEnv != "" {
-		tok, err := fromEnv("nats.token_env", cfg.TokenEnv)
+		tok, err := config.ReadSecret("nats.token", cfg.TokenEnv, "")
 		if err != nil {
 			return nil, err
 		}
@@ -144,17 +144,6 @@ func authOptions(cfg config.NATS) ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
 	}
 	return opts, nil
-}
-
-func fromEnv(key, name string) (string, error) {
-	if name == "" {
-		return "", nil
-	}
-	v, ok := os.LookupEnv(name)
-	if !ok || v == "" {
-		return "", fmt.Errorf("%s: environment variable %s is not set", key, name)
-	}
-	return v, nil
 }
 
 // startServer runs nats-server in this process.

@@ -344,21 +344,11 @@ func (w *Worker) notReady() []string {
 func apiTokens(in []config.Token) ([]api.Token, error) {
 	var out []api.Token
 	for _, t := range in {
-		var v string
-		switch {
-		case t.ValueEnv != "":
-			v = os.Getenv(t.ValueEnv)
-			if strings.TrimSpace(v) == "" {
-				return nil, fmt.Errorf("api.tokens %s: environment variable %s is not set", t.Name, t.ValueEnv)
-			}
-		default:
-			data, err := os.ReadFile(t.ValueFile)
-			if err != nil {
-				return nil, fmt.Errorf("api.tokens %s: %w", t.Name, err)
-			}
-			v = string(data)
+		v, err := config.ReadSecret("api.tokens "+t.Name+" value", t.ValueEnv, t.ValueFile)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, api.Token{Name: t.Name, Role: api.Role(t.Role), Value: strings.TrimSpace(v)})
+		out = append(out, api.Token{Name: t.Name, Role: api.Role(t.Role), Value: v})
 	}
 	return out, nil
 }

@@ -85,19 +85,16 @@ func (a *Agent) restore(ctx context.Context) error {
 }
 
 func (a *Agent) load(ctx context.Context, what string, v any) (bool, error) {
-	e, err := a.store.Get(ctx, a.key(what))
-	if errors.Is(err, store.ErrNotFound) {
+	found, err := store.GetJSON(ctx, a.store, a.key(what), v)
+	if errors.Is(err, store.ErrUnreadable) {
+		// A record this version cannot read is reported, not fatal.
+		a.log.Error("unreadable persisted state ignored", "what", what, "error", err)
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("restore %s: %w", what, err)
 	}
-	if err := json.Unmarshal(e.Value, v); err != nil {
-		// A record this version cannot read is reported, not fatal.
-		a.log.Error("unreadable persisted state ignored", "what", what, "error", err)
-		return false, nil
-	}
-	return true, nil
+	return found, nil
 }
 
 // restoreWithRetry keeps trying restore until it works or ctx ends.

@@ -198,12 +198,12 @@ func (g *Guard) Restore(ctx context.Context, agent string) error {
 		return nil
 	}
 	var st state
-	if err := g.load(ctx, agentKey(agent), &st); err != nil {
+	if _, err := store.GetJSON(ctx, g.o.Store, agentKey(agent), &st); err != nil {
 		return fmt.Errorf("restore guardrails of %s: %w", agent, err)
 	}
 	var ws workerState
 	if needWorker {
-		if err := g.load(ctx, workerKey, &ws); err != nil {
+		if _, err := store.GetJSON(ctx, g.o.Store, workerKey, &ws); err != nil {
 			return fmt.Errorf("restore worker-wide guardrail: %w", err)
 		}
 	}
@@ -223,20 +223,6 @@ func (g *Guard) Restore(ctx context.Context, agent string) error {
 		g.o.Log.Warn("agent restored halted by a guardrail", "agent", agent, "guardrail", trip.Guardrail, "reason", trip.Reason)
 		ctl.Halt(trip.Reason)
 		g.armDayBoundary()
-	}
-	return nil
-}
-
-func (g *Guard) load(ctx context.Context, key string, v any) error {
-	e, err := g.o.Store.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(e.Value, v); err != nil {
-		return fmt.Errorf("decode %s: %w", key, err)
 	}
 	return nil
 }

@@ -398,16 +398,15 @@ func (s *Scheduler) report(e *entry, outcome string, due, next time.Time) {
 // countMissed counts the ticks between the last one a scheduler handled
 // and now: they fell due while no scheduler ran.
 func (s *Scheduler) countMissed(ctx context.Context, e *entry) error {
-	ent, err := s.o.Store.Get(ctx, lastKey(e.agent.name, e.s.Name))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read last tick of %s/%s: %w", e.agent.name, e.s.Name, err)
-	}
 	var last time.Time
-	if err := json.Unmarshal(ent.Value, &last); err != nil {
+	found, err := store.GetJSON(ctx, s.o.Store, lastKey(e.agent.name, e.s.Name), &last)
+	switch {
+	case errors.Is(err, store.ErrUnreadable):
 		s.o.Log.Warn("unreadable last tick ignored", "agent", e.agent.name, "schedule", e.s.Name, "error", err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("read last tick of %s/%s: %w", e.agent.name, e.s.Name, err)
+	case !found:
 		return nil
 	}
 	now := s.o.Clock.Now()

@@ -108,17 +108,14 @@ func (s *Scheduler) persistTimer(agent string, rec *timerRecord) {
 }
 
 func (s *Scheduler) loadTimer(ctx context.Context, agent string) (*timerRecord, error) {
-	e, err := s.o.Store.Get(ctx, timerKey(agent))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var rec timerRecord
-	if err := json.Unmarshal(e.Value, &rec); err != nil {
+	found, err := store.GetJSON(ctx, s.o.Store, timerKey(agent), &rec)
+	if errors.Is(err, store.ErrUnreadable) {
 		s.o.Log.Warn("unreadable stored timer ignored", "agent", agent, "error", err)
 		return nil, nil
+	}
+	if err != nil || !found {
+		return nil, err
 	}
 	return &rec, nil
 }

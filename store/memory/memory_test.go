@@ -32,3 +32,21 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 }
+
+func TestGetJSON(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := memory.New(nil)
+	var v struct{ N int }
+	if found, err := store.GetJSON(ctx, s, "k", &v); found || err != nil {
+		t.Fatalf("missing key: %v %v", found, err)
+	}
+	_, _ = s.Put(ctx, "k", []byte(`{"N": 7}`))
+	if found, err := store.GetJSON(ctx, s, "k", &v); !found || err != nil || v.N != 7 {
+		t.Fatalf("GetJSON = %v %v %+v", found, err, v)
+	}
+	_, _ = s.Put(ctx, "k", []byte(`not json`))
+	if _, err := store.GetJSON(ctx, s, "k", &v); !errors.Is(err, store.ErrUnreadable) {
+		t.Fatalf("bad JSON: %v", err)
+	}
+}

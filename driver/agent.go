@@ -539,17 +539,23 @@ func (a *Agent) SetOwned(owned bool) {
 	}
 	a.mu.Unlock()
 	if !owned && was {
-		// The new owner gets NATS messages again (the binding releases
-		// them); messages that exist only here are lost, and say so.
-		for _, m := range a.inbox.Drain().Messages {
-			if m.Receipt == nil {
-				a.onDrop(m, "another replica now owns the agent")
-			}
-		}
+		a.letGo(a.inbox.Drain().Messages)
 	}
 	if owned != was {
 		a.log.Info("agent ownership changed", "owned", owned)
 		a.emit(events.Ownership, map[string]any{"owned": owned})
 	}
 	a.poke()
+}
+
+// letGo gives up messages when another replica now owns the agent: the
+// new owner gets NATS messages redelivered (the binding releases them), so
+// keeping them here would run them twice; messages that exist only here
+// are lost, and say so.
+func (a *Agent) letGo(msgs []inbox.Message) {
+	for _, m := range msgs {
+		if m.Receipt == nil {
+			a.onDrop(m, "another replica now owns the agent")
+		}
+	}
 }

@@ -123,13 +123,7 @@ func (a *Agent) turn(t turnStart) {
 			attempts = 0 // interrupted, halted, shut down: not the messages' fault
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			// Another replica owns the agent now and gets these messages
-			// redelivered; keeping them here would run them twice.
-			for _, m := range batch.Messages {
-				if m.Receipt == nil {
-					a.onDrop(m, "another replica now owns the agent")
-				}
-			}
+			a.letGo(batch.Messages)
 		} else {
 			a.inbox.Requeue(batch, attempts)
 		}

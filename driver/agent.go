@@ -61,6 +61,7 @@ type Agent struct {
 	stopped     bool
 	restored    bool // persisted state loaded; the gate stays shut until then
 	standby     bool // another replica owns this agent (lease); no turns here
+	leased      bool // ownership moves between replicas (Deps.Leased)
 	pauseSet    bool // an operator paused or resumed since start: newer than the store
 	persistMu   sync.Mutex
 	running     bool
@@ -91,6 +92,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		bus:     deps.Events,
 		guards:  deps.Guards,
 		standby: deps.Leased,
+		leased:  deps.Leased,
 		hist:    hist,
 		store:   deps.Store,
 		sched:   deps.Scheduler,

@@ -66,8 +66,12 @@ func (a *Agent) restore(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := a.sched.Reload(ctx, a.spec.Name); err != nil {
-		return err
+	if a.leased {
+		// Acquired from another replica (or none): its timer and missed
+		// ticks were not this scheduler's at Start.
+		if err := a.sched.Reload(ctx, a.spec.Name); err != nil {
+			return err
+		}
 	}
 	a.mu.Lock()
 	if paused && !a.pauseSet {

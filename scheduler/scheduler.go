@@ -219,8 +219,8 @@ func (s *Scheduler) Add(agent string, t Target, schedules []Schedule) error {
 	return nil
 }
 
-// Start restores timers, counts ticks missed while no scheduler ran, and
-// arms every schedule. It fails only if the store cannot be read.
+// Start restores timers and counts ticks missed while no scheduler ran
+// (for agents this replica owns), and arms every schedule. It fails only if the store cannot be read.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	agents := make([]*agentEntry, 0, len(s.agents))
@@ -230,16 +230,32 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.started = true
 	s.mu.Unlock()
 	for _, a := range agents {
-		if err := s.restoreTimer(ctx, a); err != nil {
-			return err
-		}
-		for _, e := range a.schedules {
-			if err := s.countMissed(ctx, e); err != nil {
+		// An agent another replica owns is loaded when this one acquires
+		// it (Reload), not here: its timer and missed ticks are the
+		// owner's.
+		if a.target.Gate() != "standby" {
+			if err := s.load(ctx, a); err != nil {
 				return err
 			}
+		}
+		for _, e := range a.schedules {
 			s.mu.Lock()
 			s.arm(e, s.o.Clock.Now())
 			s.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// load restores a's stored timer and counts the ticks its schedules
+// missed since a scheduler last handled them.
+func (s *Scheduler) load(ctx context.Context, a *agentEntry) error {
+	if err := s.restoreTimer(ctx, a); err != nil {
+		return err
+	}
+	for _, e := range a.schedules {
+		if err := s.countMissed(ctx, e); err != nil {
+			return err
 		}
 	}
 	return nil

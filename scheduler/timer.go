@@ -140,8 +140,10 @@ func (s *Scheduler) restoreTimer(ctx context.Context, a *agentEntry) error {
 }
 
 // Reload re-reads the agent's stored timer and arms it, replacing what
-// this scheduler had: another replica may have changed it while it owned
-// the agent.
+// this scheduler had, and counts the ticks its schedules missed: another
+// replica owned the agent until now, or none did. Counting is idempotent:
+// the latest handled tick is stored, so a second Reload counts nothing
+// twice.
 func (s *Scheduler) Reload(ctx context.Context, agent string) error {
 	s.mu.Lock()
 	a := s.agents[agent]
@@ -153,5 +155,5 @@ func (s *Scheduler) Reload(ctx context.Context, agent string) error {
 	if a == nil {
 		return nil
 	}
-	return s.restoreTimer(ctx, a)
+	return s.load(ctx, a)
 }

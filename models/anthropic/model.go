@@ -189,23 +189,20 @@ func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLM
 		return nil, fmt.Errorf("anthropic: build request: %w", err)
 	}
 	var out *model.LLMResponse
-	err = m.retry.Do(ctx, func(ctx context.Context) error {
-		return retry.WithTimeout(ctx, m.timeout, func(ctx context.Context) error {
-			ctx, seen := retry.Record(ctx)
-			msg, err := m.messages.New(ctx, params)
-			if err != nil {
-				return m.requestError(err, seen)
-			}
-			resp, err := llmResponse(msg)
-			if err != nil {
-				return retry.Permanent(fmt.Errorf("anthropic: %w", err))
-			}
-			out = resp
-			return nil
-		})
+	err = m.retry.Request(ctx, m.timeout, m.secrets, func(ctx context.Context, seen func() (retry.Response, bool)) error {
+		msg, err := m.messages.New(ctx, params)
+		if err != nil {
+			return m.requestError(err, seen)
+		}
+		resp, err := llmResponse(msg)
+		if err != nil {
+			return retry.Permanent(fmt.Errorf("anthropic: %w", err))
+		}
+		out = resp
+		return nil
 	})
 	if err != nil {
-		return nil, retry.Redact(err, m.secrets...)
+		return nil, err
 	}
 	return out, nil
 }

@@ -192,24 +192,21 @@ func (m *Model) GenerateContent(ctx context.Context, req *model.LLMRequest, stre
 
 func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLMResponse, error) {
 	var out *model.LLMResponse
-	err := m.retry.Do(ctx, func(ctx context.Context) error {
-		return retry.WithTimeout(ctx, m.timeout, func(ctx context.Context) error {
-			ctx, seen := retry.Record(ctx)
-			out = nil
-			for resp, err := range m.inner.GenerateContent(ctx, req, false) {
-				if err != nil {
-					return m.requestError(err, seen)
-				}
-				out = resp
+	err := m.retry.Request(ctx, m.timeout, m.secrets, func(ctx context.Context, seen func() (retry.Response, bool)) error {
+		out = nil
+		for resp, err := range m.inner.GenerateContent(ctx, req, false) {
+			if err != nil {
+				return m.requestError(err, seen)
 			}
-			if out == nil {
-				return retry.Permanent(errors.New("gemini: no response"))
-			}
-			return nil
-		})
+			out = resp
+		}
+		if out == nil {
+			return retry.Permanent(errors.New("gemini: no response"))
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, retry.Redact(err, m.secrets...)
+		return nil, err
 	}
 	return out, nil
 }

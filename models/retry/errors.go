@@ -118,3 +118,17 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
+
+// Request runs one provider request under p: every attempt gets its own
+// timeout (when > 0) and a recorder of the HTTP response it made, which
+// op turns into a *StatusError when the server answered with an error.
+// The returned error has the secrets removed.
+func (p Policy) Request(ctx context.Context, timeout time.Duration, secrets []string, op func(ctx context.Context, seen func() (Response, bool)) error) error {
+	err := p.Do(ctx, func(ctx context.Context) error {
+		return WithTimeout(ctx, timeout, func(ctx context.Context) error {
+			ctx, seen := Record(ctx)
+			return op(ctx, seen)
+		})
+	})
+	return Redact(err, secrets...)
+}

@@ -79,27 +79,16 @@ func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.Mes
 		}
 	}
 
-	for _, t := range cfg.Tools {
-		if t == nil {
-			continue
+	fns, err := wire.Functions(cfg.Tools)
+	if err != nil {
+		return p, err
+	}
+	for _, f := range fns {
+		tp := sdk.ToolParam{Name: f.Name, InputSchema: inputSchema(f.Parameters)}
+		if f.Description != "" {
+			tp.Description = sdk.String(f.Description)
 		}
-		if len(t.FunctionDeclarations) == 0 {
-			return p, fmt.Errorf("only function tools are supported, got %s", wire.ToolKind(t))
-		}
-		for _, d := range t.FunctionDeclarations {
-			if d == nil {
-				continue
-			}
-			schema, err := wire.Parameters(d)
-			if err != nil {
-				return p, err
-			}
-			tp := sdk.ToolParam{Name: d.Name, InputSchema: inputSchema(schema)}
-			if d.Description != "" {
-				tp.Description = sdk.String(d.Description)
-			}
-			p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &tp})
-		}
+		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &tp})
 	}
 	if tc := cfg.ToolConfig; tc != nil && tc.FunctionCallingConfig != nil && len(p.Tools) > 0 {
 		fc := tc.FunctionCallingConfig

@@ -2,14 +2,14 @@ package anthropic
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/models/internal/wire"
 )
 
 // CacheWriteKey is the LLMResponse.CustomMetadata key under which a response
@@ -48,7 +48,7 @@ func llmResponse(msg *sdk.Message) (*model.LLMResponse, error) {
 			}
 			id := b.ID
 			if id == "" {
-				id = newCallID()
+				id = wire.CallID("toolu_")
 			}
 			parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: id, Name: b.Name, Args: args}})
 		}
@@ -89,10 +89,4 @@ func finishReason(r sdk.StopReason) genai.FinishReason {
 	default:
 		return genai.FinishReasonOther
 	}
-}
-
-func newCallID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
-	return "toolu_" + hex.EncodeToString(b[:])
 }

@@ -53,27 +53,16 @@ func chatParams(name string, req *model.LLMRequest) (oai.ChatCompletionNewParams
 		return p, fmt.Errorf("request has no messages")
 	}
 
-	for _, t := range cfg.Tools {
-		if t == nil {
-			continue
+	fns, err := wire.Functions(cfg.Tools)
+	if err != nil {
+		return p, err
+	}
+	for _, f := range fns {
+		fn := shared.FunctionDefinitionParam{Name: f.Name, Parameters: shared.FunctionParameters(f.Parameters)}
+		if f.Description != "" {
+			fn.Description = oai.String(f.Description)
 		}
-		if len(t.FunctionDeclarations) == 0 {
-			return p, fmt.Errorf("only function tools are supported, got %s", wire.ToolKind(t))
-		}
-		for _, d := range t.FunctionDeclarations {
-			if d == nil {
-				continue
-			}
-			schema, err := wire.Parameters(d)
-			if err != nil {
-				return p, err
-			}
-			fn := shared.FunctionDefinitionParam{Name: d.Name, Parameters: shared.FunctionParameters(schema)}
-			if d.Description != "" {
-				fn.Description = oai.String(d.Description)
-			}
-			p.Tools = append(p.Tools, oai.ChatCompletionFunctionTool(fn))
-		}
+		p.Tools = append(p.Tools, oai.ChatCompletionFunctionTool(fn))
 	}
 	if tc := cfg.ToolConfig; tc != nil && tc.FunctionCallingConfig != nil && len(p.Tools) > 0 {
 		fc := tc.FunctionCallingConfig

@@ -1,8 +1,6 @@
 package openai
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -61,7 +59,7 @@ func llmResponse(c *oai.ChatCompletion) (*model.LLMResponse, error) {
 		}
 		id := tc.ID
 		if id == "" {
-			id = newCallID()
+			id = wire.CallID("call_")
 		}
 		parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: id, Name: tc.Function.Name, Args: args}})
 	}
@@ -109,10 +107,4 @@ func finishReason(r string, refused bool) genai.FinishReason {
 	default:
 		return genai.FinishReasonOther
 	}
-}
-
-func newCallID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
-	return "call_" + hex.EncodeToString(b[:])
 }

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"strings"
 
 	"google.golang.org/genai"
@@ -48,4 +50,13 @@ func ToolKind(t *genai.Tool) string {
 	default:
 		return "a non-function tool"
 	}
+}
+
+// CallID makes a tool call id with the provider's prefix ("call_",
+// "toolu_") for a call the server sent without one: ADK pairs calls with
+// their results by id.
+func CallID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
+	return prefix + hex.EncodeToString(b[:])
 }

@@ -108,3 +108,37 @@ func Clip(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Function is one function tool of a request, with its parameters'
+// JSON schema.
+type Function struct {
+	Name        string
+	Description string
+	Parameters  map[string]any
+}
+
+// Functions lists the function tools of a request's tools. Other kinds of
+// tool (search, code execution) are an error: the providers cannot carry
+// them.
+func Functions(tools []*genai.Tool) ([]Function, error) {
+	var out []Function
+	for _, t := range tools {
+		if t == nil {
+			continue
+		}
+		if len(t.FunctionDeclarations) == 0 {
+			return nil, fmt.Errorf("only function tools are supported, got %s", ToolKind(t))
+		}
+		for _, d := range t.FunctionDeclarations {
+			if d == nil {
+				continue
+			}
+			schema, err := Parameters(d)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Function{Name: d.Name, Description: d.Description, Parameters: schema})
+		}
+	}
+	return out, nil
+}

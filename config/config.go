@@ -197,6 +197,10 @@ type ScriptStep struct {
 	Error string `yaml:"error"`
 	// Hang blocks the call until its context is cancelled.
 	Hang bool `yaml:"hang"`
+	// Delay makes the call take this long (real time) before it answers
+	// with the step's text, call or error; a cancelled context ends the
+	// wait early. For demos and fault tests where turns must take time.
+	Delay Duration `yaml:"delay"`
 	// Line is the step's line in its file, for error messages.
 	Line int `yaml:"-"`
 }

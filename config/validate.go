@@ -248,6 +248,9 @@ func (v *validator) model(c *Config, name string, m Model) {
 		if s.Call != nil && s.Call.Name == "" {
 			v.atLine(file, line, sp.key("call", "name"), "required")
 		}
+		if s.Delay < 0 {
+			v.atLine(file, line, sp.key("delay"), "must not be negative; got %s", s.Delay.D())
+		}
 		for _, u := range []struct {
 			key string
 			n   int

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"time"
 
 	"google.golang.org/adk/model"
 
@@ -149,7 +150,8 @@ func (m *Model) Calls() int {
 //
 // Order of events in a call: the call is counted, the hook runs, the context
 // is checked (a done context yields context.Cause without consuming a step),
-// then the next step is taken. A hang step blocks until ctx is done and
+// then the next step is taken. A step with a delay waits that long first
+// (a done context ends the wait with context.Cause). A hang step blocks until ctx is done and
 // yields context.Cause(ctx); an error step yields a *StepError; past the end
 // of a script without Loop every call yields an error wrapping ErrExhausted.
 func (m *Model) GenerateContent(ctx context.Context, req *model.LLMRequest, stream bool) iter.Seq2[*model.LLMResponse, error] {
@@ -185,6 +187,15 @@ func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLM
 		return nil, err
 	}
 
+	if step.Delay > 0 {
+		t := time.NewTimer(step.Delay.D())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		}
+	}
 	switch {
 	case step.Hang:
 		<-ctx.Done()

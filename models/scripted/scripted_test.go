@@ -769,3 +769,40 @@ func describe(ev *session.Event) string {
 	}
 	return fmt.Sprintf("other %q", textOf(ev.Content))
 }
+
+func TestDelayStepAnswersAfterItsDelayOrOnCancel(t *testing.T) {
+	t.Parallel()
+	step := Text("late", 1, 1)
+	step.Delay = config.Duration(time.Hour)
+	m := mustNew(t, config.Model{Script: []config.ScriptStep{step, Text("next", 1, 1)}})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(t, ctx, m, &model.LLMRequest{}, false)
+		done <- err
+	}()
+	deadline := time.Now().Add(failsafe)
+	for m.stepsServed() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("delay step was never taken")
+		}
+		runtime.Gosched()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("an hour's delay answered at once: %v", err)
+	default:
+	}
+	stop := errors.New("shutdown")
+	cancel(stop)
+	if err := <-done; !errors.Is(err, stop) {
+		t.Fatalf("cancelled delay: %v, want the context's cause", err)
+	}
+
+	short := Text("soon", 1, 1)
+	short.Delay = config.Duration(time.Millisecond)
+	m = mustNew(t, config.Model{Script: []config.ScriptStep{short}})
+	if got := textOf(mustCall(t, m, nil).Content); got != "soon" {
+		t.Fatalf("delayed step = %q, want soon", got)
+	}
+}

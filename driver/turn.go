@@ -132,14 +132,18 @@ func (a *Agent) turn(t turnStart) {
 			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
 		}
 	} else {
+		ids := make([]string, 0, len(batch.Messages))
 		for _, m := range batch.Messages {
 			if m.Receipt != nil {
 				m.Receipt.Handled()
 			}
+			if m.ID != "" {
+				ids = append(ids, m.ID)
+			}
 		}
-		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.String("text", clip(sum.Text, 400)))
+		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", ids), slog.String("text", clip(sum.Text, 400)))
 		done = func() {
-			a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages})
+			a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": ids})
 		}
 	}
 	a.finish(sum, done)

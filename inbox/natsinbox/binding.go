@@ -374,7 +374,7 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 	}
 	body, err := inbox.ParseBody(m.Data(), b.opts.MaxBytes)
 	if err != nil {
-		b.reject(a.Name, m.Subject(), m.Data(), m.Headers(), err)
+		b.reject(a.Name, m.Headers().Get(nats.MsgIdHdr), m.Subject(), m.Data(), m.Headers(), err)
 		if err := m.TermWithReason(rejectReason(err)); err != nil {
 			b.opts.Log.Warn("terminate rejected message", "agent", a.Name, "error", err)
 		}
@@ -424,7 +424,7 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 func (b *Binding) onCore(a *Agent, m *nats.Msg) {
 	body, err := inbox.ParseBody(m.Data, b.opts.MaxBytes)
 	if err != nil {
-		b.reject(a.Name, m.Subject, m.Data, m.Header, err)
+		b.reject(a.Name, m.Header.Get(nats.MsgIdHdr), m.Subject, m.Data, m.Header, err)
 		return
 	}
 	id := m.Header.Get(nats.MsgIdHdr)
@@ -444,7 +444,7 @@ func (b *Binding) onUnknown(subject string, data []byte, h nats.Header) {
 	if ok && b.agents[agent] != nil {
 		return
 	}
-	b.reject(natsbus.UnknownAgent, subject, data, h, &inbox.RejectError{Reason: RejectUnknownAgent, Detail: fmt.Sprintf("no agent %q is configured", agent)})
+	b.reject(natsbus.UnknownAgent, h.Get(nats.MsgIdHdr), subject, data, h, &inbox.RejectError{Reason: RejectUnknownAgent, Detail: fmt.Sprintf("no agent %q is configured", agent)})
 }
 
 func rejectReason(err error) string {
@@ -456,8 +456,9 @@ func rejectReason(err error) string {
 }
 
 // reject publishes the original body to the agent's dead-letter subject
-// with the reason, logs it and emits message-rejected.
-func (b *Binding) reject(agent, subject string, data []byte, h nats.Header, why error) {
+// with the reason, logs it and emits message-rejected. id is the message's
+// id when known ("" otherwise), for the log and the event.
+func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, why error) {
 	reason := rejectReason(why)
 	dlq := b.opts.Subjects.DLQ(agent)
 	out := nats.NewMsg(dlq)
@@ -474,8 +475,8 @@ func (b *Binding) reject(agent, subject string, data []byte, h nats.Header, why 
 	if err := b.nc.PublishMsg(out); err != nil {
 		b.opts.Log.Error("dead-letter publish failed; the rejected message is lost", "agent", agent, "subject", subject, "reason", reason, "error", err)
 	}
-	b.opts.Log.Warn("message rejected to the dead-letter subject", "agent", agent, "subject", subject, "reason", reason, "detail", clip(why.Error(), 200), "dlq", dlq)
-	b.emit(agent, events.MessageRejected, map[string]any{"reason": reason, "subject": subject, "dlq": dlq})
+	b.opts.Log.Warn("message rejected to the dead-letter subject", "agent", agent, "id", id, "subject", subject, "reason", reason, "detail", clip(why.Error(), 200), "dlq", dlq)
+	b.emit(agent, events.MessageRejected, map[string]any{"id": id, "reason": reason, "subject": subject, "dlq": dlq})
 }
 
 func (b *Binding) emit(agent, typ string, data map[string]any) {

@@ -79,7 +79,7 @@ func (b *Binding) settleOne(o outcome) {
 	msg := r.msg
 	b.mu.Unlock()
 	if o.reason != "" {
-		b.reject(r.agent, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: RejectDropped, Detail: o.reason})
+		b.reject(r.agent, r.id, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: RejectDropped, Detail: o.reason})
 		if err := msg.TermWithReason(RejectDropped); err != nil {
 			b.opts.Log.Warn("terminate dropped message", "agent", r.agent, "id", r.id, "error", err)
 		}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"syscall"
 	"time"
+
+	"github.com/agent-worker/agent-worker/outage"
 )
 
 // Outcomes passed to Policy.OnAttempt, one per attempt made.
@@ -43,7 +45,9 @@ const (
 // (*url.Error, net.Error, connection resets, unexpected EOF). Everything else,
 // including other 4xx and errors wrapped with Permanent, fails at once.
 // Cancellation of the caller's context is never retried and stops a backoff
-// wait at once.
+// wait at once. An error that would have been retried but ran out of
+// attempts is marked as an outage (package outage): the provider is down,
+// the request is not at fault.
 //
 // A Policy is a value: copies are independent and Do is safe for concurrent
 // use as long as Sleep, Rand, Log and OnAttempt are.
@@ -106,13 +110,16 @@ func (p Policy) Do(ctx context.Context, op func(ctx context.Context) error) erro
 			return err
 		}
 		if attempt >= maxAttempts {
+			// A 429, 5xx or transport failure is the provider's outage, not
+			// the request's fault: marked so the turn is retried later
+			// without counting against its messages.
 			p.report(OutcomeError)
 			if maxAttempts > 1 {
 				p.logger().LogAttrs(ctx, slog.LevelWarn, "model request failed, retries exhausted",
 					slog.Int("status", status), slog.Int("attempts", attempt), slog.String("error", err.Error()))
-				return fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
+				return outage.Mark("model provider", fmt.Errorf("%w (gave up after %d attempts)", err, attempt))
 			}
-			return err
+			return outage.Mark("model provider", err)
 		}
 		if status == 429 {
 			p.report(OutcomeRateLimited)

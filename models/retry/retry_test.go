@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"github.com/agent-worker/agent-worker/outage"
+
 	"bytes"
 	"context"
 	"errors"
@@ -76,6 +78,7 @@ func TestDoOutcomes(t *testing.T) {
 		wantOutcomes []string
 		wantWaits    []time.Duration
 		wantErr      string // substring; "" means success
+		wantOutage   bool   // the error marks a provider outage
 	}{
 		{
 			name: "ok first time", maxRetries: 3,
@@ -99,8 +102,9 @@ func TestDoOutcomes(t *testing.T) {
 			wantCalls:    3,
 			wantOutcomes: []string{OutcomeRetry, OutcomeRetry, OutcomeError},
 			// Rand 0.5 of ceilings 100ms, 200ms.
-			wantWaits: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
-			wantErr:   "test: 500 Internal Server Error: msg 500 (gave up after 3 attempts)",
+			wantWaits:  []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
+			wantErr:    "test: 500 Internal Server Error: msg 500 (gave up after 3 attempts)",
+			wantOutage: true,
 		},
 		{
 			name: "400 not retried", maxRetries: 3,
@@ -118,8 +122,9 @@ func TestDoOutcomes(t *testing.T) {
 			name: "final 429 is an error", maxRetries: 1,
 			errs:      []error{status(429, 0), status(429, 0)},
 			wantCalls: 2, wantOutcomes: []string{OutcomeRateLimited, OutcomeError},
-			wantWaits: []time.Duration{50 * time.Millisecond},
-			wantErr:   "429 Too Many Requests",
+			wantWaits:  []time.Duration{50 * time.Millisecond},
+			wantErr:    "429 Too Many Requests",
+			wantOutage: true,
 		},
 		{
 			name: "network error retried", maxRetries: 3,
@@ -149,7 +154,8 @@ func TestDoOutcomes(t *testing.T) {
 			name: "no retries configured", maxRetries: 0,
 			errs:      []error{status(503, 0)},
 			wantCalls: 1, wantOutcomes: []string{OutcomeError},
-			wantErr: "test: 503 Service Unavailable: msg 503",
+			wantErr:    "test: 503 Service Unavailable: msg 503",
+			wantOutage: true,
 		},
 	}
 	for _, tt := range tests {
@@ -163,6 +169,9 @@ func TestDoOutcomes(t *testing.T) {
 			}
 			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("Do = %v, want error containing %q", err, tt.wantErr)
+			}
+			if tt.wantErr != "" && outage.Is(err) != tt.wantOutage {
+				t.Errorf("outage.Is(%v) = %v, want %v", err, outage.Is(err), tt.wantOutage)
 			}
 			if *calls != tt.wantCalls {
 				t.Errorf("op called %d times, want %d", *calls, tt.wantCalls)

@@ -32,14 +32,24 @@ type Conn struct {
 	Embedded bool
 
 	server  *server.Server
+	storage *storageMonitor // nil unless the server is embedded with JetStream
 	log     *slog.Logger
 	closing atomic.Bool // Close was called: a disconnect is expected
+	// reconnecting: the connection was made to reconnect on purpose; the
+	// disconnect is expected.
+	reconnecting atomic.Bool
 }
 
 // Connect starts the embedded server when cfg.URL is empty (JetStream
 // files under dataDir/jetstream, so state survives a restart) or connects
 // to cfg.URL with its credentials. The connection reconnects forever with
 // backoff and jitter; losing it never fails Connect's caller later on.
+//
+// The embedded server logs into log, with component=nats-server: its
+// errors as Error, its warnings as Warn, everything else as Debug. With
+// JetStream on, Connect fails if the embedded server's JetStream did not
+// start, and starts a monitor of its store that StorageErr reports and
+// that recovers JetStream once the disk has room again; Close stops it.
 func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -48,14 +58,24 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 	jsOn := cfg.JetStream == nil || *cfg.JetStream
 	opts := c.clientOptions()
 	if cfg.URL == "" {
-		ns, err := startServer(cfg.Listen, filepath.Join(dataDir, "jetstream"), jsOn)
+		storeDir := filepath.Join(dataDir, "jetstream")
+		srvLog := serverLog{log: log}
+		if jsOn {
+			c.storage = newStorageMonitor(storeDir, log)
+			srvLog.onStorage = c.storage.serverLogLine
+		}
+		ns, err := startServer(cfg.Listen, storeDir, jsOn, srvLog)
 		if err != nil {
 			return nil, err
 		}
 		c.server, c.Embedded = ns, true
+		if jsOn && ns.JetStreamConfig() == nil {
+			c.shutdownServer()
+			return nil, errors.New("embedded NATS server: JetStream did not start (see the component=nats-server errors in the log)")
+		}
 		c.ClientURL = ns.ClientURL()
 		opts = append(opts, nats.InProcessServer(ns))
-		log.Info("embedded NATS server started", "url", c.ClientURL, "jetstream", jsOn, "store_dir", filepath.Join(dataDir, "jetstream"))
+		log.Info("embedded NATS server started", "url", c.ClientURL, "jetstream", jsOn, "store_dir", storeDir)
 	} else {
 		c.ClientURL = cfg.URL
 		auth, err := authOptions(cfg)
@@ -76,6 +96,9 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 			c.Close()
 			return nil, fmt.Errorf("JetStream on %s: %w", c.ClientURL, err)
 		}
+		if c.storage != nil {
+			c.storage.start(c.server, c.reconnectAfterJetStreamRestart)
+		}
 	} else {
 		log.Warn("core NATS mode (nats.jetstream: false): messages are delivered at most once; a message arriving while the worker is down or busy crashing is lost")
 	}
@@ -93,12 +116,13 @@ func (c *Conn) clientOptions() []nats.Option {
 			return d + time.Duration(rand.Int64N(int64(d/5)+1))
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if c.closing.Load() {
+			if c.closing.Load() || c.reconnecting.Swap(false) {
 				return
 			}
 			c.log.Warn("NATS connection lost; reconnecting", "error", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.reconnecting.Store(false)
 			c.log.Info("NATS connection restored", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -146,8 +170,8 @@ func authOptions(cfg config.NATS) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// startServer runs nats-server in this process.
-func startServer(listen, storeDir string, jetStream bool) (*server.Server, error) {
+// startServer runs nats-server in this process, logging to logger.
+func startServer(listen, storeDir string, jetStream bool, logger server.Logger) (*server.Server, error) {
 	host, port := "127.0.0.1", -1
 	if listen != "-1" && listen != "" {
 		h, p, err := net.SplitHostPort(listen)
@@ -165,6 +189,7 @@ func startServer(listen, storeDir string, jetStream bool) (*server.Server, error
 	if err := os.MkdirAll(storeDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir for the embedded NATS server: %w", err)
 	}
+	removeStaleProbes(storeDir)
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "agent-worker",
 		Host:       host,
@@ -172,11 +197,15 @@ func startServer(listen, storeDir string, jetStream bool) (*server.Server, error
 		JetStream:  jetStream,
 		StoreDir:   storeDir,
 		NoSigs:     true,
-		NoLog:      true,
+		// NoLog only keeps the server from ever building a logger of its
+		// own on stderr (ConfigureLogger); it logs to the one set below.
+		NoLog: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
+	// Debug and trace off: the server does not even format those lines.
+	ns.SetLoggerV2(logger, false, false, false)
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
@@ -198,6 +227,9 @@ func portTaken(host string, port int) bool {
 // the embedded server, if any.
 func (c *Conn) Close() {
 	c.closing.Store(true)
+	if c.storage != nil {
+		c.storage.close() // before the drain: it may restart JetStream or reconnect
+	}
 	if c.NC != nil {
 		done := make(chan struct{})
 		c.NC.SetClosedHandler(func(*nats.Conn) { close(done) })
@@ -214,7 +246,25 @@ func (c *Conn) Close() {
 	c.shutdownServer()
 }
 
+// reconnectAfterJetStreamRestart makes the connection reconnect (at once,
+// to the embedded server) after the storage monitor restarted JetStream.
+// The restart drops the consumers' pending pull requests without a word
+// to the client, and nats.go's Consume would notice only when two
+// heartbeats are missed (about 30s by default); after a reconnect it
+// pulls again at once. Subscriptions are restored, and publishes made
+// meanwhile are buffered and sent, by the reconnect.
+func (c *Conn) reconnectAfterJetStreamRestart() {
+	c.reconnecting.Store(true)
+	if err := c.NC.ForceReconnect(); err != nil {
+		c.reconnecting.Store(false)
+		c.log.Warn("NATS reconnect after the JetStream restart failed; consumers resume when they miss heartbeats", "error", err)
+	}
+}
+
 func (c *Conn) shutdownServer() {
+	if c.storage != nil {
+		c.storage.close()
+	}
 	if c.server != nil {
 		c.server.Shutdown()
 		c.server.WaitForShutdown()

@@ -31,10 +31,13 @@ const (
 	Paused   State = "paused"
 	Halted   State = "halted"
 	Stopped  State = "stopped"
+	// Waiting: work is queued but a dependency (the store, NATS) is down,
+	// so no turn starts; it resumes by itself when the dependency is back.
+	Waiting State = "waiting"
 )
 
 // States lists every state, for metrics that export one series per state.
-var States = []State{Sleeping, Running, Paused, Halted, Stopped}
+var States = []State{Sleeping, Running, Paused, Halted, Stopped, Waiting}
 
 // Agent is one agent's loop and its operator controls. All methods are
 // safe for concurrent use.
@@ -49,6 +52,7 @@ type Agent struct {
 	runner *runner.Runner
 	store  store.Store
 	sched  *scheduler.Scheduler
+	health Health // nil: dependencies are assumed up
 
 	signal chan struct{} // buffered 1: "look at causes"
 	done   chan struct{} // closed by stop: the worker is shutting down
@@ -71,6 +75,13 @@ type Agent struct {
 	firstWake   time.Time // when the oldest waiting cause arrived (coalescing)
 	coalescing  bool      // a coalesce timer is armed
 	throttledTo time.Time
+	throttledBy string // why throttledTo is set: "max_per_wake", "turns_per_hour"
+	turnsLimit  bucket
+	failures    int       // failed turns in a row, for the retry backoff
+	retryAt     time.Time // a failed turn's retry waits until then
+	retryOutage bool      // the pending retry follows an outage: recovery ends its wait
+	waiting     string    // why turns wait for a dependency; "" when they need not
+	waitCheck   bool      // a re-check of the dependencies is armed
 	requested   *wakeRequest
 	turns       uint64
 	last        *TurnSummary
@@ -96,8 +107,11 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		hist:    hist,
 		store:   deps.Store,
 		sched:   deps.Scheduler,
+		health:  deps.Health,
 		signal:  make(chan struct{}, 1),
-		done:    make(chan struct{}),
+
+		turnsLimit: newBucket(s.TurnsPerHour, s.TurnBurst),
+		done:       make(chan struct{}),
 	}
 	a.inbox = inbox.New(s.InboxCap, a.onDrop)
 	env := tools.Env{Agent: s.Name, Host: host{a}, Sleep: s.Sleep, Publisher: deps.Publisher, PublishAllow: s.Publish, HTTPAllow: s.HTTPGet}
@@ -202,6 +216,11 @@ func (a *Agent) Wake(c Cause) {
 		a.firstWake = a.clock.Now()
 	}
 	a.causes = append(a.causes, c)
+	if c.Source == SourceOperator {
+		// An operator asking for a turn means now, not after the
+		// backoff of an earlier failure.
+		a.retryAt = time.Time{}
+	}
 	a.mu.Unlock()
 	a.emit(events.Wake, map[string]any{"source": string(c.Source), "name": c.Name})
 	a.poke()
@@ -236,6 +255,7 @@ func (a *Agent) Resume(message string) error {
 	// message.
 	a.paused = false
 	a.pauseSet = true
+	a.retryAt = time.Time{}
 	a.causes = append(a.causes, Cause{Source: SourceOperator, At: a.clock.Now(), Instruction: message})
 	a.mu.Unlock()
 	a.log.Info("resumed")
@@ -353,6 +373,8 @@ func (a *Agent) stateLocked() State {
 		return Halted
 	case a.paused:
 		return Paused
+	case a.waiting != "":
+		return Waiting
 	}
 	return Sleeping
 }
@@ -409,9 +431,16 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	if a.stopping || a.paused || a.halt != "" || !a.restored || a.standby {
 		return turnStart{}, false
 	}
+	if a.health != nil {
+		if err := a.health.Unavailable(); err != nil {
+			a.waitLocked(err)
+			return turnStart{}, false
+		}
+	}
+	a.endWaitLocked()
 	now := a.clock.Now()
-	if now.Before(a.throttledTo) {
-		return turnStart{}, false
+	if now.Before(a.retryAt) || now.Before(a.throttledTo) {
+		return turnStart{}, false // a timer pokes the loop when they pass
 	}
 	if a.spec.Coalesce > 0 && a.consecutive == 0 {
 		if due := a.firstWake.Add(a.spec.Coalesce); now.Before(due) {
@@ -427,6 +456,11 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 			return turnStart{}, false
 		}
 	}
+	if ok, next := a.turnsLimit.take(now); !ok {
+		a.throttleLocked(now, next, "turns_per_hour",
+			fmt.Sprintf("the worker allows you %d turns an hour, so this turn waited until %s", a.spec.TurnsPerHour, next.UTC().Format(time.RFC3339)), a.spec.TurnsPerHour)
+		return turnStart{}, false
+	}
 	for _, g := range a.guards {
 		if err := g.Admit(ctx, a.spec.Name); err != nil {
 			a.halt = err.Error()
@@ -441,6 +475,7 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	a.running = true
 	a.cancelTurn = cancel
 	a.requested = nil
+	a.retryAt, a.retryOutage = time.Time{}, false
 	a.consecutive++
 	a.turns++
 	t.n = a.turns
@@ -560,4 +595,61 @@ func (a *Agent) letGo(msgs []inbox.Message) {
 			a.onDrop(m, "another replica now owns the agent")
 		}
 	}
+}
+
+// waitLocked holds turns because a dependency is down: said once per
+// outage (log, event), shown as state waiting, and checked again every few
+// seconds in case the recovery notice is missed. Callers hold mu.
+func (a *Agent) waitLocked(err error) {
+	if a.waiting == "" {
+		a.log.Warn("turn waits: a dependency is unavailable; no model call until it is back", "reason", err, "pending_wakes", len(a.causes))
+		a.emit(events.Waiting, map[string]any{"reason": err.Error()})
+	}
+	a.waiting = err.Error()
+	if !a.waitCheck {
+		a.waitCheck = true
+		a.clock.AfterFunc(waitRecheck, func() {
+			a.mu.Lock()
+			a.waitCheck = false
+			a.mu.Unlock()
+			a.poke()
+		})
+	}
+}
+
+// waitRecheck is how often a waiting agent looks at its dependencies
+// again by itself (Driver.Recovered wakes it sooner).
+const waitRecheck = 5 * time.Second
+
+// endWaitLocked ends a wait for dependencies. Callers hold mu.
+func (a *Agent) endWaitLocked() {
+	if a.waiting == "" {
+		return
+	}
+	a.log.Info("dependencies are back; turns run again", "was", a.waiting)
+	a.emit(events.WaitingOver, map[string]any{"was": a.waiting})
+	a.waiting = ""
+}
+
+// recovered ends the backoff of a retry that an outage caused, and looks
+// at the gate again.
+func (a *Agent) recovered() {
+	a.mu.Lock()
+	if a.retryOutage {
+		a.retryAt, a.retryOutage = time.Time{}, false
+	}
+	a.mu.Unlock()
+	a.poke()
+}
+
+// throttleLocked makes the next turn wait until next, says so in the log,
+// an event and the next prompt, and pokes the loop then. turns is the
+// limit that bit. Callers hold mu.
+func (a *Agent) throttleLocked(now, next time.Time, reason, note string, turns int) {
+	a.throttledTo, a.throttledBy = next, reason
+	pause := next.Sub(now)
+	a.log.Warn("turn throttled", "reason", reason, "turns", turns, "until", next, "pause", pause)
+	a.emit(events.Throttled, map[string]any{"reason": reason, "turns": turns, "until": next, "pause_ms": pause.Milliseconds()})
+	a.notes = append(a.notes, note)
+	a.clock.AfterFunc(pause, a.poke)
 }

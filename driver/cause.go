@@ -18,6 +18,8 @@ const (
 	SourceOperator  Source = "operator"
 	SourceSubagent  Source = "subagent"
 	SourceStartup   Source = "startup"
+	// SourceRetry: the automatic retry of a failed turn.
+	SourceRetry Source = "retry"
 )
 
 // Cause is one reason to wake. Several causes that arrive before a turn
@@ -34,6 +36,9 @@ type Cause struct {
 	// Instruction is trusted text for the turn: a schedule's prompt or an
 	// operator's message.
 	Instruction string
+	// Attempts counts failed turns the cause was in (a task is given up
+	// after MaxAttempts).
+	Attempts int
 }
 
 // describe renders the cause for the [wake: ...] line.
@@ -50,6 +55,8 @@ func (c Cause) describe() string {
 		fmt.Fprintf(&b, "subagent %q reported", c.Name)
 	case SourceStartup:
 		b.WriteString("worker started")
+	case SourceRetry:
+		b.WriteString("retry after a failed turn")
 	default:
 		b.WriteString(string(c.Source))
 	}

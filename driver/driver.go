@@ -70,6 +70,24 @@ type Spec struct {
 	Coalesce time.Duration
 	// HistoryTurns is how many past turns the model sees (at least 1).
 	HistoryTurns int
+	// Retry spaces the automatic retries of failed turns.
+	Retry Backoff
+	// TurnsPerHour limits how many turns the agent runs an hour, whatever
+	// wakes it; TurnBurst of them may run back to back first. Zero: no
+	// limit.
+	TurnsPerHour int
+	TurnBurst    int
+}
+
+// Health says whether the dependencies a turn needs (the store, NATS) are
+// up; health.Monitor implements it. While Unavailable returns an error,
+// turns wait: no model is called and nothing counts against the messages.
+type Health interface {
+	// Unavailable returns why turns must wait, or nil. It must not block.
+	Unavailable() error
+	// Failed reports a dependency failure seen during a turn, so the
+	// health is checked again at once.
+	Failed(err error)
 }
 
 // Guard watches an agent's turns: it admits or refuses a turn after the
@@ -130,6 +148,9 @@ type Deps struct {
 	// Store and Clock. The driver adds its agents, starts it in Start and
 	// stops it in Shutdown.
 	Scheduler *scheduler.Scheduler
+	// Health, when set, holds turns while a dependency is down. Call
+	// Driver.Recovered when it is back.
+	Health Health
 }
 
 // Driver owns the loops of all configured agents.
@@ -194,6 +215,15 @@ func (d *Driver) Agents() []*Agent {
 		out = append(out, d.agents[n])
 	}
 	return out
+}
+
+// Recovered tells every agent that the dependencies are back: turns held
+// by the outage, and retries of turns it failed, run now instead of at the
+// end of their backoff.
+func (d *Driver) Recovered() {
+	for _, a := range d.agents {
+		a.recovered()
+	}
 }
 
 // Events returns the bus the driver publishes on.

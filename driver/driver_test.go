@@ -241,17 +241,21 @@ func TestTurnTimeoutCancelsHungModelCall(t *testing.T) {
 
 func TestFailedTurnRequeuesThenGivesUp(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, []config.ScriptStep{{Error: "provider down"}})
+	h := newHarness(t, []config.ScriptStep{{Error: "the model rejected the request"}})
 	h.a.Send(wakeMsg("retry me"))
 	for i := 1; i <= MaxAttempts; i++ {
 		h.waitEvent(events.TurnFailed)
-		h.waitIdle()
+		h.waitSettled(false)
 		if i < MaxAttempts {
-			if s := h.a.Status(); s.InboxPending != 1 {
+			if s := h.a.Status(); s.InboxPending != 1 || s.NextWakeCause != string(SourceRetry) {
 				t.Fatalf("after failure %d: %+v", i, s)
 			}
-			h.a.Wake(Cause{Source: SourceOperator})
+			h.clock.Advance(DefaultRetryMax) // the retry comes by itself
 		}
+	}
+	h.waitIdle()
+	if s := h.a.Status(); s.NextWake != nil || s.InboxPending != 0 {
+		t.Fatalf("a retry is armed although the message was given up: %+v", s)
 	}
 	if n := h.count(events.MessageDropped); n != 1 {
 		t.Fatalf("%d message-dropped events after %d failures, want 1", n, MaxAttempts)

@@ -38,11 +38,19 @@ type harness struct {
 	requests []*model.LLMRequest
 	calls    chan int      // receives each call number as it starts
 	hold     chan struct{} // when non-nil, calls block until it is closed
+	fail     []error       // the next calls fail with these, in order
 }
 
 type opt func(*Spec)
 
 func newHarness(t *testing.T, script []config.ScriptStep, opts ...opt) *harness {
+	t.Helper()
+	return newHarnessWith(t, script, nil, opts...)
+}
+
+// newHarnessWith is newHarness with the driver's Deps adjusted by deps
+// (which may wrap Store, set Health, ...).
+func newHarnessWith(t *testing.T, script []config.ScriptStep, deps func(*Deps), opts ...opt) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clock.NewFake(epoch), calls: make(chan int, 100)}
 	m, err := scripted.New("fake", config.Model{Provider: "scripted", Script: script, Loop: true},
@@ -63,7 +71,11 @@ func newHarness(t *testing.T, script []config.ScriptStep, opts ...opt) *harness 
 	}
 	bus := events.NewBus(4096, nil)
 	h.sub = bus.Subscribe(4096, nil)
-	h.d, err = New(Deps{Clock: h.clock, Store: memory.New(h.clock), Events: bus}, []Spec{spec})
+	d := Deps{Clock: h.clock, Store: memory.New(h.clock), Events: bus}
+	if deps != nil {
+		deps(&d)
+	}
+	h.d, err = New(d, []Spec{spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +96,15 @@ func (h *harness) hook(ctx context.Context, req *model.LLMRequest, call int) err
 	h.mu.Lock()
 	h.requests = append(h.requests, req)
 	hold := h.hold
+	var fail error
+	if len(h.fail) > 0 {
+		fail, h.fail = h.fail[0], h.fail[1:]
+	}
 	h.mu.Unlock()
+	if fail != nil {
+		h.calls <- call
+		return fail
+	}
 	h.calls <- call
 	if hold != nil {
 		select {
@@ -94,6 +114,20 @@ func (h *harness) hook(ctx context.Context, req *model.LLMRequest, call int) err
 		}
 	}
 	return nil
+}
+
+// failCalls makes the next model calls fail with errs, one each.
+func (h *harness) failCalls(errs ...error) {
+	h.mu.Lock()
+	h.fail = append(h.fail, errs...)
+	h.mu.Unlock()
+}
+
+// modelCalls returns how many model calls were made.
+func (h *harness) modelCalls() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.requests)
 }
 
 // holdCalls makes model calls block until release.

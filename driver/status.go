@@ -11,16 +11,29 @@ type Status struct {
 	Paused     bool   `json:"paused"`
 	// Standby: another replica holds the agent's lease and runs it.
 	Standby bool `json:"standby,omitempty"`
-	// NextWake is when the armed timer fires (nil: none) and NextWakeCause
-	// what it is ("timer", "heartbeat").
-	NextWake      *time.Time   `json:"next_wake,omitempty"`
-	NextWakeCause string       `json:"next_wake_cause,omitempty"`
-	InboxPending  int          `json:"inbox_pending"`
-	Deferred      int          `json:"deferred_pending"`
-	InboxCap      int          `json:"inbox_cap"`
-	PendingWakes  int          `json:"pending_wakes"`
-	Turns         uint64       `json:"turns"`
-	LastTurn      *TurnSummary `json:"last_turn,omitempty"`
+	// NextWake is when the agent wakes by itself next (nil: only a
+	// message or an operator wakes it), NextWakeCause what wakes it then
+	// ("timer", "heartbeat", "retry") and NextWakeReason why, in words.
+	NextWake       *time.Time `json:"next_wake,omitempty"`
+	NextWakeCause  string     `json:"next_wake_cause,omitempty"`
+	NextWakeReason string     `json:"next_wake_reason,omitempty"`
+	// WaitingFor says why queued work waits (state waiting): a dependency
+	// that is down.
+	WaitingFor string `json:"waiting_for,omitempty"`
+	// FailedTurns counts failed turns in a row (0 after a completed one).
+	FailedTurns int `json:"failed_turns,omitempty"`
+	// ThrottledUntil is set while a turn limit holds the next turn back,
+	// ThrottledBy names it ("turns_per_hour", "max_per_wake").
+	ThrottledUntil *time.Time `json:"throttled_until,omitempty"`
+	ThrottledBy    string     `json:"throttled_by,omitempty"`
+	// TurnsPerHour is the agent's turn limit (0: none).
+	TurnsPerHour int          `json:"turns_per_hour,omitempty"`
+	InboxPending int          `json:"inbox_pending"`
+	Deferred     int          `json:"deferred_pending"`
+	InboxCap     int          `json:"inbox_cap"`
+	PendingWakes int          `json:"pending_wakes"`
+	Turns        uint64       `json:"turns"`
+	LastTurn     *TurnSummary `json:"last_turn,omitempty"`
 }
 
 // Status returns a snapshot of the agent.
@@ -40,13 +53,26 @@ func (a *Agent) Status() Status {
 		InboxCap:     a.inbox.Cap(),
 		PendingWakes: len(a.causes),
 		Turns:        a.turns,
+		WaitingFor:   a.waiting,
+		FailedTurns:  a.failures,
+		TurnsPerHour: a.spec.TurnsPerHour,
 	}
 	if timerOK {
 		s.NextWake = &at
-		s.NextWakeCause = string(SourceTimer)
+		s.NextWakeCause, s.NextWakeReason = string(SourceTimer), "the wake the model asked for"
 		if heartbeat {
-			s.NextWakeCause = string(SourceHeartbeat)
+			s.NextWakeCause, s.NextWakeReason = string(SourceHeartbeat), "heartbeat (sleep.default)"
 		}
+	}
+	if r := a.retryAt; !r.IsZero() && (s.NextWake == nil || r.Before(*s.NextWake)) {
+		s.NextWake, s.NextWakeCause, s.NextWakeReason = &r, string(SourceRetry), "retry after failure"
+		if a.retryOutage {
+			s.NextWakeReason = "retry after an outage (sooner if the dependency is back)"
+		}
+	}
+	if now := a.clock.Now(); now.Before(a.throttledTo) {
+		until := a.throttledTo
+		s.ThrottledUntil, s.ThrottledBy = &until, a.throttledBy
 	}
 	if a.last != nil {
 		l := *a.last

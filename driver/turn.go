@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/outage"
 )
 
 // Turn outcomes.
@@ -24,6 +25,10 @@ const (
 	OutcomeHalted      = "halted"
 	OutcomeShutdown    = "shutdown"
 	OutcomeCapped      = "capped"
+	// OutcomeUnavailable: a dependency (the store, NATS, the model
+	// provider) was down. Not the messages' fault: it counts against none
+	// of them, and the turn is retried when the dependency is back.
+	OutcomeUnavailable = "unavailable"
 )
 
 // TurnSummary describes a finished turn.
@@ -118,16 +123,20 @@ func (a *Agent) turn(t turnStart) {
 	if err != nil {
 		sum.Error = err.Error()
 		a.hist.Discard(AppName, a.spec.Name, a.spec.Name)
-		attempts := MaxAttempts
-		if sum.Outcome != OutcomeFailed && sum.Outcome != OutcomeTimeout && sum.Outcome != OutcomeCapped {
-			attempts = 0 // interrupted, halted, shut down: not the messages' fault
+		attempts := 0 // interrupted, halted, shut down, a dependency down: not the messages' fault
+		if blamed(sum.Outcome) {
+			attempts = MaxAttempts
 		}
 		if errors.Is(err, ErrLeaseLost) {
 			a.letGo(batch.Messages)
 		} else {
 			a.inbox.Requeue(batch, attempts)
 		}
-		a.log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages))
+		if sum.Outcome == OutcomeUnavailable && a.health != nil {
+			a.health.Failed(err)
+		}
+		retryIn := a.afterFailure(t.causes, sum.Outcome)
+		a.log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages), "retry_in", retryIn)
 		done = func() {
 			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
 		}
@@ -203,8 +212,77 @@ func outcome(err error) string {
 		return OutcomeShutdown
 	case errors.Is(err, ErrCapped):
 		return OutcomeCapped
+	case outage.Is(err):
+		return OutcomeUnavailable
 	}
 	return OutcomeFailed
+}
+
+// blamed reports whether a turn that ended with outcome counts against
+// the messages and tasks in it: it failed by itself (a bad answer, a
+// timeout, a cap), not because of an operator, a guardrail, a shutdown or
+// an outage.
+func blamed(outcome string) bool {
+	return outcome == OutcomeFailed || outcome == OutcomeTimeout || outcome == OutcomeCapped
+}
+
+// afterFailure decides what becomes of a failed turn's causes and arms
+// its retry. Tasks (schedule prompts, operator messages, timers) are kept
+// for the next turn — a failure blamed on the turn counts against each,
+// and one that failed MaxAttempts turns is given up, said and announced.
+// A turn that failed or met an outage is retried by itself after
+// Spec.Retry's backoff when anything is left to do; an interrupted or
+// halted one keeps its tasks for the turn that reopening the gate runs,
+// or drops them if the gate stayed open (the operator stopped that work;
+// its messages stay queued). It returns the retry's delay (0: none).
+func (a *Agent) afterFailure(causes []Cause, outcome string) time.Duration {
+	if outcome == OutcomeShutdown {
+		return 0 // the process is going, or another replica owns the agent
+	}
+	var kept []Cause
+	for _, c := range causes {
+		if c.Source == SourceInbox || c.Source == SourceRetry {
+			continue // the requeued messages carry these; a retry is added below
+		}
+		if blamed(outcome) {
+			c.Attempts++
+			if c.Attempts >= MaxAttempts {
+				a.log.Warn("wake given up: its task failed in too many turns", "source", c.Source, "name", c.Name, "attempts", c.Attempts)
+				a.emit(events.WakeDropped, map[string]any{"source": string(c.Source), "name": c.Name, "reason": "failed in too many turns"})
+				continue
+			}
+		}
+		kept = append(kept, c)
+	}
+	wakeMsgs, _ := a.inbox.Len()
+	now := a.clock.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if outcome == OutcomeInterrupted || outcome == OutcomeHalted {
+		if a.paused || a.halt != "" {
+			a.causes = append(kept, a.causes...)
+		} else if len(kept) > 0 {
+			a.log.Info("interrupted turn's wake dropped: the operator stopped it and left the gate open", "causes", len(kept))
+		}
+		return 0
+	}
+	if len(kept) == 0 && wakeMsgs == 0 {
+		return 0 // nothing left to retry: every message was given up
+	}
+	a.failures++
+	delay := a.spec.Retry.Delay(a.failures)
+	a.retryAt, a.retryOutage = now.Add(delay), outcome == OutcomeUnavailable
+	a.causes = append(append(kept, Cause{Source: SourceRetry, At: now}), a.causes...)
+	if len(a.causes) == len(kept)+1 {
+		a.firstWake = now
+	}
+	reason := "failure"
+	if a.retryOutage {
+		reason = "outage"
+	}
+	a.emit(events.RetryScheduled, map[string]any{"at": a.retryAt, "delay_ms": delay.Milliseconds(), "failures": a.failures, "reason": reason})
+	a.clock.AfterFunc(delay, a.poke)
+	return delay
 }
 
 // finish records the turn and decides what wakes the agent next: its own
@@ -233,17 +311,17 @@ func (a *Agent) finish(sum TurnSummary, done func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.last = &sum
+	if sum.Outcome == OutcomeCompleted {
+		a.failures = 0
+	}
 	done()
 	a.running = false
 	a.cancelTurn = nil
-	if len(a.causes) > 0 && a.consecutive >= a.spec.MaxTurnsPerWake {
+	if len(a.causes) > 0 && a.consecutive >= a.spec.MaxTurnsPerWake && now.After(a.retryAt) {
 		pause := max(a.spec.Sleep.Min, time.Second)
-		a.throttledTo = now.Add(pause)
 		a.consecutive = 0
-		a.log.Warn("too many back-to-back turns; sleeping before the next", "turns", a.spec.MaxTurnsPerWake, "pause", pause)
-		a.emit(events.Throttled, map[string]any{"turns": a.spec.MaxTurnsPerWake, "pause_ms": pause.Milliseconds()})
-		a.notes = append(a.notes, fmt.Sprintf("you ran %d turns back to back, so the worker paused %s before this one", a.spec.MaxTurnsPerWake, pause))
-		a.clock.AfterFunc(pause, a.poke)
+		a.throttleLocked(now, now.Add(pause), "max_per_wake",
+			fmt.Sprintf("you ran %d turns back to back, so the worker paused %s before this one", a.spec.MaxTurnsPerWake, pause), a.spec.MaxTurnsPerWake)
 	}
 }
 

@@ -34,6 +34,17 @@ const (
 	// MessageDuplicate: a redelivered or republished message whose turn
 	// already completed; acked without a second turn.
 	MessageDuplicate = "message-duplicate"
+	// RetryScheduled: a failed turn will be retried by itself. Data: at,
+	// delay_ms, failures (in a row), reason ("failure" or "outage").
+	RetryScheduled = "retry-scheduled"
+	// Waiting: turns wait because a dependency is down; no model calls.
+	// Data: reason. WaitingOver follows when they may run again.
+	Waiting     = "waiting"
+	WaitingOver = "waiting-over"
+	// WakeDropped: a wake cause carrying a task (a schedule prompt, an
+	// operator message) given up after failing too many turns. Data:
+	// source, name, reason.
+	WakeDropped = "wake-dropped"
 )
 
 // Event is one thing that happened to one agent.

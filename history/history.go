@@ -19,6 +19,7 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/agent-worker/agent-worker/outage"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -100,7 +101,7 @@ func (s *Service) load(ctx context.Context, app, user, id string) (*conversation
 	}
 	raw, err := s.store.Tail(ctx, listKey(app, user, id), s.window)
 	if err != nil {
-		return nil, fmt.Errorf("load history of %s/%s: %w", user, id, err)
+		return nil, fmt.Errorf("load history of %s/%s: %w", user, id, outage.Mark("store", err))
 	}
 	if len(raw) == 0 {
 		return nil, nil
@@ -233,7 +234,9 @@ func (s *Service) AppendEvent(_ context.Context, sess session.Session, ev *sessi
 
 // Commit stores the turn in progress as one record and makes it part of
 // the window. Committing with nothing pending is a no-op. On a store error
-// the turn stays pending, so Commit may be retried.
+// the turn stays pending, so Commit may be retried; store errors are
+// marked as an outage (package outage): a record that cannot be written
+// is the store's fault, not the turn's.
 func (s *Service) Commit(ctx context.Context, app, user, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -246,7 +249,7 @@ func (s *Service) Commit(ctx context.Context, app, user, id string) error {
 		return fmt.Errorf("history: encode turn of %s/%s: %w", user, id, err)
 	}
 	if err := s.store.Append(ctx, listKey(app, user, id), raw, s.window); err != nil {
-		return fmt.Errorf("history: store turn of %s/%s: %w", user, id, err)
+		return fmt.Errorf("history: store turn of %s/%s: %w", user, id, outage.Mark("store", err))
 	}
 	c.turns = append(c.turns, c.pending)
 	if len(c.turns) > s.window {

@@ -286,7 +286,9 @@ type Schedule struct {
 
 // Sleep bounds how long the agent sleeps between turns.
 type Sleep struct {
-	// Min is the floor for a model-requested wake. Default 0.
+	// Min is the floor for a model-requested wake, so a model asking for
+	// "now" again and again cannot spin. Default 10s (or sleep.default or
+	// sleep.max when either is shorter).
 	Min Duration `yaml:"min"`
 	// Default is the heartbeat used when a turn asks for no wake; zero
 	// means none: the agent sleeps until another wake source.
@@ -318,6 +320,10 @@ type Watchdog struct {
 	Window   int `yaml:"window"`
 	// Failures: a streak of failing calls (warning only). Default 3.
 	Failures int `yaml:"failures"`
+	// TurnRepeat: the same tool calls, in the same order and with the
+	// same arguments, in this many turns in a row that the agent woke
+	// itself for (its own timer, its heartbeat, a retry). Default 5.
+	TurnRepeat int `yaml:"turn_repeat"`
 }
 
 // Limits cap one turn besides money; a turn that reaches one is stopped
@@ -330,6 +336,12 @@ type Limits struct {
 	// TokensPerTurn counts input plus output tokens of every model call.
 	// Default 500000.
 	TokensPerTurn int `yaml:"tokens_per_turn"`
+	// TurnsPerHour bounds the agent's turns, whatever wakes it; beyond it
+	// the next turn waits (the model is told). Default 120.
+	TurnsPerHour int `yaml:"turns_per_hour"`
+	// TurnBurst is how many turns may run back to back before
+	// turns_per_hour spaces them. Default 10.
+	TurnBurst int `yaml:"turn_burst"`
 }
 
 // Subagents bound the background subagents an agent may spawn with the
@@ -392,6 +404,18 @@ type Turn struct {
 	// HistoryTurns is how many past turns are sent to the model, so the
 	// prompt stays flat as the agent ages. Default 10.
 	HistoryTurns int `yaml:"history_turns"`
+	// Retry spaces the automatic retries of a failed turn.
+	Retry TurnRetry `yaml:"retry"`
+}
+
+// TurnRetry is the backoff between a failed turn and its retry: the n-th
+// failure in a row waits a random time between half and all of
+// min(max, base·2^(n-1)).
+type TurnRetry struct {
+	// Base is the first wait's ceiling. Default 2s.
+	Base Duration `yaml:"base"`
+	// Max caps every wait. Default 5m.
+	Max Duration `yaml:"max"`
 }
 
 // Duration is a time.Duration written as "30s", "5m", "1h30m" in YAML.

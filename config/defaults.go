@@ -49,22 +49,34 @@ func applyDefaults(c *Config) {
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		setDuration(&a.Sleep.Max, 24*time.Hour)
+		if a.Sleep.Min == 0 {
+			floor := Duration(10 * time.Second)
+			if a.Sleep.Default > 0 {
+				floor = min(floor, a.Sleep.Default)
+			}
+			a.Sleep.Min = max(min(floor, a.Sleep.Max), 0)
+		}
 		setString(&a.Watchdog.Mode, "enforce")
 		setInt(&a.Watchdog.Repeat, 5)
 		setInt(&a.Watchdog.CycleRepeats, 3)
 		setInt(&a.Watchdog.Dominant, 8)
 		setInt(&a.Watchdog.Window, 12)
 		setInt(&a.Watchdog.Failures, 3)
+		setInt(&a.Watchdog.TurnRepeat, 5)
 		setInt(&a.Subagents.Max, 3)
 		setInt(&a.Subagents.Depth, 1)
 		setDuration(&a.Subagents.Timeout, 10*time.Minute)
 		setInt(&a.Limits.ModelCallsPerTurn, 50)
 		setInt(&a.Limits.ToolCallsPerTurn, 100)
 		setInt(&a.Limits.TokensPerTurn, 500000)
+		setInt(&a.Limits.TurnsPerHour, 120)
+		setInt(&a.Limits.TurnBurst, 10)
 		setInt(&a.Inbox.Cap, 256)
 		setDuration(&a.Turn.Timeout, 10*time.Minute)
 		setInt(&a.Turn.MaxPerWake, 10)
 		setInt(&a.Turn.HistoryTurns, 10)
+		setDuration(&a.Turn.Retry.Base, 2*time.Second)
+		setDuration(&a.Turn.Retry.Max, 5*time.Minute)
 		for j := range a.Subscribe {
 			setString(&a.Subscribe[j].Mode, "inbox")
 		}

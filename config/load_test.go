@@ -261,7 +261,7 @@ agents:
 	assertErrors(t, errs, []string{
 		`config.yaml:7: agents[0].sleep: << wants a mapping or a list of mappings, got "5s"`,
 		`config.yaml:9: agents[0].turn: << wants a mapping or a list of mappings, got "oops"`,
-		`config.yaml:10: agents[0].turn: unknown key "bogus" (known keys: timeout, max_per_wake, coalesce, history_turns)`,
+		`config.yaml:10: agents[0].turn: unknown key "bogus" (known keys: timeout, max_per_wake, coalesce, history_turns, retry)`,
 	})
 }
 
@@ -451,7 +451,12 @@ agents:
 		{"turn.timeout", a.Turn.Timeout.D(), 10 * time.Minute},
 		{"turn.max_per_wake", a.Turn.MaxPerWake, 10},
 		{"turn.history_turns", a.Turn.HistoryTurns, 10},
-		{"sleep.min", a.Sleep.Min.D(), time.Duration(0)},
+		{"turn.retry.base", a.Turn.Retry.Base.D(), 2 * time.Second},
+		{"turn.retry.max", a.Turn.Retry.Max.D(), 5 * time.Minute},
+		{"limits.turns_per_hour", a.Limits.TurnsPerHour, 120},
+		{"limits.turn_burst", a.Limits.TurnBurst, 10},
+		{"watchdog.turn_repeat", a.Watchdog.TurnRepeat, 5},
+		{"sleep.min", a.Sleep.Min.D(), 10 * time.Second},
 		{"sleep.default", a.Sleep.Default.D(), time.Duration(0)},
 		{"sleep.max", a.Sleep.Max.D(), 24 * time.Hour},
 		{"watchdog.mode", a.Watchdog.Mode, "enforce"},
@@ -557,5 +562,24 @@ func TestSyntaxErrorLines(t *testing.T) {
 	for _, tt := range tests {
 		_, got := loadFiles(t, map[string]string{"config.yaml": tt.yaml}, nil)
 		assertErrors(t, got, []string{tt.want})
+	}
+}
+
+func TestSleepMinDefaultStaysWithinTheOtherBounds(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sleep Sleep
+		want  time.Duration
+	}{
+		{Sleep{}, 10 * time.Second},
+		{Sleep{Default: Duration(5 * time.Second)}, 5 * time.Second},
+		{Sleep{Max: Duration(3 * time.Second)}, 3 * time.Second},
+		{Sleep{Min: Duration(time.Minute), Max: Duration(time.Hour)}, time.Minute},
+	} {
+		c := &Config{Agents: []Agent{{Name: "a", Sleep: tt.sleep}}}
+		applyDefaults(c)
+		if got := c.Agents[0].Sleep.Min.D(); got != tt.want {
+			t.Errorf("sleep %+v: min = %v, want %v", tt.sleep, got, tt.want)
+		}
 	}
 }

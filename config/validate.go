@@ -335,6 +335,12 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	v.duration(p.key("turn", "timeout"), a.Turn.Timeout)
 	v.duration(p.key("turn", "coalesce"), a.Turn.Coalesce)
 	v.atLeastOne(p.key("turn", "max_per_wake"), a.Turn.MaxPerWake)
+	v.duration(p.key("turn", "retry", "base"), a.Turn.Retry.Base)
+	v.duration(p.key("turn", "retry", "max"), a.Turn.Retry.Max)
+	if a.Turn.Retry.Base > a.Turn.Retry.Max {
+		v.at(p.key("turn", "retry", "base"), "base %s is above max %s", a.Turn.Retry.Base, a.Turn.Retry.Max)
+	}
+
 	if a.Subagents.Max < 0 || a.Subagents.Depth < 0 || a.Subagents.BudgetUSD < 0 {
 		v.at(p.key("subagents"), "max, depth and budget_usd must not be negative")
 	}
@@ -352,7 +358,7 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 		n   int
 	}{
 		{"repeat", a.Watchdog.Repeat}, {"cycle_repeats", a.Watchdog.CycleRepeats}, {"dominant", a.Watchdog.Dominant},
-		{"window", a.Watchdog.Window}, {"failures", a.Watchdog.Failures},
+		{"window", a.Watchdog.Window}, {"failures", a.Watchdog.Failures}, {"turn_repeat", a.Watchdog.TurnRepeat},
 	} {
 		if f.n < 0 {
 			v.at(p.key("watchdog", f.key), "must not be negative; got %d", f.n)
@@ -366,6 +372,7 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 		n   int
 	}{
 		{"model_calls_per_turn", a.Limits.ModelCallsPerTurn}, {"tool_calls_per_turn", a.Limits.ToolCallsPerTurn}, {"tokens_per_turn", a.Limits.TokensPerTurn},
+		{"turns_per_hour", a.Limits.TurnsPerHour}, {"turn_burst", a.Limits.TurnBurst},
 	} {
 		if f.n < 0 {
 			v.at(p.key("limits", f.key), "must not be negative; got %d", f.n)

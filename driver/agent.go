@@ -176,7 +176,11 @@ func (a *Agent) Send(m inbox.Message) {
 		m.Kind = inbox.Wake
 	}
 	wake := a.inbox.Push(m)
-	a.emit(events.MessageQueued, map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source})
+	queued := map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source}
+	if m.Redelivered {
+		queued["redelivered"] = true
+	}
+	a.emit(events.MessageQueued, queued)
 	if wake {
 		a.Wake(Cause{Source: SourceInbox, At: m.Received})
 	}

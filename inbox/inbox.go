@@ -43,6 +43,10 @@ type Message struct {
 	Receipt Receipt
 	// Attempts counts turns that drained the message and failed.
 	Attempts int
+	// Redelivered: the message was delivered before (to this process or
+	// another) and not handled then — a restart, a lost lease, an expired
+	// ack wait.
+	Redelivered bool
 }
 
 // Receipt is how a message's origin learns what became of it.

@@ -30,7 +30,7 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 	want := map[string]float64{}
 
 	turnFailures := []string{driver.OutcomeFailed, driver.OutcomeTimeout, driver.OutcomeInterrupted,
-		driver.OutcomeHalted, driver.OutcomeShutdown, driver.OutcomeCapped}
+		driver.OutcomeHalted, driver.OutcomeShutdown, driver.OutcomeCapped, driver.OutcomeUnavailable}
 	add("oncall", events.TurnCompleted, map[string]any{"duration_ms": int64(1)})
 	want[`agent_worker_turns_total{agent="oncall",outcome="`+driver.OutcomeCompleted+`"}`] = 1
 	for _, o := range turnFailures {
@@ -38,7 +38,7 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 		want[`agent_worker_turns_total{agent="oncall",outcome="`+o+`"}`] = 1
 	}
 	for _, s := range []driver.Source{driver.SourceInbox, driver.SourceTimer, driver.SourceHeartbeat, driver.SourceSchedule,
-		driver.SourceOperator, driver.SourceSubagent, driver.SourceStartup} {
+		driver.SourceOperator, driver.SourceSubagent, driver.SourceStartup, driver.SourceRetry} {
 		add("oncall", events.Wake, map[string]any{"source": string(s)})
 		want[`agent_worker_wakes_total{agent="oncall",source="`+string(s)+`"}`] = 1
 	}
@@ -58,8 +58,20 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 	add("oncall", events.TurnStarted, map[string]any{"cause_at": t0.Add(-time.Second)})
 	want[`agent_worker_wake_latency_seconds_count{agent="oncall"}`] = 1
 	want[`agent_worker_wake_latency_seconds_sum{agent="oncall"}`] = 1
-	want[`agent_worker_turn_duration_seconds_count{agent="oncall"}`] = 7
-	want[`agent_worker_turn_duration_seconds_sum{agent="oncall"}`] = 0.007
+	want[`agent_worker_turn_duration_seconds_count{agent="oncall"}`] = 8
+	want[`agent_worker_turn_duration_seconds_sum{agent="oncall"}`] = 0.008
+	for _, r := range []string{"failure", "outage"} {
+		add("oncall", events.RetryScheduled, map[string]any{"reason": r})
+		want[`agent_worker_turn_retries_total{agent="oncall",reason="`+r+`"}`] = 1
+	}
+	for _, r := range []string{"max_per_wake", "turns_per_hour"} {
+		add("oncall", events.Throttled, map[string]any{"reason": r})
+		want[`agent_worker_turns_throttled_total{agent="oncall",reason="`+r+`"}`] = 1
+	}
+	add("oncall", events.WakeDropped, map[string]any{"source": string(driver.SourceSchedule)})
+	want[`agent_worker_wakes_dropped_total{agent="oncall",source="schedule"}`] = 1
+	add("oncall", events.MessageQueued, map[string]any{"kind": string(inbox.Wake), "redelivered": true})
+	want[`agent_worker_messages_redelivered_total{agent="oncall",kind="inbox"}`] = 1
 
 	add("oncall", guard.EventCharged, map[string]any{"input_tokens": 5, "cost_usd": 0.5})
 	add("oncall", guard.EventModelError, map[string]any{"error": "boom"})
@@ -110,7 +122,7 @@ func TestDriverStatesHaveTheirOwnSeries(t *testing.T) {
 		got := series(t, metrics.New(testAgents(), src).Registry())
 		expect(t, got, map[string]float64{`agent_worker_agent_state{agent="demo",state="` + string(s) + `"}`: 1})
 	}
-	if len(driver.States) != 5 {
-		t.Errorf("driver has %d states; agent_state knows 5", len(driver.States))
+	if len(driver.States) != 6 {
+		t.Errorf("driver has %d states; agent_state knows 6", len(driver.States))
 	}
 }

@@ -6,15 +6,19 @@ package metrics
 var (
 	// driver.Outcome*: turn-completed is "completed", turn-failed carries
 	// one of the others.
-	turnOutcomes = []string{"completed", "failed", "timeout", "interrupted", "halted", "shutdown", "capped"}
+	turnOutcomes = []string{"completed", "failed", "timeout", "interrupted", "halted", "shutdown", "capped", "unavailable"}
 	// driver.Source*.
-	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup"}
+	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup", "retry"}
+	// The reasons of the driver's retry-scheduled event.
+	retryReasons = []string{"failure", "outage"}
+	// The reasons of the driver's throttled event.
+	throttleReasons = []string{"max_per_wake", "turns_per_hour"}
 	// inbox.Wake and inbox.Deferred.
 	messageKinds = []string{"inbox", "deferred"}
 	// inbox.Reject*, natsinbox.RejectUnknownAgent and natsinbox.RejectDropped.
 	rejectReasons = []string{"too_large", "invalid_utf8", "invalid_json", "no_text", "empty", "unknown_agent", "dropped"}
 	// driver.States.
-	agentStates = []string{"sleeping", "running", "paused", "halted", "stopped"}
+	agentStates = []string{"sleeping", "running", "paused", "halted", "stopped", "waiting"}
 	// model-usage is ok, model-error is error.
 	modelOutcomes = []string{"ok", "error", "retry", "rate_limited"}
 	// The guard's tool-call event.

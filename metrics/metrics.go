@@ -53,7 +53,11 @@ type Metrics struct {
 	wakes          *prometheus.CounterVec
 	wakeLatency    *prometheus.HistogramVec
 	received       *prometheus.CounterVec
+	redelivered    *prometheus.CounterVec
 	rejected       *prometheus.CounterVec
+	retries        *prometheus.CounterVec
+	throttled      *prometheus.CounterVec
+	wakesDropped   *prometheus.CounterVec
 	modelRequests  *prometheus.CounterVec
 	modelTokens    *prometheus.CounterVec
 	modelCost      *prometheus.CounterVec
@@ -111,7 +115,7 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
 	}
 	m.turns = counter("turns_total",
-		"Turns that ended, by outcome: completed, or why it failed (failed, timeout, interrupted, halted, shutdown, capped).",
+		"Turns that ended, by outcome: completed, or why it failed (failed, timeout, interrupted, halted, shutdown, capped, unavailable: a dependency was down).",
 		"agent", "outcome")
 	m.turnDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "turn_duration_seconds",
 		Help:    "Wall-clock duration of turns, completed or failed, from start to end.",
@@ -125,6 +129,18 @@ func New(agents []AgentInfo, src Source) *Metrics {
 	m.received = counter("messages_received_total",
 		"Messages queued in an agent's inbox, by kind: inbox (wakes the agent) or deferred (waits for the next turn).",
 		"agent", "kind")
+	m.redelivered = counter("messages_redelivered_total",
+		"Messages queued again after a redelivery (a restart, a lost lease, an expired ack wait): received before and not yet handled. Not in messages_received_total.",
+		"agent", "kind")
+	m.retries = counter("turn_retries_total",
+		"Failed turns retried by themselves after a backoff, by reason: failure (the turn failed; counts against its messages) or outage (the store, NATS or the model provider was down; counts against nothing).",
+		"agent", "reason")
+	m.throttled = counter("turns_throttled_total",
+		"Turns held back by a turn limit, by reason: max_per_wake (back-to-back turns) or turns_per_hour.",
+		"agent", "reason")
+	m.wakesDropped = counter("wakes_dropped_total",
+		"Tasks (a schedule's prompt, an operator's message, a timer) given up after failing too many turns, by the source of the wake.",
+		"agent", "source")
 	m.rejected = counter("messages_rejected_total",
 		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns.",
 		"agent", "reason")
@@ -159,7 +175,8 @@ func New(agents []AgentInfo, src Source) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.rejected,
+		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.redelivered, m.rejected,
+		m.retries, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.scheduleRuns, m.scheduleLast,
 		newGaugeCollector(m.agents, src),
@@ -192,6 +209,16 @@ func (m *Metrics) precreate() {
 		m.wakeLatency.WithLabelValues(name)
 		for _, k := range messageKinds {
 			m.received.WithLabelValues(name, k)
+			m.redelivered.WithLabelValues(name, k)
+		}
+		for _, r := range retryReasons {
+			m.retries.WithLabelValues(name, r)
+		}
+		for _, r := range throttleReasons {
+			m.throttled.WithLabelValues(name, r)
+		}
+		for _, s := range wakeSources {
+			m.wakesDropped.WithLabelValues(name, s)
 		}
 		for _, r := range rejectReasons {
 			m.rejected.WithLabelValues(name, r)

@@ -47,9 +47,14 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 
 	// oncall: 2 tools, 1 schedule; demo: none. Rejections also for _unknown.
 	counts := map[string]int{
-		"agent_worker_turns_total":                         2 * 7,
+		"agent_worker_turns_total":                         2 * 8,
 		"agent_worker_turn_duration_seconds":               2,
-		"agent_worker_wakes_total":                         2 * 7,
+		"agent_worker_wakes_total":                         2 * 8,
+		"agent_worker_messages_redelivered_total":          2 * 2,
+		"agent_worker_turn_retries_total":                  2 * 2,
+		"agent_worker_turns_throttled_total":               2 * 2,
+		"agent_worker_wakes_dropped_total":                 2 * 8,
+		"agent_worker_dependency_up":                       0, // nil Source
 		"agent_worker_wake_latency_seconds":                2,
 		"agent_worker_messages_received_total":             2 * 2,
 		"agent_worker_messages_rejected_total":             3 * 7,
@@ -363,8 +368,8 @@ func TestSourceGaugesAtScrape(t *testing.T) {
 		`agent_worker_agent_state{agent="oncall",state="stopped"}`:                            0,
 		`agent_worker_schedule_next_run_timestamp_seconds{agent="oncall",schedule="morning"}`: float64(next.Unix()),
 	})
-	if n := len(family(got, "agent_worker_agent_state")); n != 10 {
-		t.Errorf("agent_state has %d series, want 5 per configured agent (10)", n)
+	if n := len(family(got, "agent_worker_agent_state")); n != 12 {
+		t.Errorf("agent_state has %d series, want 6 per configured agent (12)", n)
 	}
 	for k, v := range family(got, "agent_worker_agent_state") {
 		if strings.Contains(k, `agent="demo"`) && v != 0 {

@@ -25,6 +25,7 @@ const (
 var counted = map[string]bool{
 	events.TurnStarted: true, events.TurnCompleted: true, events.TurnFailed: true,
 	events.Wake: true, events.MessageQueued: true, events.MessageRejected: true, events.MessageDropped: true,
+	events.RetryScheduled: true, events.Throttled: true, events.WakeDropped: true,
 	eventModelUsage: true, eventModelError: true, eventModelRetry: true, eventToolCall: true,
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
 	eventScheduleRun: true, eventSubagentFinished: true,
@@ -91,7 +92,19 @@ func (m *Metrics) record(e events.Event) {
 	case events.Wake:
 		m.wakes.WithLabelValues(e.Agent, oneOf(text(d["source"]), wakeSources)).Inc()
 	case events.MessageQueued:
+		if d["redelivered"] == true {
+			// Received before (by this or another process) and not handled
+			// then: counted once, not once per delivery.
+			m.redelivered.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
+			return
+		}
 		m.received.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
+	case events.RetryScheduled:
+		m.retries.WithLabelValues(e.Agent, oneOf(text(d["reason"]), retryReasons)).Inc()
+	case events.Throttled:
+		m.throttled.WithLabelValues(e.Agent, oneOf(text(d["reason"]), throttleReasons)).Inc()
+	case events.WakeDropped:
+		m.wakesDropped.WithLabelValues(e.Agent, oneOf(text(d["source"]), wakeSources)).Inc()
 	case events.MessageRejected:
 		m.recordRejected(e)
 	case events.MessageDropped:

@@ -8,9 +8,23 @@ import (
 
 // Source reports gauges at scrape time (the worker adapts its driver and
 // scheduler to it). Gauges is called once per scrape, possibly from
-// several scrapes at once, and should not block.
+// several scrapes at once, and should not block. A Source that also
+// implements DependencySource reports agent_worker_dependency_up.
 type Source interface {
 	Gauges() []AgentGauges
+}
+
+// DependencySource reports the worker's dependencies at scrape time; it
+// must not block (the health monitor answers from its last probes).
+type DependencySource interface {
+	Dependencies() []Dependency
+}
+
+// Dependency is one dependency's state: Name is fixed by the worker
+// ("nats", "jetstream_storage", "store").
+type Dependency struct {
+	Name string
+	Up   bool
 }
 
 // AgentGauges is one agent's gauges at the moment of a scrape. Agents not
@@ -18,8 +32,8 @@ type Source interface {
 // when one agent appears twice, the first wins.
 type AgentGauges struct {
 	Name string
-	// State is one of sleeping, running, paused, halted, stopped; any
-	// other value reports 0 for all five.
+	// State is one of sleeping, running, paused, halted, stopped,
+	// waiting; any other value reports 0 for all of them.
 	State            string
 	InboxPending     int
 	SubagentsRunning int
@@ -33,6 +47,7 @@ type gaugeCollector struct {
 	agents                               map[string]*agent
 	src                                  Source
 	pending, state, subagents, nextRunAt *prometheus.Desc
+	dependencyUp                         *prometheus.Desc
 }
 
 func newGaugeCollector(agents map[string]*agent, src Source) *gaugeCollector {
@@ -43,7 +58,9 @@ func newGaugeCollector(agents map[string]*agent, src Source) *gaugeCollector {
 		pending: prometheus.NewDesc(name("inbox_pending"),
 			"Messages waiting in the agent's inbox (wake and deferred) for its next turn.", []string{"agent"}, nil),
 		state: prometheus.NewDesc(name("agent_state"),
-			"The agent's state: 1 for the current one of sleeping, running, paused, halted, stopped; 0 for the others.", []string{"agent", "state"}, nil),
+			"The agent's state: 1 for the current one of sleeping, running, paused, halted, stopped, waiting (work queued, a dependency down); 0 for the others.", []string{"agent", "state"}, nil),
+		dependencyUp: prometheus.NewDesc(name("dependency_up"),
+			"1 while the dependency (nats, jetstream_storage, store) answered its last probe, 0 while it is down and turns wait.", []string{"dependency"}, nil),
 		subagents: prometheus.NewDesc(name("subagents_running"),
 			"Background subagents of the agent running now.", []string{"agent"}, nil),
 		nextRunAt: prometheus.NewDesc(name("schedule_next_run_timestamp_seconds"),
@@ -57,12 +74,22 @@ func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.state
 	ch <- c.subagents
 	ch <- c.nextRunAt
+	ch <- c.dependencyUp
 }
 
 // Collect implements prometheus.Collector.
 func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src == nil {
 		return
+	}
+	if ds, ok := c.src.(DependencySource); ok {
+		for _, d := range ds.Dependencies() {
+			v := 0.0
+			if d.Up {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.dependencyUp, prometheus.GaugeValue, v, d.Name)
+		}
 	}
 	seen := map[string]bool{}
 	for _, g := range c.src.Gauges() {

@@ -29,6 +29,7 @@ type rig struct {
 	g       *guard.Guard
 	wd      *watchdog.Watchdog
 	m       *scripted.Model
+	c       *clock.Fake
 	sub     *events.Subscription
 	mu      sync.Mutex
 	prompts []string
@@ -43,6 +44,7 @@ func newRig(t *testing.T, mode string, script []config.ScriptStep, limits guard.
 	t.Helper()
 	r := &rig{t: t}
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	r.c = c
 	st := memory.New(c)
 	bus := events.NewBus(0, nil)
 	r.sub = bus.Subscribe(10000, nil)
@@ -169,7 +171,7 @@ func TestFeedbackModeTellsTheNextPromptAndDoesNotHalt(t *testing.T) {
 	if r.a.State() == driver.Halted {
 		t.Fatal("feedback mode halted the agent")
 	}
-	r.send("again")
+	r.c.Advance(driver.DefaultRetryMax) // the capped turn is retried by itself
 	r.waitEvent(events.TurnStarted)
 	last := r.lastPrompt()
 	if !strings.Contains(last, "You have made the same tool call 5 times in a row: report_done") {
@@ -216,7 +218,7 @@ func TestWarnModeOnlyLogs(t *testing.T) {
 		t.Fatalf("alert %v", al.Data)
 	}
 	r.waitEvent(events.TurnFailed)
-	r.send("again")
+	r.c.Advance(driver.DefaultRetryMax) // the capped turn is retried by itself
 	r.waitEvent(events.TurnStarted)
 	last := r.lastPrompt()
 	if strings.Contains(last, "same tool call") {

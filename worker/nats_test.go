@@ -82,6 +82,14 @@ func TestRestartBeforeAckRedeliversAndHandledIDsAreNotRerun(t *testing.T) {
 	if e.Data["messages"] != 1 || !strings.Contains(rec2.prompt(0), "rotate the certificates") {
 		t.Fatalf("after restart: %v\n%s", e.Data, rec2.all())
 	}
+	// A redelivery is counted as such, not as a message received again.
+	fams := scrape(t, r2)
+	if got := value(t, fams, "agent_worker_messages_redelivered_total", map[string]string{"agent": "triage", "kind": "inbox"}); got != 1 {
+		t.Errorf("messages_redelivered_total = %v, want 1", got)
+	}
+	if got := value(t, fams, "agent_worker_messages_received_total", map[string]string{"agent": "triage", "kind": "inbox"}); got != 0 {
+		t.Errorf("messages_received_total = %v after a restart, want 0 (the message was received by the first process)", got)
+	}
 	calls := rec2.calls()
 	// The same id again (a publisher retry past the stream's duplicate
 	// window): recognised as handled, acked, no turn.

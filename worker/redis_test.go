@@ -18,6 +18,14 @@ import (
 // test and returns its address. CI installs Debian's redis-server.
 func startRedis(t *testing.T) string {
 	t.Helper()
+	addr, _ := startRedisProc(t)
+	return addr
+}
+
+// startRedisProc is startRedis that also returns the server's process, so
+// a test can stop (SIGSTOP) and continue it.
+func startRedisProc(t *testing.T) (string, *exec.Cmd) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatal("redis-server not found: install Debian's redis-server package (.ci/run does)")
@@ -36,7 +44,7 @@ func startRedis(t *testing.T) string {
 			line, _ := bufio.NewReader(c).ReadString('\n')
 			c.Close()
 			if strings.HasPrefix(line, "+PONG") {
-				return addr
+				return addr, cmd
 			}
 		}
 		if time.Now().After(end) {

@@ -32,6 +32,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/health"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/lease"
@@ -72,6 +73,7 @@ type Worker struct {
 	guard       *guard.Guard
 	subagents   *background.Manager
 	leases      *lease.Manager
+	health      *health.Monitor
 	api         *api.Server
 	apiDone     chan struct{}
 	apiAddr     string
@@ -109,6 +111,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, err
 	}
+	w.health = newHealth(w.conn, w.store, o)
 	if w.conn.JS != nil {
 		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(),
 			Subjects: []string{subjects.AllInboxes(), subjects.AllDeferred()}}
@@ -147,7 +150,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.subagents = background.New(background.Options{Clock: o.Clock, Log: o.Log, Events: w.bus, Charger: w.guard})
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
 		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd},
-		Subagents: w.subagents, Leased: true}, specs)
+		Subagents: w.subagents, Leased: true, Health: w.health}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -160,8 +163,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
 			Tools: a.Tools, Schedules: ag.Schedules()})
 	}
-	w.metrics = metrics.New(infos, gauges{w.driver, w.subagents})
+	w.metrics = metrics.New(infos, gauges{w.driver, w.subagents, w.health})
 	w.stopMetrics = w.metrics.Observe(w.bus)
+	w.health.OnChange(func(up bool) {
+		if up {
+			w.driver.Recovered()
+		}
+	})
+	w.health.Start()
 	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
 	if err = w.driver.Start(loops); err != nil {
@@ -326,18 +335,27 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 // APIAddr is where the operator API listens.
 func (w *Worker) APIAddr() string { return w.apiAddr }
 
-// notReady lists why the worker cannot serve: NATS or the store down.
-func (w *Worker) notReady() []string {
-	var reasons []string
-	if err := w.conn.Ready(); err != nil {
-		reasons = append(reasons, err.Error())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if _, err := w.store.Get(ctx, "ready.probe"); err != nil && !errors.Is(err, store.ErrNotFound) {
-		reasons = append(reasons, "store: "+err.Error())
-	}
-	return reasons
+// notReady lists why the worker cannot serve — NATS, its JetStream
+// storage or the store down — from the health monitor's last probes, so
+// /readyz answers at once however hung a dependency is.
+func (w *Worker) notReady() []string { return w.health.Problems() }
+
+// Health returns the monitor of the worker's dependencies.
+func (w *Worker) Health() *health.Monitor { return w.health }
+
+// newHealth probes what a turn needs: the NATS connection, the embedded
+// server's JetStream storage, and the state store.
+func newHealth(conn *natsbus.Conn, st store.Store, o Options) *health.Monitor {
+	return health.New(health.Options{Clock: o.Clock, Log: o.Log},
+		health.Check{Name: "nats", Probe: func(context.Context) error { return conn.Ready() }},
+		health.Check{Name: "jetstream_storage", Probe: func(context.Context) error { return conn.StorageErr() }},
+		health.Check{Name: "store", Probe: func(ctx context.Context) error {
+			if _, err := st.Get(ctx, "ready.probe"); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			return nil
+		}},
+	)
 }
 
 // apiTokens reads the tokens' values from their env vars or files.
@@ -420,6 +438,9 @@ func (w *Worker) teardown() {
 	}
 	if w.stopMetrics != nil {
 		w.stopMetrics()
+	}
+	if w.health != nil {
+		w.health.Stop()
 	}
 	if w.store != nil {
 		_ = w.store.Close()
@@ -534,6 +555,9 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			Coalesce:        a.Turn.Coalesce.D(),
 			MaxTurnsPerWake: a.Turn.MaxPerWake,
 			HistoryTurns:    a.Turn.HistoryTurns,
+			Retry:           driver.Backoff{Base: a.Turn.Retry.Base.D(), Max: a.Turn.Retry.Max.D()},
+			TurnsPerHour:    a.Limits.TurnsPerHour,
+			TurnBurst:       a.Limits.TurnBurst,
 			Schedules:       schedules(a.Schedules),
 		})
 	}
@@ -553,8 +577,17 @@ func schedules(in []config.Schedule) []scheduler.Schedule {
 
 // gauges reads the driver's agents for the metrics' scrape-time gauges.
 type gauges struct {
-	d    *driver.Driver
-	subs *background.Manager
+	d      *driver.Driver
+	subs   *background.Manager
+	health *health.Monitor
+}
+
+func (g gauges) Dependencies() []metrics.Dependency {
+	var out []metrics.Dependency
+	for _, s := range g.health.Statuses() {
+		out = append(out, metrics.Dependency{Name: s.Name, Up: s.Err == nil})
+	}
+	return out
 }
 
 func (g gauges) Gauges() []metrics.AgentGauges {

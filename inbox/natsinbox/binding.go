@@ -417,6 +417,7 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 	a.Target.Send(inbox.Message{
 		ID: id, Kind: b.kind(a, m.Subject()), Source: "nats:" + m.Subject(), From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: meta.Timestamp, Receipt: r,
+		Redelivered: meta.NumDelivered > 1,
 	})
 }
 

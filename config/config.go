@@ -406,6 +406,11 @@ type Turn struct {
 	HistoryTurns int `yaml:"history_turns"`
 	// Retry spaces the automatic retries of a failed turn.
 	Retry TurnRetry `yaml:"retry"`
+	// MaxInputBytes bounds the message text one turn takes; the rest
+	// waits for the next turn, which follows at once (wake messages go
+	// first, deferred fill what is left). One message is always taken,
+	// whatever its size. Default 262144 (256 KiB).
+	MaxInputBytes int `yaml:"max_input_bytes"`
 }
 
 // TurnRetry is the backoff between a failed turn and its retry: the n-th

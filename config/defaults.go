@@ -77,6 +77,7 @@ func applyDefaults(c *Config) {
 		setInt(&a.Turn.HistoryTurns, 10)
 		setDuration(&a.Turn.Retry.Base, 2*time.Second)
 		setDuration(&a.Turn.Retry.Max, 5*time.Minute)
+		setInt(&a.Turn.MaxInputBytes, 256<<10)
 		for j := range a.Subscribe {
 			setString(&a.Subscribe[j].Mode, "inbox")
 		}

@@ -261,7 +261,7 @@ agents:
 	assertErrors(t, errs, []string{
 		`config.yaml:7: agents[0].sleep: << wants a mapping or a list of mappings, got "5s"`,
 		`config.yaml:9: agents[0].turn: << wants a mapping or a list of mappings, got "oops"`,
-		`config.yaml:10: agents[0].turn: unknown key "bogus" (known keys: timeout, max_per_wake, coalesce, history_turns, retry)`,
+		`config.yaml:10: agents[0].turn: unknown key "bogus" (known keys: timeout, max_per_wake, coalesce, history_turns, retry, max_input_bytes)`,
 	})
 }
 
@@ -453,6 +453,7 @@ agents:
 		{"turn.history_turns", a.Turn.HistoryTurns, 10},
 		{"turn.retry.base", a.Turn.Retry.Base.D(), 2 * time.Second},
 		{"turn.retry.max", a.Turn.Retry.Max.D(), 5 * time.Minute},
+		{"turn.max_input_bytes", a.Turn.MaxInputBytes, 256 << 10},
 		{"limits.turns_per_hour", a.Limits.TurnsPerHour, 120},
 		{"limits.turn_burst", a.Limits.TurnBurst, 10},
 		{"watchdog.turn_repeat", a.Watchdog.TurnRepeat, 5},

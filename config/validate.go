@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/agent-worker/agent-worker/natsbus/subject"
 )
 
 // KnownTools are the built-in tool names an agent's tools list may grant.
@@ -305,6 +307,11 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 		if pre := c.NATS.SubjectPrefix + "."; c.NATS.SubjectPrefix != "" && (strings.HasPrefix(s.Subject, pre) || s.Subject == ">") {
 			v.at(sp.key("subject"), "%q is under nats.subject_prefix %q, whose subjects are routed by agent name; publish to %s%s.inbox or .deferred instead", s.Subject, c.NATS.SubjectPrefix, pre, a.Name)
 		}
+		for j, o := range a.Subscribe[:i] {
+			if s.Subject != "" && o.Subject != "" && subject.Overlap(s.Subject, o.Subject) {
+				v.at(sp.key("subject"), "%q overlaps subscribe[%d] %q: a message on both would reach the agent twice; make them disjoint", s.Subject, j, o.Subject)
+			}
+		}
 	}
 
 	names := map[string]int{}
@@ -335,6 +342,9 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	v.duration(p.key("turn", "timeout"), a.Turn.Timeout)
 	v.duration(p.key("turn", "coalesce"), a.Turn.Coalesce)
 	v.atLeastOne(p.key("turn", "max_per_wake"), a.Turn.MaxPerWake)
+	if a.Turn.MaxInputBytes < 0 {
+		v.at(p.key("turn", "max_input_bytes"), "must not be negative; got %d", a.Turn.MaxInputBytes)
+	}
 	v.duration(p.key("turn", "retry", "base"), a.Turn.Retry.Base)
 	v.duration(p.key("turn", "retry", "max"), a.Turn.Retry.Max)
 	if a.Turn.Retry.Base > a.Turn.Retry.Max {

@@ -66,6 +66,18 @@ agents:
 			want: []string{`config.yaml:6: agents[0].subscribe[0].subject: "agents.b.inbox" is under nats.subject_prefix "agents", whose subjects are routed by agent name; publish to agents.a.inbox or .deferred instead`},
 		},
 		{
+			name: "overlapping subscriptions",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    subscribe: [{subject: "alerts.>"}, {subject: "alerts.low.*", mode: deferred}]
+`,
+			want: []string{`config.yaml:6: agents[0].subscribe[1].subject: "alerts.low.*" overlaps subscribe[0] "alerts.>": a message on both would reach the agent twice; make them disjoint`},
+		},
+		{
 			name: "agent name not a subject token",
 			yaml: `
 models:

@@ -85,6 +85,11 @@ type Agent struct {
 	requested   *wakeRequest
 	turns       uint64
 	last        *TurnSummary
+	// handled maps the ids of messages handled by the turns in the
+	// history window to their turn: a message delivered again after its
+	// turn was recorded (the worker died before the ack) is acked, not
+	// run twice.
+	handled map[string]uint64
 }
 
 type wakeRequest struct {
@@ -108,6 +113,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		store:   deps.Store,
 		sched:   deps.Scheduler,
 		health:  deps.Health,
+		handled: map[string]uint64{},
 		signal:  make(chan struct{}, 1),
 
 		turnsLimit: newBucket(s.TurnsPerHour, s.TurnBurst),
@@ -171,6 +177,9 @@ func (a *Agent) poke() {
 func (a *Agent) Send(m inbox.Message) {
 	if m.Received.IsZero() {
 		m.Received = a.clock.Now()
+	}
+	if a.settleHandled(m) {
+		return
 	}
 	if m.Kind == "" {
 		m.Kind = inbox.Wake
@@ -428,7 +437,8 @@ func (a *Agent) loop(ctx context.Context) {
 func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.causes) == 0 {
+	if len(a.causes) == 0 || a.staleLocked() {
+		a.causes = nil
 		a.consecutive = 0
 		return turnStart{}, false
 	}
@@ -484,6 +494,19 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	a.turns++
 	t.n = a.turns
 	return t, true
+}
+
+// staleLocked reports whether every waiting cause is an inbox message
+// that is gone (settled as already handled, or given up): no turn is
+// owed. Callers hold mu.
+func (a *Agent) staleLocked() bool {
+	for _, c := range a.causes {
+		if c.Source != SourceInbox {
+			return false
+		}
+	}
+	w, _ := a.inbox.Len()
+	return w == 0
 }
 
 // host adapts an Agent to tools.Host.

@@ -72,6 +72,10 @@ type Spec struct {
 	HistoryTurns int
 	// Retry spaces the automatic retries of failed turns.
 	Retry Backoff
+	// MaxInputBytes bounds the message text one turn takes (wake messages
+	// first); the rest waits for the next turn, which follows at once
+	// while wake messages remain. Zero: a turn takes everything.
+	MaxInputBytes int
 	// TurnsPerHour limits how many turns the agent runs an hour, whatever
 	// wakes it; TurnBurst of them may run back to back first. Zero: no
 	// limit.

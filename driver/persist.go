@@ -2,11 +2,14 @@ package driver
 
 import (
 	"context"
+	"maps"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -66,6 +69,9 @@ func (a *Agent) restore(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := a.restoreTurns(ctx); err != nil {
+		return err
+	}
 	if a.leased {
 		// Acquired from another replica (or none): its timer and missed
 		// ticks were not this scheduler's at Start.
@@ -123,4 +129,72 @@ func (a *Agent) restoreWithRetry(ctx context.Context) bool {
 		}
 		backoff = min(backoff*2, 30*time.Second)
 	}
+}
+
+// remember notes the ids of the messages turn n handled, and forgets those
+// of turns that left the history window.
+func (a *Agent) remember(n uint64, ids []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		a.handled[id] = n
+	}
+	window := uint64(max(a.spec.HistoryTurns, 1))
+	if n <= window {
+		return
+	}
+	for id, at := range a.handled {
+		if at <= n-window {
+			delete(a.handled, id)
+		}
+	}
+}
+
+// settleHandled acks m without queueing it if a recorded turn already
+// handled it (a redelivery after the worker died between recording the
+// turn and acking); it reports whether it did.
+func (a *Agent) settleHandled(m inbox.Message) bool {
+	if m.ID == "" || m.Receipt == nil {
+		return false
+	}
+	a.mu.Lock()
+	n, done := a.handled[m.ID]
+	a.mu.Unlock()
+	if !done {
+		return false
+	}
+	a.duplicate(m, n)
+	return true
+}
+
+func (a *Agent) duplicate(m inbox.Message, n uint64) {
+	a.log.Info("message already handled by a recorded turn; acked without a second turn", "id", m.ID, "turn", n)
+	a.emit(events.MessageDuplicate, map[string]any{"id": m.ID, "turn": n, "source": m.Source})
+	m.Receipt.Handled()
+}
+
+// restoreTurns loads the recorded turns in the window: the turn counter
+// goes on from the newest, and their messages are known as handled —
+// also those already waiting in the inbox, which are settled now.
+func (a *Agent) restoreTurns(ctx context.Context) error {
+	recent, err := a.hist.Recent(ctx, AppName, a.spec.Name, a.spec.Name)
+	if err != nil {
+		return fmt.Errorf("restore turns: %w", err)
+	}
+	a.mu.Lock()
+	for _, t := range recent {
+		a.turns = max(a.turns, t.N)
+		for _, id := range t.Messages {
+			a.handled[id] = t.N
+		}
+	}
+	known := maps.Clone(a.handled)
+	a.mu.Unlock()
+	for _, m := range a.inbox.Remove(func(m inbox.Message) bool {
+		_, done := known[m.ID]
+		return done && m.ID != "" && m.Receipt != nil
+	}) {
+		a.duplicate(m, known[m.ID])
+	}
+	return nil
 }

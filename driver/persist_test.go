@@ -136,3 +136,94 @@ func waitArmed(t *testing.T, armed <-chan struct{}) {
 		t.Fatal("no timer armed")
 	}
 }
+
+// countingReceipt records what became of a message.
+type countingReceipt struct{ handled, dropped atomic.Int32 }
+
+func (r *countingReceipt) Handled()       { r.handled.Add(1) }
+func (r *countingReceipt) Dropped(string) { r.dropped.Add(1) }
+
+func TestTurnCounterAndHandledIDsSurviveRestart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []config.ScriptStep{text("ok")})
+	first := &countingReceipt{}
+	m := wakeMsg("rotate the certificates")
+	m.ID, m.Receipt = "job-1", first
+	h.a.Send(m)
+	h.waitEvent(events.TurnCompleted)
+	h.a.Send(wakeMsg("second"))
+	h.waitEvent(events.TurnCompleted)
+	h.waitIdle()
+	if first.handled.Load() != 1 {
+		t.Fatal("the first message was not settled as handled")
+	}
+	h.d.Shutdown(context.Background())
+
+	// The worker died after recording turn 1 but before the ack reached
+	// NATS: job-1 comes again, with a new delivery.
+	b, sub := restart(t, h.d.deps.Store, h.clock)
+	again := &countingReceipt{}
+	m.Receipt = again
+	b.Send(m)
+	waitFor(t, "the redelivery settled", func() bool { return again.handled.Load() == 1 })
+	b.Send(wakeMsg("third"))
+	for e := range sub.C {
+		if e.Type == events.TurnCompleted {
+			if n := e.Data["turn"]; n != uint64(3) {
+				t.Fatalf("the turn after a restart is number %v, want 3", n)
+			}
+			if e.Data["messages"] != 1 {
+				t.Fatalf("job-1 ran again: %v", e.Data)
+			}
+			break
+		}
+	}
+	if s := b.Status(); s.Turns != 3 {
+		t.Fatalf("status counts %d turns, want 3", s.Turns)
+	}
+}
+
+func TestHandledMessageAlreadyQueuedAtRestoreIsSettled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []config.ScriptStep{text("ok")})
+	m := wakeMsg("rotate the certificates")
+	m.ID, m.Receipt = "job-1", &countingReceipt{}
+	h.a.Send(m)
+	h.waitEvent(events.TurnCompleted)
+	h.waitIdle()
+	h.d.Shutdown(context.Background())
+
+	fs := &flaky{Store: h.d.deps.Store}
+	fs.fails.Store(2) // restore fails twice: the redelivery arrives first
+	c := h.clock
+	mm, _ := scripted.New("fake", config.Model{Script: []config.ScriptStep{text("ok")}, Loop: true})
+	bus := events.NewBus(0, nil)
+	sub := bus.Subscribe(100, nil)
+	d, err := New(Deps{Clock: c, Store: fs, Events: bus}, []Spec{{Name: "tester", Model: mm}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &countingReceipt{}
+	m.Receipt = again
+	b, _ := d.Agent("tester")
+	b.Send(m) // queued before the agent knows its history
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Shutdown(context.Background()) })
+	for range 2 {
+		waitFor(t, "a restore retry armed", func() bool { return c.Timers() > 0 })
+		c.Advance(time.Minute)
+	}
+	waitFor(t, "the redelivery settled at restore", func() bool { return again.handled.Load() == 1 })
+	if s := b.Status(); s.InboxPending != 0 || s.Turns != 1 {
+		t.Fatalf("after restore: %+v", s)
+	}
+	select {
+	case e := <-sub.C:
+		if e.Type == events.TurnStarted {
+			t.Fatal("a turn ran for a message already handled")
+		}
+	default:
+	}
+}

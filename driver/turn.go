@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/history"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/outage"
 )
@@ -67,10 +68,17 @@ type turnStart struct {
 // turn runs one admitted turn and decides the next wake.
 func (a *Agent) turn(t turnStart) {
 	start := a.clock.Now()
-	batch := a.inbox.Drain()
+	batch := a.inbox.Take(a.spec.MaxInputBytes)
 	wakes, instructions := coalesce(t.causes)
-	prompt := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch}.Render()
+	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch}
+	prompt := framed.Render()
 	sum := TurnSummary{N: t.n, Started: start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(prompt)}
+	ids := make([]string, 0, len(batch.Messages))
+	for _, m := range batch.Messages {
+		if m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
 
 	if a.log.Enabled(t.ctx, slog.LevelInfo) {
 		a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped)
@@ -113,9 +121,13 @@ func (a *Agent) turn(t turnStart) {
 
 	if err == nil {
 		// The turn's own context is cancelled by now; recording the turn
-		// must not be.
-		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name); cerr != nil {
+		// must not be. The record names the messages, so a worker that
+		// dies before acking them knows them when they come again.
+		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(framed.RenderForRecord(), genai.RoleUser)}
+		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name, rec); cerr != nil {
 			err = fmt.Errorf("record turn: %w", cerr)
+		} else {
+			a.remember(t.n, ids)
 		}
 	}
 	sum.Outcome = outcome(err)
@@ -141,13 +153,9 @@ func (a *Agent) turn(t turnStart) {
 			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
 		}
 	} else {
-		ids := make([]string, 0, len(batch.Messages))
 		for _, m := range batch.Messages {
 			if m.Receipt != nil {
 				m.Receipt.Handled()
-			}
-			if m.ID != "" {
-				ids = append(ids, m.ID)
 			}
 		}
 		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", ids), slog.String("text", clip(sum.Text, 400)))
@@ -313,6 +321,12 @@ func (a *Agent) finish(sum TurnSummary, done func()) {
 	a.last = &sum
 	if sum.Outcome == OutcomeCompleted {
 		a.failures = 0
+	}
+	if w, _ := a.inbox.Len(); w > 0 && len(a.causes) == 0 && sum.Outcome == OutcomeCompleted {
+		// The turn took what its input budget allowed; the wake messages
+		// left over run next.
+		a.causes = append(a.causes, Cause{Source: SourceInbox, At: now})
+		a.firstWake = now
 	}
 	done()
 	a.running = false

@@ -47,16 +47,39 @@ func New(st store.Store, window int) *Service {
 type conversation struct {
 	app, user, id string
 	turns         [][]*session.Event // committed, newest last, at most window
+	meta          []Turn             // each committed turn's number and messages (Input unset)
 	pending       []*session.Event   // the turn in progress
 	state         map[string]any
 	updated       time.Time
 }
 
+// Turn is what the driver adds to a committed turn.
+type Turn struct {
+	// N is the turn's number, so a restarted worker counts on from it.
+	N uint64
+	// Messages are the ids of the messages the turn handled, so a
+	// restarted worker recognises them if they are delivered again.
+	Messages []string
+	// Input, when set, is kept in place of the turn's prompt (the first
+	// event the user authored): the driver's rendering with long message
+	// bodies clipped, so a turn over a large batch stays recordable and
+	// later turns do not carry its full text.
+	Input *genai.Content
+}
+
+// MaxRecordBytes bounds one turn's record in the store (the NATS KV store
+// refuses values above the server's max payload, 1 MiB by default). A
+// turn whose record would be larger is kept with its longest texts and
+// tool results clipped, marked as such; it is never failed for its size.
+const MaxRecordBytes = 256 << 10
+
 // turnRecord is what one turn looks like in the store: the parts of each
 // event that shape what the model sees next (who said what, on which
 // branch), not the transient response metadata.
 type turnRecord struct {
-	Events []storedEvent `json:"events"`
+	N        uint64        `json:"n,omitempty"`
+	Messages []string      `json:"msgs,omitempty"`
+	Events   []storedEvent `json:"events"`
 }
 
 type storedEvent struct {
@@ -114,6 +137,7 @@ func (s *Service) load(ctx context.Context, app, user, id string) (*conversation
 		}
 		evs := rec.decode()
 		c.turns = append(c.turns, evs)
+		c.meta = append(c.meta, Turn{N: rec.N, Messages: rec.Messages})
 		if n := len(evs); n > 0 {
 			c.updated = evs[n-1].Timestamp
 		}
@@ -232,31 +256,71 @@ func (s *Service) AppendEvent(_ context.Context, sess session.Session, ev *sessi
 	return nil
 }
 
-// Commit stores the turn in progress as one record and makes it part of
-// the window. Committing with nothing pending is a no-op. On a store error
-// the turn stays pending, so Commit may be retried; store errors are
-// marked as an outage (package outage): a record that cannot be written
-// is the store's fault, not the turn's.
-func (s *Service) Commit(ctx context.Context, app, user, id string) error {
+// Commit stores the turn in progress as one record, with t's number,
+// message ids and shortened input, and makes it part of the window as
+// stored. A record above MaxRecordBytes is clipped to fit (see shrink).
+// Committing with nothing pending is a no-op. On a store error the turn
+// stays pending, so Commit may be retried; store errors are marked as an
+// outage (package outage): a record that cannot be written is the store's
+// fault, not the turn's.
+func (s *Service) Commit(ctx context.Context, app, user, id string, t Turn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.convs[convKey(app, user, id)]
 	if !ok || len(c.pending) == 0 {
 		return nil
 	}
-	raw, err := json.Marshal(encodeTurn(c.pending))
+	rec := encodeTurn(c.pending)
+	rec.N, rec.Messages = t.N, t.Messages
+	if t.Input != nil {
+		for i := range rec.Events {
+			if rec.Events[i].Author == "user" {
+				rec.Events[i].Content = t.Input
+				break
+			}
+		}
+	}
+	raw, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("history: encode turn of %s/%s: %w", user, id, err)
+	}
+	if len(raw) > MaxRecordBytes {
+		// Clip a copy: the events' contents are shared with the run.
+		var cp turnRecord
+		if err := json.Unmarshal(raw, &cp); err != nil {
+			return fmt.Errorf("history: copy turn of %s/%s: %w", user, id, err)
+		}
+		if raw, err = shrink(&cp, MaxRecordBytes); err != nil {
+			return fmt.Errorf("history: encode turn of %s/%s: %w", user, id, err)
+		}
+		rec = cp
 	}
 	if err := s.store.Append(ctx, listKey(app, user, id), raw, s.window); err != nil {
 		return fmt.Errorf("history: store turn of %s/%s: %w", user, id, outage.Mark("store", err))
 	}
-	c.turns = append(c.turns, c.pending)
+	// The window holds the turn as stored, so the model sees the same
+	// history whether or not the worker restarted since.
+	c.turns = append(c.turns, rec.decode())
+	c.meta = append(c.meta, Turn{N: t.N, Messages: t.Messages})
 	if len(c.turns) > s.window {
 		c.turns = append(c.turns[:0:0], c.turns[len(c.turns)-s.window:]...)
+		c.meta = append(c.meta[:0:0], c.meta[len(c.meta)-s.window:]...)
 	}
 	c.pending = nil
 	return nil
+}
+
+// Recent returns the committed turns in the window, oldest first, with
+// their numbers and message ids (Input unset), loading them from the
+// store if this process has not yet.
+func (s *Service) Recent(ctx context.Context, app, user, id string) ([]Turn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.load(ctx, app, user, id)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return append([]Turn(nil), c.meta...), nil
 }
 
 // Discard forgets the turn in progress: a failed or interrupted turn

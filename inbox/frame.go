@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Prompt is everything one turn is told, before rendering.
@@ -26,11 +27,25 @@ const (
 	messageHeader = "--- message "
 )
 
+// RecordBodyBytes is how much of each message's text the history keeps
+// of a turn (RenderForRecord): enough to remember what it said, never so
+// much that a batch of large messages makes a record the store refuses.
+const RecordBodyBytes = 4096
+
 // Render frames the prompt as the text the model receives. External
 // messages are fenced and labelled as untrusted data, oldest first, each
 // with its kind, source, sender, time and id; text that imitates the fence
 // is defused so a message cannot close the block early.
-func (p Prompt) Render() string {
+func (p Prompt) Render() string { return p.render(0) }
+
+// RenderForRecord is Render with each message's text cut to
+// RecordBodyBytes, marked with its full size: what the history keeps of
+// the turn. Ids, sources and times are kept whole.
+func (p Prompt) RenderForRecord() string { return p.render(RecordBodyBytes) }
+
+// render frames the prompt; clip > 0 cuts message texts to that many
+// bytes (at a rune boundary).
+func (p Prompt) render(clip int) string {
 	var b strings.Builder
 	wakes := "none"
 	if len(p.Wakes) > 0 {
@@ -72,7 +87,15 @@ func (p Prompt) Render() string {
 		for k, v := range sorted(m.Attributes) {
 			fmt.Fprintf(&b, "  %s: %s\n", oneLine(k), oneLine(v))
 		}
-		b.WriteString(defuse(m.Text))
+		text := m.Text
+		if clip > 0 && len(text) > clip {
+			cut := clip
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = fmt.Sprintf("%s\n[clipped in the history: the first %d of %d bytes are kept]", text[:cut], cut, len(m.Text))
+		}
+		b.WriteString(defuse(text))
 		b.WriteString("\n")
 	}
 	b.WriteString(externalClose + "\n")

@@ -64,7 +64,9 @@ type Batch struct {
 	Dropped  int
 }
 
-// Inbox is a bounded FIFO of messages. It is safe for concurrent use.
+// Inbox is a bounded FIFO of messages: at most its cap of wake messages
+// and, separately, at most its cap of deferred ones, so deferred messages
+// never crowd out a wake message. It is safe for concurrent use.
 type Inbox struct {
 	cap      int
 	onDrop   func(m Message, reason string)
@@ -85,8 +87,8 @@ func (q *Inbox) recount() {
 	}
 }
 
-// New returns an inbox holding at most capacity messages (DefaultCap when
-// capacity <= 0). onDrop, if set, is called (outside the lock) for every
+// New returns an inbox holding at most capacity wake messages and
+// capacity deferred ones (DefaultCap when capacity <= 0). onDrop, if set, is called (outside the lock) for every
 // message dropped, with the reason.
 func New(capacity int, onDrop func(m Message, reason string)) *Inbox {
 	if capacity <= 0 {
@@ -95,9 +97,9 @@ func New(capacity int, onDrop func(m Message, reason string)) *Inbox {
 	return &Inbox{cap: capacity, onDrop: onDrop}
 }
 
-// Push appends m. When the inbox is full the oldest message is dropped:
-// its Receipt is told, onDrop is called, and the next Batch counts it.
-// Push reports whether m should wake the agent.
+// Push appends m. When m's kind is over the cap, the oldest message of
+// that kind is dropped: its Receipt is told, onDrop is called, and the
+// next Batch counts it. Push reports whether m should wake the agent.
 func (q *Inbox) Push(m Message) (wake bool) {
 	q.mu.Lock()
 	q.queue = append(q.queue, m)
@@ -110,20 +112,31 @@ func (q *Inbox) Push(m Message) (wake bool) {
 	return m.Kind == Wake
 }
 
-// trim drops the oldest messages beyond the cap. Callers hold mu.
+// trim drops the oldest messages of each kind beyond the cap. Callers
+// hold mu.
 func (q *Inbox) trim() []Message {
-	over := len(q.queue) - q.cap
-	if over <= 0 {
+	overWake := len(q.queue) - q.deferred - q.cap
+	overDeferred := q.deferred - q.cap
+	if overWake <= 0 && overDeferred <= 0 {
 		return nil
 	}
-	dropped := append([]Message(nil), q.queue[:over]...)
-	q.queue = append(q.queue[:0:0], q.queue[over:]...)
-	for _, m := range dropped {
-		if m.Kind == Deferred {
+	var dropped []Message
+	keep := q.queue[:0:0]
+	for _, m := range q.queue {
+		switch {
+		case m.Kind == Deferred && overDeferred > 0:
+			overDeferred--
 			q.deferred--
+		case m.Kind != Deferred && overWake > 0:
+			overWake--
+		default:
+			keep = append(keep, m)
+			continue
 		}
+		dropped = append(dropped, m)
 	}
-	q.dropped += over
+	q.queue = keep
+	q.dropped += len(dropped)
 	return dropped
 }
 
@@ -146,6 +159,59 @@ func (q *Inbox) Drain() Batch {
 	b := Batch{Messages: q.queue, Dropped: q.dropped}
 	q.queue, q.dropped, q.deferred = nil, 0, 0
 	return b
+}
+
+// Take removes what one turn takes and returns it, oldest first, with the
+// overflow count since the last Drain or Take: wake messages oldest first
+// until their text (Size) reaches maxBytes, then deferred ones in what is
+// left of it. At least one message is taken when any waits, however big;
+// maxBytes <= 0 takes everything. The rest stay queued in order.
+func (q *Inbox) Take(maxBytes int) Batch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if maxBytes <= 0 {
+		b := Batch{Messages: q.queue, Dropped: q.dropped}
+		q.queue, q.dropped, q.deferred = nil, 0, 0
+		return b
+	}
+	taken := make([]bool, len(q.queue))
+	used, n := 0, 0
+	for _, wantDeferred := range []bool{false, true} {
+		for i, m := range q.queue {
+			if (m.Kind == Deferred) != wantDeferred {
+				continue
+			}
+			size := m.Size()
+			if n > 0 && used+size > maxBytes {
+				break
+			}
+			taken[i] = true
+			used += size
+			n++
+		}
+	}
+	b := Batch{Messages: make([]Message, 0, n), Dropped: q.dropped}
+	rest := q.queue[:0:0]
+	for i, m := range q.queue {
+		if taken[i] {
+			b.Messages = append(b.Messages, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	q.queue, q.dropped = rest, 0
+	q.recount()
+	return b
+}
+
+// Size is how much of a turn's input budget the message takes: its text,
+// attributes, id, source and sender, in bytes.
+func (m Message) Size() int {
+	n := len(m.Text) + len(m.ID) + len(m.Source) + len(m.From)
+	for k, v := range m.Attributes {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // Requeue puts a drained batch back in front of anything that arrived
@@ -177,6 +243,27 @@ func (q *Inbox) Requeue(b Batch, maxAttempts int) {
 	q.mu.Unlock()
 	q.notify(gaveUp, "failed in too many turns")
 	q.notify(dropped, "inbox full")
+}
+
+// Remove takes the waiting messages for which match is true out of the
+// inbox and returns them, without telling their receipts.
+func (q *Inbox) Remove(match func(Message) bool) []Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []Message
+	keep := q.queue[:0:0]
+	for _, m := range q.queue {
+		if match(m) {
+			out = append(out, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	if len(out) > 0 {
+		q.queue = keep
+		q.recount()
+	}
+	return out
 }
 
 // Len returns how many wake and deferred messages are waiting, in

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 type receipt struct{ handled, dropped []string }
@@ -128,5 +129,91 @@ func TestRenderEmpty(t *testing.T) {
 	got := Prompt{Wakes: []string{"timer"}}.Render()
 	if got != "[wake: timer]\n\nNo new messages.\n" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestDeferredNeverCrowdOutWakeMessages(t *testing.T) {
+	t.Parallel()
+	var dropped []string
+	q := New(3, func(m Message, reason string) { dropped = append(dropped, m.Text) })
+	for i := range 5 {
+		q.Push(msg(fmt.Sprintf("d%d", i), Deferred))
+	}
+	q.Push(msg("page", Wake))
+	if w, d := q.Len(); w != 1 || d != 3 {
+		t.Fatalf("Len = %d wake, %d deferred; want 1, 3", w, d)
+	}
+	if strings.Join(dropped, ",") != "d0,d1" {
+		t.Fatalf("dropped %v, want the two oldest deferred only", dropped)
+	}
+	b := q.Drain()
+	var texts []string
+	for _, m := range b.Messages {
+		texts = append(texts, m.Text)
+	}
+	if strings.Join(texts, ",") != "d2,d3,d4,page" || b.Dropped != 2 {
+		t.Fatalf("batch %v dropped %d", texts, b.Dropped)
+	}
+}
+
+func TestTakeBoundsATurnsInputWakeFirst(t *testing.T) {
+	t.Parallel()
+	q := New(10, nil)
+	big := strings.Repeat("x", 100)
+	for i := range 3 {
+		q.Push(msg(fmt.Sprintf("d%d-%s", i, big), Deferred))
+	}
+	for i := range 3 {
+		q.Push(msg(fmt.Sprintf("w%d-%s", i, big), Wake))
+	}
+	texts := func(b Batch) string {
+		var s []string
+		for _, m := range b.Messages {
+			s = append(s, m.Text[:2])
+		}
+		return strings.Join(s, ",")
+	}
+	size := msg("w0-"+big, Wake).Size()
+	b := q.Take(2*size + size/2) // room for two and a half messages
+	if got := texts(b); got != "w0,w1" {
+		t.Fatalf("first take = %s, want the two oldest wake messages", got)
+	}
+	b = q.Take(3*size + 10) // the last wake message, then deferred, oldest first
+	if got := texts(b); got != "d0,d1,w2" {
+		t.Fatalf("second take = %s, want d0,d1,w2 (queue order)", got)
+	}
+	if w, d := q.Len(); w != 0 || d != 1 {
+		t.Fatalf("left %d wake, %d deferred; want 0, 1", w, d)
+	}
+	b = q.Take(1) // one message is always taken, whatever its size
+	if got := texts(b); got != "d2" {
+		t.Fatalf("third take = %s", got)
+	}
+	if b := q.Take(100); len(b.Messages) != 0 {
+		t.Fatalf("take from an empty inbox: %+v", b)
+	}
+}
+
+func TestRenderForRecordClipsLongBodiesAndKeepsIDs(t *testing.T) {
+	t.Parallel()
+	long := msg(strings.Repeat("é", RecordBodyBytes), Wake) // 2 bytes a rune
+	long.ID = "big-1"
+	short := msg("disk full", Wake)
+	short.ID = "small-1"
+	p := Prompt{Wakes: []string{"inbox message"}, Batch: Batch{Messages: []Message{long, short}}}
+	full, rec := p.Render(), p.RenderForRecord()
+	if !strings.Contains(full, long.Text) {
+		t.Fatal("Render clipped a message")
+	}
+	if len(rec) >= len(full) || !strings.Contains(rec, "[clipped in the history: the first 4096 of 8192 bytes are kept]") {
+		t.Fatalf("record rendering not clipped (%d vs %d bytes)", len(rec), len(full))
+	}
+	for _, want := range []string{"id big-1", "id small-1", "disk full"} {
+		if !strings.Contains(rec, want) {
+			t.Fatalf("record rendering lacks %q", want)
+		}
+	}
+	if !utf8.ValidString(rec) {
+		t.Fatal("clipping split a rune")
 	}
 }

@@ -87,6 +87,7 @@ type setup struct {
 	script  string // the model's script (flow YAML list); default: one text step
 	tools   string // default [schedule_next_turn, report_done]
 	ackWait string // default 1s, so redelivery tests are quick
+	maxBody int    // nats.max_message_bytes; default 4096
 }
 
 func writeConfig(t testing.TB, s setup) *config.Config {
@@ -96,6 +97,9 @@ func writeConfig(t testing.TB, s setup) *config.Config {
 	}
 	if s.ackWait == "" {
 		s.ackWait = "1s"
+	}
+	if s.maxBody == 0 {
+		s.maxBody = 4096
 	}
 	if s.tools == "" {
 		s.tools = "[schedule_next_turn, report_done]"
@@ -110,7 +114,7 @@ nats:
   url: %q
   listen: "-1"
   ack_wait: %s
-  max_message_bytes: 4096
+  max_message_bytes: %d
 %s
 models:
   fake:
@@ -122,7 +126,7 @@ agents:
     model: fake
     tools: %s
 %s
-`, s.dataDir, s.natsURL, s.ackWait, s.top, s.script, s.tools, s.agent)
+`, s.dataDir, s.natsURL, s.ackWait, s.maxBody, s.top, s.script, s.tools, s.agent)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		t.Fatal(err)

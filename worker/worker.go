@@ -556,6 +556,7 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			MaxTurnsPerWake: a.Turn.MaxPerWake,
 			HistoryTurns:    a.Turn.HistoryTurns,
 			Retry:           driver.Backoff{Base: a.Turn.Retry.Base.D(), Max: a.Turn.Retry.Max.D()},
+			MaxInputBytes:   a.Turn.MaxInputBytes,
 			TurnsPerHour:    a.Limits.TurnsPerHour,
 			TurnBurst:       a.Limits.TurnBurst,
 			Schedules:       schedules(a.Schedules),

@@ -151,8 +151,20 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	return b, nil
 }
 
-// consumerName is an agent's durable consumer.
-func consumerName(agent string) string { return "agent-" + agent }
+// Durable consumer names: an agent's wake input and its deferred input
+// each have their own, so a deferred backlog holds no slot a wake message
+// needs. The prefixes differ from the first letter, so a name tells its
+// agent and its kind.
+const (
+	wakePrefix     = "agent-"
+	deferredPrefix = "deferred-"
+)
+
+// consumerName is an agent's durable consumer of wake input.
+func consumerName(agent string) string { return wakePrefix + agent }
+
+// deferredConsumerName is an agent's durable consumer of deferred input.
+func deferredConsumerName(agent string) string { return deferredPrefix + agent }
 
 const unknownConsumer = "unknown-agents"
 
@@ -219,18 +231,47 @@ func (b *Binding) Bind(ctx context.Context, name string) error {
 		b.mu.Unlock()
 		return nil
 	}
-	// <prefix>.<agent>.* matches only the agent's inbox and deferred
-	// subjects in this stream, and one filter is cheaper for the server
-	// than two.
-	filters := []string{b.opts.Subjects.Prefix + "." + name + ".*"}
+	// Wake input and deferred input have a consumer each, both bounded by
+	// the inbox cap: deferred messages beyond what the agent holds stay in
+	// the stream, and however many there are, a wake message still has a
+	// slot to arrive in.
+	wake, deferred := []string{b.opts.Subjects.Inbox(name)}, []string{b.opts.Subjects.Deferred(name)}
 	for _, s := range a.Subscribe {
-		if !slices.Contains(filters, s.Subject) {
-			filters = append(filters, s.Subject)
+		if s.Mode == "deferred" {
+			deferred = append(deferred, s.Subject)
+		} else {
+			wake = append(wake, s.Subject)
 		}
 	}
+	var stops []func()
+	stopAll := func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	for _, c := range []struct {
+		durable, what string
+		filters       []string
+	}{{consumerName(name), "wake input", wake}, {deferredConsumerName(name), "deferred input", deferred}} {
+		stop, err := b.consume(ctx, a, c.durable, c.what, c.filters)
+		if err != nil {
+			stopAll()
+			return err
+		}
+		stops = append(stops, stop)
+	}
+	b.mu.Lock()
+	b.bound[name] = stopAll
+	b.mu.Unlock()
+	return nil
+}
+
+// consume creates (or resumes) one durable consumer of the agent's input
+// and starts consuming it; it returns how to stop.
+func (b *Binding) consume(ctx context.Context, a *Agent, durable, what string, filters []string) (func(), error) {
 	c, err := b.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:        consumerName(name),
-		Description:    "agent-worker agent " + name,
+		Durable:        durable,
+		Description:    "agent-worker agent " + a.Name + ": " + what,
 		FilterSubjects: filters,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        b.opts.AckWait,
@@ -239,20 +280,17 @@ func (b *Binding) Bind(ctx context.Context, name string) error {
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("consumer for agent %s on %v: %w", name, filters, err)
+		return nil, fmt.Errorf("consumer %s for agent %s on %v: %w", durable, a.Name, filters, err)
 	}
 	cc, err := c.Consume(func(m jetstream.Msg) { b.onMessage(a, m) },
 		jetstream.PullMaxMessages(max(a.Cap, 1)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			b.opts.Log.Warn("consumer error; it retries", "agent", name, "error", err)
+			b.opts.Log.Warn("consumer error; it retries", "agent", a.Name, "consumer", durable, "error", err)
 		}))
 	if err != nil {
-		return fmt.Errorf("consume for agent %s: %w", name, err)
+		return nil, fmt.Errorf("consume %s for agent %s: %w", durable, a.Name, err)
 	}
-	b.mu.Lock()
-	b.bound[name] = cc.Stop
-	b.mu.Unlock()
-	return nil
+	return cc.Stop, nil
 }
 
 // Unbind stops consuming the agent's input and releases its waiting
@@ -287,7 +325,10 @@ func (b *Binding) pruneConsumers(ctx context.Context, stream jetstream.Stream) e
 	names := stream.ConsumerNames(ctx)
 	var stale []string
 	for n := range names.Name() {
-		agent, ok := strings.CutPrefix(n, "agent-")
+		agent, ok := strings.CutPrefix(n, wakePrefix)
+		if !ok {
+			agent, ok = strings.CutPrefix(n, deferredPrefix)
+		}
 		if ok && b.agents[agent] == nil {
 			stale = append(stale, n)
 		}

@@ -36,3 +36,21 @@ func Valid(s string) bool {
 	}
 	return true
 }
+
+// Overlap reports whether some subject matches both patterns: then one
+// message could reach two consumers filtered on them.
+func Overlap(a, b string) bool {
+	p, q := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; ; i++ {
+		switch {
+		case i == len(p) && i == len(q):
+			return true
+		case i == len(p) || i == len(q):
+			return false // one pattern ended; the other needs more tokens
+		case p[i] == ">" || q[i] == ">":
+			return true // ">" takes whatever one or more tokens the other has here
+		case p[i] != "*" && q[i] != "*" && p[i] != q[i]:
+			return false
+		}
+	}
+}

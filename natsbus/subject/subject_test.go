@@ -32,3 +32,29 @@ func TestValid(t *testing.T) {
 		}
 	}
 }
+
+func TestOverlap(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"alerts.prod.db", "alerts.prod.db", true},
+		{"alerts.prod.db", "alerts.prod.web", false},
+		{"alerts.>", "alerts.low.disk", true},
+		{"alerts.>", "alerts", false},
+		{"alerts.*", "alerts.low.disk", false},
+		{"alerts.*.disk", "alerts.low.*", true},
+		{"alerts.*", "metrics.*", false},
+		{">", "anything.at.all", true},
+		{"a.b.>", "a.*.c.d", true},
+		{"a.b", "a.b.c", false},
+	} {
+		if got := Overlap(tt.a, tt.b); got != tt.want {
+			t.Errorf("Overlap(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+		if got := Overlap(tt.b, tt.a); got != tt.want {
+			t.Errorf("Overlap(%q, %q) = %v, want %v (not symmetric)", tt.b, tt.a, got, tt.want)
+		}
+	}
+}

@@ -2,10 +2,10 @@ package driver
 
 import (
 	"context"
-	"maps"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"

@@ -422,6 +422,19 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 		return
 	}
 	id, explicit := messageID(m.Headers(), body, meta)
+	sk := seqKey{a.Name, meta.Sequence.Stream}
+	b.mu.Lock()
+	if waiting, ok := b.bySeq[sk]; ok {
+		// Delivered again while it still waits in the inbox or is being
+		// settled (e.g. after a server restart): answer through the
+		// newest delivery, queue nothing. Checked before the handled ids,
+		// which a settling message may not have reached yet.
+		waiting.msg = m
+		b.mu.Unlock()
+		b.opts.Log.Debug("redelivery of a waiting message; not queued again", "agent", a.Name, "id", id, "deliveries", meta.NumDelivered)
+		return
+	}
+	b.mu.Unlock()
 	if (explicit || meta.NumDelivered > 1) && b.opts.Store != nil {
 		_, err := b.opts.Store.Get(context.Background(), handledKey(a.Name, id))
 		switch {
@@ -436,7 +449,6 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 			b.opts.Log.Warn("cannot check whether a message was handled; delivering it (at least once)", "agent", a.Name, "id", id, "error", err)
 		}
 	}
-	sk := seqKey{a.Name, meta.Sequence.Stream}
 	r := &receipt{b: b, msg: m, agent: a.Name, id: id, subject: m.Subject(), headers: m.Headers(), seq: sk}
 	b.mu.Lock()
 	if b.stopped {
@@ -445,11 +457,9 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 		return
 	}
 	if waiting, ok := b.bySeq[sk]; ok {
-		// Redelivered while still in the inbox (e.g. after a server
-		// restart): answer through the newest delivery, queue nothing.
+		// It arrived twice while its handled id was being looked up.
 		waiting.msg = m
 		b.mu.Unlock()
-		b.opts.Log.Debug("redelivery of a waiting message; not queued again", "agent", a.Name, "id", id, "deliveries", meta.NumDelivered)
 		return
 	}
 	b.pending[r] = struct{}{}

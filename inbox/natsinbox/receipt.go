@@ -71,14 +71,23 @@ func (b *Binding) settle() {
 	}
 }
 
+// settleOne records a handled message's id and then acks it, or
+// dead-letters and terminates a dropped one. The message stays known as
+// waiting (pending, bySeq) until it is settled, so a redelivery that
+// arrives meanwhile — after a reconnect, or because the id write is slow
+// — joins it instead of starting a second turn, and is answered with it:
+// handled and acked are one ordered step. It also keeps getting
+// in-progress acks until then.
 func (b *Binding) settleOne(o outcome) {
 	r := o.r
-	b.mu.Lock()
-	delete(b.pending, r)
-	delete(b.bySeq, r.seq)
-	msg := r.msg
-	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.pending, r)
+		delete(b.bySeq, r.seq)
+		b.mu.Unlock()
+	}()
 	if o.reason != "" {
+		msg := r.current()
 		b.reject(r.agent, r.id, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: RejectDropped, Detail: o.reason})
 		if err := msg.TermWithReason(RejectDropped); err != nil {
 			b.opts.Log.Warn("terminate dropped message", "agent", r.agent, "id", r.id, "error", err)
@@ -93,7 +102,7 @@ func (b *Binding) settleOne(o outcome) {
 			b.opts.Log.Warn("could not record a handled message id; a redelivery would run again", "agent", r.agent, "id", r.id, "error", err)
 		}
 	}
-	if err := msg.Ack(); err != nil {
+	if err := r.current().Ack(); err != nil {
 		b.opts.Log.Warn("ack failed; the message will be redelivered and recognised as handled", "agent", r.agent, "id", r.id, "error", err)
 	}
 }

@@ -321,8 +321,9 @@ type Watchdog struct {
 	// Failures: a streak of failing calls (warning only). Default 3.
 	Failures int `yaml:"failures"`
 	// TurnRepeat: the same tool calls, in the same order and with the
-	// same arguments, in this many turns in a row that the agent woke
-	// itself for (its own timer, its heartbeat, a retry). Default 5.
+	// same arguments, in this many turns in a row, each woken only by a
+	// wake the model asked for at sleep.min or sooner — a loop spread
+	// across turns. Default 5.
 	TurnRepeat int `yaml:"turn_repeat"`
 }
 

@@ -82,6 +82,7 @@ type Agent struct {
 	retryOutage bool      // the pending retry follows an outage: recovery ends its wait
 	waiting     string    // why turns wait for a dependency; "" when they need not
 	waitCheck   bool      // a re-check of the dependencies is armed
+	eagerTimer  bool      // the armed timer is the model's, at the earliest it may be
 	requested   *wakeRequest
 	turns       uint64
 	last        *TurnSummary
@@ -484,7 +485,12 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 		}
 	}
 	turnCtx, cancel := context.WithCancelCause(ctx)
-	t := turnStart{ctx: turnCtx, cancel: cancel, causes: a.causes, notes: a.notes}
+	t := turnStart{ctx: turnCtx, cancel: cancel, causes: a.causes, notes: a.notes, eager: a.eagerTimer}
+	for _, c := range a.causes {
+		if c.Source != SourceTimer {
+			t.eager = false
+		}
+	}
 	a.causes, a.notes = nil, nil
 	a.running = true
 	a.cancelTurn = cancel

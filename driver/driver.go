@@ -108,11 +108,21 @@ type Guard interface {
 	// with it.
 	Admit(ctx context.Context, agent string) error
 	// BeginTurn and EndTurn bracket every admitted turn.
-	BeginTurn(agent string)
+	BeginTurn(agent string, t TurnInfo)
 	EndTurn(agent string)
 	// Plugin returns the ADK plugin that watches the agent's turns, or
 	// nil.
 	Plugin(agent string) *plugin.Plugin
+}
+
+// TurnInfo tells guards about a turn as it begins.
+type TurnInfo struct {
+	// N is the turn's number.
+	N uint64
+	// Eager: only the agent's own timer woke the turn, and the model had
+	// asked for it at the earliest it may (sleep.min or sooner, clamped):
+	// the agent is re-running itself as fast as it is allowed to.
+	Eager bool
 }
 
 // Subagents hands each agent its spawner of background subagents.

@@ -59,6 +59,7 @@ type meter interface {
 
 type turnStart struct {
 	n      uint64
+	eager  bool // see TurnInfo.Eager
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	causes []Cause
@@ -95,9 +96,21 @@ func (a *Agent) turn(t turnStart) {
 		timer = a.clock.AfterFunc(a.spec.TurnTimeout, func() { t.cancel(ErrTurnTimeout) })
 	}
 	for _, g := range a.guards {
-		g.BeginTurn(a.spec.Name)
+		g.BeginTurn(a.spec.Name, TurnInfo{N: t.n, Eager: t.eager})
 	}
 	err := a.execute(t.ctx, prompt, &sum)
+	if timer != nil {
+		timer.Stop()
+	}
+	if t.ctx.Err() != nil {
+		// Whatever the runner returned, the turn ended because its
+		// context did; say why (timeout, interrupt, halt, shutdown).
+		err = context.Cause(t.ctx)
+	}
+	// The turn's work is over: a guard that halts the agent as the turn
+	// ends (a loop seen across turns) closes the gate for the next turn
+	// without undoing this one.
+	t.cancel(nil)
 	for _, g := range a.guards {
 		g.EndTurn(a.spec.Name)
 		if m, ok := g.(meter); ok {
@@ -108,15 +121,6 @@ func (a *Agent) turn(t turnStart) {
 			}
 		}
 	}
-	if timer != nil {
-		timer.Stop()
-	}
-	if t.ctx.Err() != nil {
-		// Whatever the runner returned, the turn ended because its
-		// context did; say why (timeout, interrupt, halt, shutdown).
-		err = context.Cause(t.ctx)
-	}
-	t.cancel(nil)
 	sum.Duration = a.clock.Now().Sub(start)
 
 	if err == nil {
@@ -305,6 +309,9 @@ func (a *Agent) finish(sum TurnSummary, done func()) {
 	a.requested = nil
 	a.mu.Unlock()
 	now := a.clock.Now()
+	a.mu.Lock()
+	a.eagerTimer = req != nil && !req.at.After(now.Add(a.spec.Sleep.Min))
+	a.mu.Unlock()
 	switch {
 	case req != nil:
 		a.sched.SetTimer(a.spec.Name, req.at, false)

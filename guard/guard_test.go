@@ -315,7 +315,7 @@ func TestOnlyCompletedResponsesAreCharged(t *testing.T) {
 	g.AddAgent("a", "priced-1", guard.Limits{})
 	after := g.Plugin("a").AfterModelCallback()
 	usage := &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 100_000}
-	g.BeginTurn("a")
+	g.BeginTurn("a", driver.TurnInfo{})
 	// A stream: two partial chunks carrying running usage, then the final.
 	for _, partial := range []bool{true, true, false} {
 		if _, err := after(nil, &model.LLMResponse{Partial: partial, UsageMetadata: usage}, nil); err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 // BeginTurn implements driver.Guard.
-func (g *Guard) BeginTurn(agent string) {
+func (g *Guard) BeginTurn(agent string, _ driver.TurnInfo) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if l := g.agents[agent]; l != nil {

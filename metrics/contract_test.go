@@ -92,7 +92,7 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 		add("demo", guard.EventTripped, map[string]any{"guardrail": g})
 		want[`agent_worker_guardrail_trips_total{agent="demo",guardrail="`+g+`"}`]++
 	}
-	for _, s := range []string{watchdog.SignalRepeat, watchdog.SignalCycle, watchdog.SignalDominant, watchdog.SignalFailures} {
+	for _, s := range []string{watchdog.SignalRepeat, watchdog.SignalCycle, watchdog.SignalDominant, watchdog.SignalFailures, watchdog.SignalTurnRepeat} {
 		add("demo", watchdog.EventAlert, map[string]any{"signal": s})
 		want[`agent_worker_watchdog_alerts_total{agent="demo",signal="`+s+`"}`] = 1
 	}

@@ -26,7 +26,7 @@ var (
 	// guard.Turn, Session, Daily, WorkerDaily and Watchdog.
 	guardrails = []string{"turn_usd", "session_usd", "daily_usd", "worker_daily_usd", "watchdog"}
 	// watchdog.Signal*.
-	watchdogSignals = []string{"repeat", "cycle", "dominant", "failures"}
+	watchdogSignals = []string{"repeat", "cycle", "dominant", "failures", "turn_repeat"}
 	// The outcomes of a finished subagent.
 	subagentOutcomes = []string{"completed", "failed", "stopped", "timeout"}
 	// scheduler.Outcome*.

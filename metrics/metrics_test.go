@@ -63,7 +63,7 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		"agent_worker_model_cost_usd_total":                2,
 		"agent_worker_tool_calls_total":                    2 * 2,
 		"agent_worker_guardrail_trips_total":               2 * 5,
-		"agent_worker_watchdog_alerts_total":               2 * 4,
+		"agent_worker_watchdog_alerts_total":               2 * 5,
 		"agent_worker_subagents_total":                     2 * 4,
 		"agent_worker_schedule_runs_total":                 5,
 		"agent_worker_events_dropped_total":                2,

@@ -33,7 +33,8 @@ const (
 )
 
 // Config sets the thresholds of a Detector. A zero (or negative) field takes
-// its default: Repeat 5, CycleRepeats 3, Dominant 8, Window 12, Failures 3.
+// its default: Repeat 5, CycleRepeats 3, Dominant 8, Window 12, Failures 3,
+// TurnRepeat 5.
 // Values that would make a signal fire on every call are raised to the
 // smallest meaningful one: Repeat, CycleRepeats and Dominant to 2,
 // and Window to Dominant (a window smaller than the threshold could never
@@ -51,6 +52,9 @@ type Config struct {
 	// Failures: this many failing calls in a row (a warning, never
 	// blocking).
 	Failures int
+	// TurnRepeat: the same calls in this many eager turns in a row (a
+	// Watchdog signal across turns; the Detector ignores it).
+	TurnRepeat int
 }
 
 // Defaults for a zero Config field.
@@ -86,6 +90,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Dominant, defaultDominant, 2)
 	def(&c.Window, defaultWindow, c.Dominant)
 	def(&c.Failures, defaultFailures, 1)
+	def(&c.TurnRepeat, defaultTurnRepeat, 2)
 	return c
 }
 

@@ -63,8 +63,9 @@ type watched struct {
 	name string
 	mode string
 	ctl  driver.Control
-	mu   sync.Mutex // tool calls of one turn may run in parallel
-	det  *Detector
+	mu    sync.Mutex // tool calls of one turn may run in parallel
+	det   *Detector
+	turns turnRepeat
 }
 
 var _ driver.Guard = (*Watchdog)(nil)
@@ -87,7 +88,7 @@ func (w *Watchdog) AddAgent(agent, mode string, c Config) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.agents[agent] = &watched{name: agent, mode: mode, det: NewDetector(c)}
+	w.agents[agent] = &watched{name: agent, mode: mode, det: NewDetector(c), turns: turnRepeat{limit: c.withDefaults().TurnRepeat}}
 }
 
 func (w *Watchdog) get(agent string) *watched {
@@ -110,18 +111,39 @@ func (w *Watchdog) Restore(context.Context, string) error { return nil }
 // Admit implements driver.Guard; a watchdog trip is refused by the guard.
 func (w *Watchdog) Admit(context.Context, string) error { return nil }
 
-// BeginTurn starts a fresh detector: patterns are per turn.
-func (w *Watchdog) BeginTurn(agent string) { w.Reset(agent) }
+// BeginTurn starts a fresh detector (its patterns are per turn) and a
+// fresh record of the turn's calls for the watch across turns.
+func (w *Watchdog) BeginTurn(agent string, t driver.TurnInfo) {
+	if a := w.get(agent); a != nil {
+		a.mu.Lock()
+		a.det.Reset()
+		a.turns.begin(t.Eager)
+		a.mu.Unlock()
+	}
+}
 
-// EndTurn implements driver.Guard.
-func (w *Watchdog) EndTurn(string) {}
+// EndTurn compares the turn's calls with the turns before it: the same
+// calls in watchdog.turn_repeat eager turns in a row is an alert (in
+// enforce mode the agent is halted before its next turn).
+func (w *Watchdog) EndTurn(agent string) {
+	a := w.get(agent)
+	if a == nil || a.mode == ModeOff {
+		return
+	}
+	a.mu.Lock()
+	alerts := a.turns.end()
+	a.mu.Unlock()
+	w.act(a, alerts)
+}
 
-// Reset clears the agent's detectors (an operator reset of the watchdog
-// guardrail, or a new turn). Notes already queued for the model stay.
+// Reset clears the agent's detectors, also the watch across turns (an
+// operator reset of the watchdog guardrail). Notes already queued for the
+// model stay.
 func (w *Watchdog) Reset(agent string) {
 	if a := w.get(agent); a != nil {
 		a.mu.Lock()
 		a.det.Reset()
+		a.turns.last, a.turns.streak = "", 0
 		a.mu.Unlock()
 	}
 }
@@ -137,6 +159,7 @@ func (w *Watchdog) Plugin(agent string) *plugin.Plugin {
 		BeforeToolCallback: func(_ tool.Context, t tool.Tool, args map[string]any) (map[string]any, error) {
 			a.mu.Lock()
 			alerts := a.det.Call(Call{Tool: t.Name(), Args: args})
+			a.turns.call(Call{Tool: t.Name(), Args: args})
 			a.mu.Unlock()
 			return w.act(a, alerts), nil
 		},

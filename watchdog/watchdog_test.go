@@ -42,6 +42,13 @@ func report(summary string) config.ScriptStep {
 
 func newRig(t *testing.T, mode string, script []config.ScriptStep, limits guard.Limits) *rig {
 	t.Helper()
+	return newRigSpec(t, mode, script, limits, driver.Spec{Tools: []string{"report_done"}})
+}
+
+// newRigSpec is newRig with the agent's spec (its name, model and history
+// are the rig's).
+func newRigSpec(t *testing.T, mode string, script []config.ScriptStep, limits guard.Limits, spec driver.Spec) *rig {
+	t.Helper()
 	r := &rig{t: t}
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	r.c = c
@@ -67,8 +74,9 @@ func newRig(t *testing.T, mode string, script []config.ScriptStep, limits guard.
 	r.g.AddAgent("a", "fake", limits)
 	r.wd = watchdog.New(watchdog.Options{Events: bus, Clock: c, Tripper: r.g})
 	r.wd.AddAgent("a", mode, watchdog.Config{})
+	spec.Name, spec.Model, spec.HistoryTurns = "a", r.m, 3
 	d, err := driver.New(driver.Deps{Clock: c, Store: st, Events: bus, Guards: []driver.Guard{r.g, r.wd}},
-		[]driver.Spec{{Name: "a", Model: r.m, Tools: []string{"report_done"}, HistoryTurns: 3}})
+		[]driver.Spec{spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +231,57 @@ func TestWarnModeOnlyLogs(t *testing.T) {
 	last := r.lastPrompt()
 	if strings.Contains(last, "same tool call") {
 		t.Fatal("warn mode told the model")
+	}
+}
+
+func wakeIn(seconds int) config.ScriptStep {
+	return config.ScriptStep{Call: &config.Call{Name: "schedule_next_turn", Args: map[string]any{"wake_in_seconds": seconds}}}
+}
+
+func sleepSpec() driver.Spec {
+	s := driver.Spec{Tools: []string{"schedule_next_turn"}}
+	s.Sleep.Min, s.Sleep.Max = 10*time.Second, time.Minute
+	return s
+}
+
+func TestLoopAcrossTurnsIsHalted(t *testing.T) {
+	t.Parallel()
+	// Each turn asks to run again at once: clamped to sleep.min, it wakes
+	// itself every 10s with the same calls.
+	r := newRigSpec(t, watchdog.ModeEnforce, []config.ScriptStep{wakeIn(0), {Text: "again"}}, guard.Limits{}, sleepSpec())
+	r.a.Wake(driver.Cause{Source: driver.SourceStartup})
+	r.waitEvent(events.TurnCompleted) // woken by the start, not eager
+	for turn := 2; ; turn++ {
+		r.c.Advance(10 * time.Second)
+		r.waitEvent(events.TurnCompleted)
+		if r.a.State() == driver.Halted {
+			if turn != 6 {
+				t.Fatalf("halted after turn %d, want after 5 eager turns (turn 6)", turn)
+			}
+			break
+		}
+		if turn > 6 {
+			t.Fatal("a loop across turns was never stopped")
+		}
+	}
+	if s := r.a.Status(); !strings.Contains(s.HaltReason, "the same tool calls in 5 turns in a row") {
+		t.Fatalf("halt reason: %q", s.HaltReason)
+	}
+}
+
+func TestPeriodicAgentIsNoLoop(t *testing.T) {
+	t.Parallel()
+	// The demo's pattern: it asks for five minutes, is clamped to the
+	// one-minute max, and does the same thing every time. It sleeps as
+	// long as it may: no loop.
+	r := newRigSpec(t, watchdog.ModeEnforce, []config.ScriptStep{wakeIn(300), {Text: "sleeping"}}, guard.Limits{}, sleepSpec())
+	r.a.Wake(driver.Cause{Source: driver.SourceStartup})
+	r.waitEvent(events.TurnCompleted)
+	for range 12 {
+		r.c.Advance(time.Minute)
+		r.waitEvent(events.TurnCompleted)
+	}
+	if st := r.a.State(); st == driver.Halted {
+		t.Fatalf("a periodic agent was halted: %s", r.a.Status().HaltReason)
 	}
 }

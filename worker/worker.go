@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	wd := watchdog.New(watchdog.Options{Log: o.Log, Events: w.bus, Clock: o.Clock, Tripper: w.guard})
 	for _, a := range cfg.Agents {
 		wd.AddAgent(a.Name, a.Watchdog.Mode, watchdog.Config{Repeat: a.Watchdog.Repeat, CycleRepeats: a.Watchdog.CycleRepeats,
-			Dominant: a.Watchdog.Dominant, Window: a.Watchdog.Window, Failures: a.Watchdog.Failures})
+			Dominant: a.Watchdog.Dominant, Window: a.Watchdog.Window, Failures: a.Watchdog.Failures, TurnRepeat: a.Watchdog.TurnRepeat})
 	}
 	w.subagents = background.New(background.Options{Clock: o.Clock, Log: o.Log, Events: w.bus, Charger: w.guard})
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,

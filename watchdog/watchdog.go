@@ -60,9 +60,9 @@ type Watchdog struct {
 }
 
 type watched struct {
-	name string
-	mode string
-	ctl  driver.Control
+	name  string
+	mode  string
+	ctl   driver.Control
 	mu    sync.Mutex // tool calls of one turn may run in parallel
 	det   *Detector
 	turns turnRepeat

@@ -74,8 +74,10 @@ type NATS struct {
 	DuplicateWindow Duration `yaml:"duplicate_window"`
 	// AckWait is how long the server waits for an ack before redelivering
 	// a message. The worker keeps waiting messages alive with in-progress
-	// acks, so this bounds only how soon a crashed worker's messages are
-	// redelivered. Default 30s.
+	// acks (every third of it), so this bounds only how soon a crashed
+	// worker's messages are redelivered. Default 10s: shorter than the
+	// lease's move (lease.ttl), so a dead replica's messages are ready
+	// for the new owner by the time it takes the agent.
 	AckWait     Duration `yaml:"ack_wait"`
 	CredsFile   string   `yaml:"creds_file"`
 	NKeyFile    string   `yaml:"nkey_file"`

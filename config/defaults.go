@@ -22,7 +22,7 @@ func applyDefaults(c *Config) {
 	setInt(&c.NATS.MaxMessageBytes, 65536)
 	setBool(&c.NATS.JetStream, true)
 	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
-	setDuration(&c.NATS.AckWait, 30*time.Second)
+	setDuration(&c.NATS.AckWait, 10*time.Second)
 
 	setString(&c.Store.URL, "nats://")
 	setString(&c.API.Listen, "127.0.0.1:8080")

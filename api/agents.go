@@ -19,6 +19,9 @@ type AgentView struct {
 	// HaltReason says why a halted agent is halted.
 	HaltReason string `json:"halt_reason,omitempty"`
 	Paused     bool   `json:"paused"`
+	// Standby: another replica holds the agent's lease and runs it; this
+	// replica's view of it may be behind.
+	Standby bool `json:"standby,omitempty"`
 	// NextWake is the earliest armed wake: the agent's timer or heartbeat,
 	// or a schedule's next fire. NextWakeCause is "timer", "heartbeat" or
 	// "schedule" (NextWakeSchedule then names it). A paused or halted
@@ -26,6 +29,19 @@ type AgentView struct {
 	NextWake         *time.Time `json:"next_wake,omitempty"`
 	NextWakeCause    string     `json:"next_wake_cause,omitempty"`
 	NextWakeSchedule string     `json:"next_wake_schedule,omitempty"`
+	// NextWakeReason says why in words ("retry after failure", ...).
+	NextWakeReason string `json:"next_wake_reason,omitempty"`
+	// WaitingFor says why queued work waits (state "waiting"): a
+	// dependency that is down. It runs by itself when it is back.
+	WaitingFor string `json:"waiting_for,omitempty"`
+	// FailedTurns counts failed turns in a row; their retries back off.
+	FailedTurns int `json:"failed_turns,omitempty"`
+	// ThrottledUntil is set while a turn limit holds the next turn back;
+	// ThrottledBy names it (turns_per_hour, max_per_wake).
+	ThrottledUntil *time.Time `json:"throttled_until,omitempty"`
+	ThrottledBy    string     `json:"throttled_by,omitempty"`
+	// TurnsPerHour is the agent's turn limit.
+	TurnsPerHour int `json:"turns_per_hour,omitempty"`
 	// InboxPending counts waiting wake messages, DeferredPending the
 	// deferred ones.
 	InboxPending    int    `json:"inbox_pending"`
@@ -73,8 +89,10 @@ type TurnView struct {
 func (s *Server) view(a *driver.Agent) AgentView {
 	st := a.Status()
 	v := AgentView{
-		Name: st.Name, State: string(st.State), HaltReason: st.HaltReason, Paused: st.Paused,
-		NextWake: st.NextWake, NextWakeCause: st.NextWakeCause,
+		Name: st.Name, State: string(st.State), HaltReason: st.HaltReason, Paused: st.Paused, Standby: st.Standby,
+		NextWake: st.NextWake, NextWakeCause: st.NextWakeCause, NextWakeReason: st.NextWakeReason,
+		WaitingFor: st.WaitingFor, FailedTurns: st.FailedTurns, ThrottledUntil: st.ThrottledUntil, ThrottledBy: st.ThrottledBy,
+		TurnsPerHour: st.TurnsPerHour,
 		InboxPending: st.InboxPending, DeferredPending: st.Deferred, InboxCap: st.InboxCap,
 		PendingWakes: st.PendingWakes, Turns: st.Turns, Model: a.ModelName(),
 		Schedules: []ScheduleView{},
@@ -89,7 +107,7 @@ func (s *Server) view(a *driver.Agent) AgentView {
 		if next := s.sched.Next(st.Name, name); !next.IsZero() {
 			sv.NextFire = &next
 			if v.NextWake == nil || next.Before(*v.NextWake) {
-				v.NextWake, v.NextWakeCause, v.NextWakeSchedule = &next, "schedule", name
+				v.NextWake, v.NextWakeCause, v.NextWakeSchedule, v.NextWakeReason = &next, "schedule", name, "schedule "+name
 			}
 		}
 		v.Schedules = append(v.Schedules, sv)

@@ -386,3 +386,22 @@ func TestServeAndShutdown(t *testing.T) {
 		t.Fatalf("Serve on %s without tokens: %v", l.Addr(), err)
 	}
 }
+
+func TestAgentViewShowsAFailedTurnsRetry(t *testing.T) {
+	t.Parallel()
+	a := alpha()
+	a.script = []config.ScriptStep{{Error: "the model answered nonsense"}, scripted.Text("fine", 10, 1)}
+	w := newWorld(t, api.Options{}, a)
+	w.wantStatus(w.post("/v1/agents/alpha/messages", `{"text": "hello"}`), http.StatusAccepted)
+	w.waitEvent("alpha", "turn-failed")
+	var v api.AgentView
+	waitFor(t, "the retry in the view", func() bool {
+		decode(t, w.get("/v1/agents/alpha").body, &v)
+		return v.NextWakeCause == "retry"
+	})
+	if v.NextWakeReason != "retry after failure" || v.FailedTurns != 1 || v.InboxPending != 1 || v.NextWake == nil {
+		t.Fatalf("view after a failed turn: %+v", v)
+	}
+	w.clock.Advance(time.Minute) // the retry comes by itself
+	w.waitEvent("alpha", "turn-completed")
+}

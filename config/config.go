@@ -340,10 +340,13 @@ type Limits struct {
 	// Default 500000.
 	TokensPerTurn int `yaml:"tokens_per_turn"`
 	// TurnsPerHour bounds the agent's turns, whatever wakes it; beyond it
-	// the next turn waits (the model is told). Default 120.
+	// the next turn waits (the model is told). Default 360: one every 10s
+	// sustained, the sleep.min floor, so it binds on turns that input
+	// drives (a burst of messages, an agent publishing to itself), not on
+	// an agent that sleeps as asked.
 	TurnsPerHour int `yaml:"turns_per_hour"`
 	// TurnBurst is how many turns may run back to back before
-	// turns_per_hour spaces them. Default 10.
+	// turns_per_hour spaces them. Default 20.
 	TurnBurst int `yaml:"turn_burst"`
 }
 

@@ -24,8 +24,6 @@ func Default() *Config {
 				Min: Duration(5 * time.Second),
 				Max: Duration(20 * time.Second),
 			},
-			// A turn every 20s is 180 an hour: above the default limit.
-			Limits:      Limits{TurnsPerHour: 240},
 			WakeOnStart: true,
 		}},
 	}

@@ -590,8 +590,10 @@ func (a *Agent) needsRestore() bool {
 	return !a.standby && !a.restored && !a.stopping
 }
 
-// ErrLeaseLost ends a turn whose agent another replica now owns.
-var ErrLeaseLost = errors.New("lease lost: another replica owns the agent")
+// ErrLeaseLost ends a turn whose agent this replica no longer holds the
+// lease of: another replica took it over, or this one could not renew it
+// in time (the store was out of reach) and let go so that another can.
+var ErrLeaseLost = errors.New("lease lost: this replica no longer owns the agent")
 
 // SetOwned says whether this replica holds the agent's lease. Gaining it
 // reloads the agent's durable state before its next turn; losing it
@@ -618,14 +620,14 @@ func (a *Agent) SetOwned(owned bool) {
 	a.poke()
 }
 
-// letGo gives up messages when another replica now owns the agent: the
+// letGo gives up messages when this replica no longer owns the agent: the
 // new owner gets NATS messages redelivered (the binding releases them), so
 // keeping them here would run them twice; messages that exist only here
 // are lost, and say so.
 func (a *Agent) letGo(msgs []inbox.Message) {
 	for _, m := range msgs {
 		if m.Receipt == nil {
-			a.onDrop(m, "another replica now owns the agent")
+			a.onDrop(m, "this replica no longer owns the agent")
 		}
 	}
 }

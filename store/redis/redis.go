@@ -117,6 +117,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
+	if opts.Log != nil {
+		// go-redis writes its own complaints (failed dials, pool trouble)
+		// through one process-wide logger, in plain text on stderr by
+		// default; send them to the worker's log instead.
+		redis.SetLogger(clientLog{opts.Log})
+	}
 	client := redis.NewUniversalClient(ropts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
@@ -222,4 +228,12 @@ func validKey(key string) bool {
 		}
 	}
 	return true
+}
+
+// clientLog hands go-redis's log lines to the worker's logger as
+// warnings, tagged component=go-redis.
+type clientLog struct{ log *slog.Logger }
+
+func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)), "component", "go-redis")
 }

@@ -590,6 +590,14 @@ func (a *Agent) needsRestore() bool {
 	return !a.standby && !a.restored && !a.stopping
 }
 
+// Standby reports whether another replica holds (or this one no longer
+// holds) the agent's lease, so no turn runs here.
+func (a *Agent) Standby() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.standby
+}
+
 // ErrLeaseLost ends a turn whose agent this replica no longer holds the
 // lease of: another replica took it over, or this one could not renew it
 // in time (the store was out of reach) and let go so that another can.

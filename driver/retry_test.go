@@ -299,3 +299,44 @@ func TestSelfReschedulingAgentIsRateLimited(t *testing.T) {
 		t.Fatalf("the throttled turn was not told:\n%s", p)
 	}
 }
+
+// slowAppend holds history writes until the test lets them fail.
+type slowAppend struct {
+	store.Store
+	entered chan struct{}
+	fail    chan error
+}
+
+func (s *slowAppend) Append(ctx context.Context, list string, v []byte, keep int) error {
+	s.entered <- struct{}{}
+	return <-s.fail
+}
+
+func TestLeaseLostWhileRecordingLetsTheMessagesGo(t *testing.T) {
+	t.Parallel()
+	sa := &slowAppend{entered: make(chan struct{}, 1), fail: make(chan error, 1)}
+	h := newHarnessWith(t, []config.ScriptStep{text("noted")}, func(d *Deps) {
+		sa.Store = d.Store
+		d.Store = sa
+	})
+	r := &countingReceipt{}
+	m := wakeMsg("alert")
+	m.ID, m.Receipt = "m-1", r
+	h.a.Send(m)
+	<-sa.entered // the model answered; the record is being written
+	// The store is gone long enough to cost the lease; the binding has
+	// already released the message to whichever replica owns it next.
+	h.a.SetOwned(false)
+	sa.fail <- errStoreDown
+	f := h.waitEvent(events.TurnFailed)
+	if f.Data["outcome"] != OutcomeShutdown {
+		t.Fatalf("outcome %v (%v), want shutdown: the lease was lost", f.Data["outcome"], f.Data["error"])
+	}
+	h.waitSettled(false)
+	if s := h.a.Status(); s.InboxPending != 0 {
+		t.Fatalf("a message released with the lease was requeued here too: %+v", s)
+	}
+	if r.handled.Load() != 0 || r.dropped.Load() != 0 {
+		t.Fatalf("receipt told handled %d, dropped %d; want neither (the next owner gets it)", r.handled.Load(), r.dropped.Load())
+	}
+}

@@ -134,6 +134,12 @@ func (a *Agent) turn(t turnStart) {
 			a.remember(t.n, ids)
 		}
 	}
+	if err != nil && !errors.Is(err, ErrLeaseLost) && a.Standby() {
+		// The lease went while the turn was ending (its record failed
+		// with the store that cost the lease): its messages are the next
+		// owner's now, whatever else went wrong.
+		err = fmt.Errorf("%w (%w)", ErrLeaseLost, err)
+	}
 	sum.Outcome = outcome(err)
 	var done func() // announces the outcome once the next wake is set
 	if err != nil {

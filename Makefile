@@ -27,3 +27,14 @@ lint:
 ## build: the binary, in bin/
 build:
 	$(GO) build -o bin/agent-worker ./cmd/agent-worker
+
+## chaos: black-box fault scenarios against the built binary (real nats-server and redis-server on 127.0.0.1); prints a table, writes docs/RELIABILITY.md, exits non-zero if a message was lost, handled twice or dead-lettered. CHAOS_FLAGS="-run kill9" runs one.
+.PHONY: chaos
+chaos:
+	$(GO) build -o bin/agent-worker ./cmd/agent-worker
+	$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "chaos: redis-server is not on PATH; installing Debian's redis-server"; \
+		apt-get install -y redis-server || { apt-get update && apt-get install -y redis-server; }; \
+	} || { echo "chaos: needs redis-server on PATH (Debian: apt-get install -y redis-server)"; exit 1; }
+	$(GO) run ./chaos -bin bin/agent-worker -nats-server bin/nats-server -out docs/RELIABILITY.md $(CHAOS_FLAGS)

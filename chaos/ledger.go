@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"time"
+)
+
+// The log messages the ledger reads; they are the worker's contract for
+// where a message ended up.
+const (
+	msgTurnCompleted = "turn completed"
+	msgTurnFailed    = "turn failed"
+	msgDeadLetter    = "message rejected to the dead-letter subject"
+	msgDropped       = "message dropped"
+	msgDuplicate     = "duplicate of a handled message; acked without a turn"
+	msgThrottled     = "turn throttled"
+)
+
+// Completion is one "turn completed" log line.
+type Completion struct {
+	Time   time.Time
+	Agent  string
+	Turn   uint64
+	IDs    []string
+	Source string // the replica whose log it came from
+}
+
+// Ledger accounts for messages by id, from the JSON log lines of every
+// worker process of one scenario. It is not safe for concurrent use.
+type Ledger struct {
+	handled     map[string]int       // id → completed turns whose ids name it
+	first       map[string]time.Time // id → log time of the first of them
+	dead        map[string]string    // id → reason of its dead letter
+	dropped     map[string]string    // id → why the worker dropped it
+	completions []Completion         // every completed turn, in the order read
+	failed      map[string]int       // outcome → failed turns
+	why         map[string]string    // outcome → the error of its first failed turn
+	duplicates  int                  // redeliveries acked without a turn
+	throttled   map[string]int       // reason → turns made to wait
+	malformed   int                  // complete lines that are not JSON
+	example     string               // the first of them, cut short
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger {
+	return &Ledger{handled: map[string]int{}, first: map[string]time.Time{}, dead: map[string]string{}, dropped: map[string]string{}, failed: map[string]int{}, why: map[string]string{}, throttled: map[string]int{}}
+}
+
+// logLine holds the attributes of the lines the ledger reads.
+type logLine struct {
+	Time    time.Time `json:"time"`
+	Msg     string    `json:"msg"`
+	Agent   string    `json:"agent"`
+	Turn    uint64    `json:"turn"`
+	IDs     []string  `json:"ids"`
+	ID      string    `json:"id"`
+	Reason  string    `json:"reason"`
+	Outcome string    `json:"outcome"`
+	Error   string    `json:"error"`
+}
+
+// Consume reads the complete lines of data, those ending in a newline,
+// and returns how many bytes they take. A final line without its newline
+// (a process killed mid-write, or one still writing) is left unread for
+// the caller to offer again once it is complete. Lines that are not JSON
+// are counted as malformed and otherwise ignored; lines with other
+// messages are ignored.
+func (l *Ledger) Consume(data []byte, source string) int {
+	used := 0
+	for {
+		i := bytes.IndexByte(data[used:], '\n')
+		if i < 0 {
+			return used
+		}
+		l.line(data[used:used+i], source)
+		used += i + 1
+	}
+}
+
+func (l *Ledger) line(b []byte, source string) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return
+	}
+	var head struct {
+		Msg string `json:"msg"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		if l.malformed == 0 {
+			l.example = string(b[:min(len(b), 120)])
+		}
+		l.malformed++
+		return
+	}
+	switch head.Msg {
+	case msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled:
+	default:
+		return
+	}
+	var e logLine
+	if err := json.Unmarshal(b, &e); err != nil {
+		l.malformed++
+		return
+	}
+	switch e.Msg {
+	case msgTurnCompleted:
+		for _, id := range e.IDs {
+			if l.handled[id] == 0 {
+				l.first[id] = e.Time
+			}
+			l.handled[id]++
+		}
+		l.completions = append(l.completions, Completion{Time: e.Time, Agent: e.Agent, Turn: e.Turn, IDs: e.IDs, Source: source})
+	case msgTurnFailed:
+		if l.failed[e.Outcome] == 0 {
+			l.why[e.Outcome] = e.Error
+		}
+		l.failed[e.Outcome]++
+	case msgDeadLetter:
+		l.dead[e.ID] = e.Reason
+	case msgDropped:
+		l.dropped[e.ID] = e.Reason
+	case msgDuplicate:
+		l.duplicates++
+	case msgThrottled:
+		l.throttled[e.Reason]++
+	}
+}
+
+// Accounted reports whether id was handled by a completed turn or
+// dead-lettered.
+func (l *Ledger) Accounted(id string) bool {
+	_, dead := l.dead[id]
+	return l.handled[id] > 0 || dead
+}
+
+// Unaccounted counts the ids neither handled nor dead-lettered.
+func (l *Ledger) Unaccounted(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if !l.Accounted(id) {
+			n++
+		}
+	}
+	return n
+}
+
+// Count is where the published messages of a scenario ended up.
+type Count struct {
+	Published int
+	Handled   int            // named by at least one completed turn
+	Twice     int            // named by two or more completed turns
+	Dead      int            // dead-lettered
+	Reasons   map[string]int // dead letters by reason
+	Lost      int            // neither handled nor dead-lettered
+	Dropped   int            // of the lost: logged as dropped by the worker
+	Unknown   int            // handled ids the harness never saw acked
+}
+
+// Count tallies published, the ids JetStream acknowledged, against the
+// ledger. A message both handled and dead-lettered counts in both.
+func (l *Ledger) Count(published []string) Count {
+	c := Count{Published: len(published), Reasons: map[string]int{}}
+	known := make(map[string]bool, len(published))
+	for _, id := range published {
+		known[id] = true
+		n := l.handled[id]
+		reason, dead := l.dead[id]
+		if n > 0 {
+			c.Handled++
+		}
+		if n > 1 {
+			c.Twice++
+		}
+		if dead {
+			c.Dead++
+			c.Reasons[reason]++
+		}
+		if n == 0 && !dead {
+			c.Lost++
+			if _, ok := l.dropped[id]; ok {
+				c.Dropped++
+			}
+		}
+	}
+	for id := range l.handled {
+		if !known[id] {
+			c.Unknown++
+		}
+	}
+	return c
+}
+
+// HandledAll returns the log time at which the last of ids was first
+// handled, if all of them were.
+func (l *Ledger) HandledAll(ids []string) (time.Time, bool) {
+	var last time.Time
+	for _, id := range ids {
+		if l.handled[id] == 0 {
+			return time.Time{}, false
+		}
+		if at := l.first[id]; at.After(last) {
+			last = at
+		}
+	}
+	return last, true
+}
+
+// Turns counts the completed turns of agent whose log time is in
+// [from, to).
+func (l *Ledger) Turns(agent string, from, to time.Time) int {
+	n := 0
+	for _, c := range l.completions {
+		if c.Agent == agent && !c.Time.Before(from) && c.Time.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// FirstCompletion returns the earliest completed turn after t of one of
+// agents (any agent when empty) logged by source (any when "").
+func (l *Ledger) FirstCompletion(t time.Time, agents []string, source string) (Completion, bool) {
+	var best Completion
+	found := false
+	for _, c := range l.completions {
+		if !c.Time.After(t) || (source != "" && c.Source != source) || (len(agents) > 0 && !slices.Contains(agents, c.Agent)) {
+			continue
+		}
+		if !found || c.Time.Before(best.Time) {
+			best, found = c, true
+		}
+	}
+	return best, found
+}
+
+// LastSource returns the source of the latest completed turn of agent.
+func (l *Ledger) LastSource(agent string) string {
+	var last Completion
+	for _, c := range l.completions {
+		if c.Agent == agent && !c.Time.Before(last.Time) {
+			last = c
+		}
+	}
+	return last.Source
+}
+
+// Failed returns the failed turns by outcome, sorted by outcome.
+func (l *Ledger) Failed() []OutcomeCount {
+	var out []OutcomeCount
+	for o, n := range l.failed {
+		out = append(out, OutcomeCount{o, n, l.why[o]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Outcome < out[j].Outcome })
+	return out
+}
+
+// Throttled returns the throttled turns by reason, sorted by reason.
+func (l *Ledger) Throttled() []OutcomeCount {
+	var out []OutcomeCount
+	for r, n := range l.throttled {
+		out = append(out, OutcomeCount{Outcome: r, N: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Outcome < out[j].Outcome })
+	return out
+}
+
+// OutcomeCount is a number of turns with one outcome (or reason).
+type OutcomeCount struct {
+	Outcome string
+	N       int
+	First   string // failed turns: the error of the first
+}
+
+// Tail feeds growing log files to a ledger, reading each byte once.
+type Tail struct {
+	led  *Ledger
+	offs map[string]int64 // path → bytes consumed
+	srcs map[string]string
+}
+
+// NewTail returns a tail feeding led.
+func NewTail(led *Ledger) *Tail {
+	return &Tail{led: led, offs: map[string]int64{}, srcs: map[string]string{}}
+}
+
+// Add follows the file at path, whose lines come from source.
+func (t *Tail) Add(path, source string) {
+	if _, ok := t.offs[path]; !ok {
+		t.offs[path] = 0
+	}
+	t.srcs[path] = source
+}
+
+// Poll reads the complete lines added to every file since the last poll.
+// A missing file is read later.
+func (t *Tail) Poll() error {
+	for path, off := range t.offs {
+		f, err := os.Open(path)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, err = f.Seek(off, io.SeekStart); err == nil {
+			var data []byte
+			data, err = io.ReadAll(f)
+			t.offs[path] = off + int64(t.led.Consume(data, t.srcs[path]))
+		}
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

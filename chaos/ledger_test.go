@@ -1,0 +1,124 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sample is a worker log as the harness finds it: a turn handling two
+// messages, a dead letter, a failed turn, a message handled again by a
+// second turn after a restart, and a last line cut by kill -9.
+const sample = `{"time":"2026-11-30T08:00:00.1Z","level":"INFO","msg":"worker started","agents":1}
+{"time":"2026-11-30T08:00:01.0Z","level":"INFO","msg":"turn started","agent":"a1","turn":1,"messages":2}
+{"time":"2026-11-30T08:00:01.2Z","level":"INFO","msg":"turn completed","agent":"a1","turn":1,"messages":2,"ids":["s1-m0001","s1-m0002"],"text":"handled"}
+{"time":"2026-11-30T08:00:01.3Z","level":"WARN","msg":"message rejected to the dead-letter subject","agent":"a1","id":"s1-m0003","subject":"agents.a1.inbox","reason":"too_large","detail":"body of 70000 bytes","dlq":"agents.a1.dlq"}
+{"time":"2026-11-30T08:00:01.4Z","level":"WARN","msg":"turn failed","agent":"a1","turn":2,"outcome":"shutdown","error":"worker stopping","messages_requeued":1}
+{"time":"2026-11-30T08:00:01.5Z","level":"WARN","msg":"message dropped","agent":"a1","id":"s1-m0005","reason":"failed 3 turns"}
+{"time":"2026-11-30T08:00:02.0Z","level":"INFO","msg":"turn completed","agent":"a1","turn":3,"messages":1,"ids":["s1-m0002"],"text":"handled"}
+{"time":"2026-11-30T08:00:02.1Z","level":"WARN","msg":"turn throttled","agent":"a1","reason":"turns_per_hour","turns":120,"pause":17965861049}
+{"time":"2026-11-30T08:00:02.5Z","level":"INFO","msg":"duplicate of a handled message; acked without a turn","agent":"a1","id":"s1-m0001","deliveries":2}
+{"time":"2026-11-30T08:00:03.0Z","level":"INFO","msg":"turn completed","agent":"a1","turn":4,"messages":1,"ids":["s1-m00`
+
+func TestLedgerCounts(t *testing.T) {
+	l := NewLedger()
+	used := l.Consume([]byte(sample), "r1")
+	if want := strings.LastIndexByte(sample, '\n') + 1; used != want {
+		t.Fatalf("consumed %d bytes, want %d (up to the cut line)", used, want)
+	}
+	published := []string{"s1-m0001", "s1-m0002", "s1-m0003", "s1-m0004", "s1-m0005"}
+	c := l.Count(published)
+	want := Count{Published: 5, Handled: 2, Twice: 1, Dead: 1, Lost: 2, Dropped: 1}
+	if c.Published != want.Published || c.Handled != want.Handled || c.Twice != want.Twice ||
+		c.Dead != want.Dead || c.Lost != want.Lost || c.Dropped != want.Dropped || c.Unknown != 0 {
+		t.Fatalf("count %+v, want %+v", c, want)
+	}
+	if c.Reasons["too_large"] != 1 || len(c.Reasons) != 1 {
+		t.Fatalf("reasons %v", c.Reasons)
+	}
+	if n := l.Unaccounted(published); n != 2 {
+		t.Fatalf("unaccounted %d, want 2 (m0004 never seen, m0005 dropped)", n)
+	}
+	if f := l.Failed(); len(f) != 1 || f[0] != (OutcomeCount{"shutdown", 1, "worker stopping"}) {
+		t.Fatalf("failed %v", f)
+	}
+	if th := l.Throttled(); len(th) != 1 || th[0] != (OutcomeCount{Outcome: "turns_per_hour", N: 1}) {
+		t.Fatalf("throttled %v", th)
+	}
+	if l.duplicates != 1 || l.malformed != 0 {
+		t.Fatalf("duplicates %d, malformed %d", l.duplicates, l.malformed)
+	}
+	if n := l.Count(published[:1]).Unknown; n != 1 {
+		t.Fatalf("unknown %d: s1-m0002 was handled but not in the published list", n)
+	}
+}
+
+func TestLedgerTimes(t *testing.T) {
+	l := NewLedger()
+	l.Consume([]byte(sample), "r1")
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	c, ok := l.FirstCompletion(at("2026-11-30T08:00:01.5Z"), []string{"a1"}, "")
+	if !ok || c.Turn != 3 {
+		t.Fatalf("first completion after 01.5: %+v %v", c, ok)
+	}
+	if _, ok := l.FirstCompletion(at("2026-11-30T08:00:01.5Z"), nil, "r2"); ok {
+		t.Fatal("a completion on r2, which logged none")
+	}
+	if last, ok := l.HandledAll([]string{"s1-m0001", "s1-m0002"}); !ok || !last.Equal(at("2026-11-30T08:00:01.2Z")) {
+		t.Fatalf("handled all at %v %v, want the first turn's time", last, ok)
+	}
+	if _, ok := l.HandledAll([]string{"s1-m0001", "s1-m0004"}); ok {
+		t.Fatal("s1-m0004 was never handled")
+	}
+	if n := l.Turns("a1", at("2026-11-30T08:00:00Z"), at("2026-11-30T08:00:02Z")); n != 1 {
+		t.Fatalf("turns in [0, 2s): %d, want 1", n)
+	}
+	if s := l.LastSource("a1"); s != "r1" {
+		t.Fatalf("last source %q", s)
+	}
+}
+
+// TestTailRestart follows a log that a killed process left with a cut
+// line and its restarted successor continued after ensureNewline.
+func TestTailRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "worker.log")
+	cut := `{"time":"2026-11-30T08:00:01Z","level":"INFO","msg":"turn completed","agent":"a1","turn":1,"ids":["s2-m0001"]}` + "\n" +
+		`{"time":"2026-11-30T08:00:02Z","level":"INFO","msg":"turn comp`
+	if err := os.WriteFile(path, []byte(cut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger()
+	tail := NewTail(l)
+	tail.Add(path, "r1")
+	tail.Add(filepath.Join(t.TempDir(), "not-yet.log"), "r2")
+	if err := tail.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureNewline(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"time":"2026-11-30T08:00:03Z","level":"INFO","msg":"turn completed","agent":"a1","turn":1,"ids":["s2-m0002","s2-m0001"]}` + "\n")
+	f.Close()
+	if err := tail.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	c := l.Count([]string{"s2-m0001", "s2-m0002"})
+	if c.Handled != 2 || c.Twice != 1 || c.Lost != 0 {
+		t.Fatalf("count %+v", c)
+	}
+	if l.malformed != 1 {
+		t.Fatalf("malformed %d, want 1 (the cut line, ended by ensureNewline)", l.malformed)
+	}
+}

@@ -1,0 +1,127 @@
+// Command chaos runs black-box fault scenarios against a built
+// agent-worker binary, with real nats-server and redis-server processes,
+// all on 127.0.0.1. Each scenario publishes numbered messages through
+// JetStream and reads the workers' JSON logs to account for every one:
+// handled by a completed turn, handled by two or more, dead-lettered (and
+// why), or lost. It prints a table and writes it, with a paragraph per
+// scenario, to a Markdown file.
+//
+//	go run ./chaos -bin bin/agent-worker -nats-server bin/nats-server -out docs/RELIABILITY.md [-run REGEX]
+//
+// Guarantees: every wait has a deadline, the run as a whole is bounded by
+// -timeout, and every process the harness started is killed before it
+// exits, on failure and on Ctrl-C too (and by the kernel, should the
+// harness itself be killed). The exit status is 1 when a scenario lost,
+// double-handled or dead-lettered a message (all messages it sends are
+// valid) or could not be run, 2 for bad flags, else 0; the table is
+// written first in every case.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"time"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	bin := flag.String("bin", "bin/agent-worker", "the agent-worker binary under test")
+	natsBin := flag.String("nats-server", "bin/nats-server", "the nats-server binary")
+	redisBin := flag.String("redis-server", "redis-server", "the redis-server binary")
+	out := flag.String("out", "docs/RELIABILITY.md", "the Markdown report to write (empty: none)")
+	only := flag.String("run", "", "run only the scenarios whose name matches this regular expression")
+	total := flag.Duration("timeout", 9*time.Minute, "stop everything after this long")
+	each := flag.Duration("scenario-timeout", 3*time.Minute, "stop a scenario after this long")
+	keep := flag.Bool("keep", false, "keep the scenarios' directories (configs, logs, data) and print where")
+	flag.Parse()
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: -run:", err)
+		return 2
+	}
+	h := &harness{reaper: newReaper(), timeout: *each}
+	for _, b := range []struct {
+		dst  *string
+		path string
+	}{{&h.bin, *bin}, {&h.natsBin, *natsBin}, {&h.redisBin, *redisBin}} {
+		p, err := exec.LookPath(b.path)
+		if err == nil {
+			p, err = filepath.Abs(p)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %s: %v (see the Makefile's chaos target)\n", b.path, err)
+			return 2
+		}
+		*b.dst = p
+	}
+	if h.root, err = os.MkdirTemp("", "agent-worker-chaos-"); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
+	if *keep {
+		fmt.Fprintln(os.Stderr, "chaos: keeping the scenarios' files in", h.root)
+	} else {
+		defer os.RemoveAll(h.root)
+	}
+	defer h.reaper.killAll()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *total)
+	defer cancel()
+
+	rev := revision() // now, close to when make built the binary
+	began := time.Now()
+	var results []*Result
+	for i, s := range scenarios {
+		if !re.MatchString(s.name) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "chaos: %d. %s: %s ...\n", i+1, s.name, s.title)
+		r := h.run(ctx, s, i+1)
+		results = append(results, r)
+		fmt.Fprintf(os.Stderr, "chaos: %s: %s in %s\n", s.name, verdict(r), secs(r.Elapsed))
+		if r.Err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %s: %v\n", s.name, r.Err)
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "chaos: stopping:", context.Cause(ctx))
+			break
+		}
+	}
+	h.reaper.killAll()
+	elapsed := time.Since(began)
+
+	fmt.Print(table(results))
+	fmt.Printf("\n%d scenario(s) in %s\n", len(results), secs(elapsed))
+	if *out != "" {
+		err := os.MkdirAll(filepath.Dir(*out), 0o755)
+		if err == nil {
+			err = os.WriteFile(*out, []byte(markdown(results, elapsed, rev)), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 1
+		}
+		fmt.Println("wrote", *out)
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Failed() {
+			failed++
+		}
+	}
+	if failed > 0 || ctx.Err() != nil || len(results) == 0 {
+		fmt.Fprintf(os.Stderr, "chaos: %d of %d scenario(s) failed\n", failed, len(results))
+		return 1
+	}
+	return 0
+}

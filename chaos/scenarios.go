@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -381,13 +382,15 @@ func replicaKilled(e *env) error {
 func selfReschedule(e *env) error {
 	const window, n = 20 * time.Second, 20
 	e.story("One worker (embedded NATS) ran an agent with wake_on_start whose scripted model calls schedule_next_turn(wake_in_seconds: 0) in every turn, then ends the turn (no delay: a runaway model).")
-	e.story("It ran for %s while %d inbox messages were published, one a second; the turns completed in those %s were counted (a bounded number is the point) and the messages accounted for.", secs(window), n, secs(window))
+	e.story("It ran for %s while %d inbox messages were published to it, one a second; the turns completed in those %s were counted (a bounded number is the point: at most limits.turn_burst plus limits.turns_per_hour's share, 20 + 2 with the defaults) and the messages accounted for.", secs(window), n, secs(window))
+	e.story("Beside it, a second agent (a2) with the same model and sleep.min 1s got no messages at all: it woke only itself, at the earliest it may, with the same tool calls each time — the loop the watchdog's turn_repeat signal must halt.")
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	w, err := e.worker("r1", workerConf{natsListen: addr, agents: one, script: rescheduleScript, wakeOnStart: true})
+	w, err := e.worker("r1", workerConf{natsListen: addr, agents: []string{"a1", "a2"}, script: rescheduleScript, wakeOnStart: true,
+		extra: map[string]string{"a2": "    sleep: {min: 1s}\n"}})
 	if err != nil {
 		return err
 	}
@@ -415,7 +418,15 @@ func selfReschedule(e *env) error {
 		return err
 	}
 	turns := e.led.Turns("a1", started, started.Add(window))
-	e.note("%d turns completed in the first %s (%.1f per second)", turns, secs(window), float64(turns)/window.Seconds())
+	e.note("a1: %d turns completed in the first %s (%.1f per second)", turns, secs(window), float64(turns)/window.Seconds())
+	st, err := w.status(e.ctx, "a2")
+	if err != nil {
+		return err
+	}
+	if st.State != "halted" {
+		return fmt.Errorf("a2, rescheduling itself every second with no input, was not halted: state %s after %d turns", st.State, st.Turns)
+	}
+	e.note("a2: halted after %d turns (%q)", st.Turns, st.HaltReason)
 	return e.drain(drainTimeout, one)
 }
 

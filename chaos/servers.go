@@ -92,6 +92,8 @@ type workerConf struct {
 	agents      []string
 	script      string // the model's script: YAML list items, indented 6
 	wakeOnStart bool
+	// extra holds more YAML keys for an agent, by name, indented 4.
+	extra map[string]string
 	// unthrottled lifts the agents' turn rate limits, so that a fault
 	// scenario's recovery time measures the fault, not the throttle.
 	unthrottled bool
@@ -140,6 +142,7 @@ func (c workerConf) yaml() string {
 		if c.unthrottled {
 			b.WriteString(unthrottledTurn + unthrottledLimits)
 		}
+		b.WriteString(c.extra[a])
 	}
 	return b.String()
 }
@@ -276,6 +279,8 @@ func apiCall(ctx context.Context, method, url string) (int, []byte, error) {
 // agentStatus is the part of GET /v1/agents/{name} the harness reads.
 type agentStatus struct {
 	State           string `json:"state"`
+	HaltReason      string `json:"halt_reason"`
+	Turns           int    `json:"turns"`
 	Paused          bool   `json:"paused"`
 	Standby         *bool  `json:"standby"` // nil when the API does not say
 	InboxPending    int    `json:"inbox_pending"`

@@ -78,13 +78,28 @@ type NATS struct {
 	// worker's messages are redelivered. Default 10s: shorter than the
 	// lease's move (lease.ttl), so a dead replica's messages are ready
 	// for the new owner by the time it takes the agent.
-	AckWait     Duration `yaml:"ack_wait"`
-	CredsFile   string   `yaml:"creds_file"`
-	NKeyFile    string   `yaml:"nkey_file"`
-	User        string   `yaml:"user"`
-	PasswordEnv string   `yaml:"password_env"`
-	TokenEnv    string   `yaml:"token_env"`
-	TLS         TLS      `yaml:"tls"`
+	AckWait Duration `yaml:"ack_wait"`
+	// Authentication. With an external server (URL set) these are the
+	// worker's credentials. With the embedded server they are also what
+	// the server requires of every client — required when Listen is
+	// beyond loopback: a token, a user and password, or an NKey (the
+	// seed's public key is the user). Secrets come from an environment
+	// variable (…_env) or a file (…_file), never from the YAML.
+	CredsFile    string `yaml:"creds_file"`
+	NKeyFile     string `yaml:"nkey_file"`
+	User         string `yaml:"user"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+	TokenEnv     string `yaml:"token_env"`
+	TokenFile    string `yaml:"token_file"`
+	TLS          TLS    `yaml:"tls"`
+}
+
+// Authenticated reports whether n names credentials a server can check:
+// a token, a user with a password, an NKey seed or a creds file.
+func (n NATS) Authenticated() bool {
+	return n.TokenEnv != "" || n.TokenFile != "" || n.NKeyFile != "" || n.CredsFile != "" ||
+		(n.User != "" && (n.PasswordEnv != "" || n.PasswordFile != ""))
 }
 
 // TLS names the files of a TLS client configuration.
@@ -127,10 +142,15 @@ type API struct {
 // a file, never from the YAML itself.
 type Token struct {
 	Name string `yaml:"name"`
-	// Role is "read" or "operate".
+	// Role is "read" (GET only), "ingest" (POST messages and the
+	// Alertmanager receiver only) or "operate" (everything).
 	Role      string `yaml:"role"`
 	ValueEnv  string `yaml:"value_env"`
 	ValueFile string `yaml:"value_file"`
+	// Agents limits the token to these agents: names, or globs such as
+	// "payments-*". Empty: every agent. Outside its scope a token gets
+	// 403.
+	Agents []string `yaml:"agents"`
 }
 
 // Model is a named model definition.
@@ -243,15 +263,20 @@ type Agent struct {
 	Publish []string `yaml:"publish"`
 	// HTTPGet lists the URL prefixes the http_get tool may read
 	// ("https://status.example.com/api/"). Required with http_get.
-	HTTPGet   []string       `yaml:"http_get"`
-	Subscribe []Subscription `yaml:"subscribe"`
-	Schedules []Schedule     `yaml:"schedules"`
-	Sleep     Sleep          `yaml:"sleep"`
-	Budgets   Budgets        `yaml:"budgets"`
-	Watchdog  Watchdog       `yaml:"watchdog"`
-	Limits    Limits         `yaml:"limits"`
-	Subagents Subagents      `yaml:"subagents"`
-	Inbox     Inbox          `yaml:"inbox"`
+	HTTPGet []string `yaml:"http_get"`
+	// HTTPGetAllowPrivate lets http_get reach loopback and private
+	// addresses (10/8, 172.16/12, 192.168/16, fc00::/7, ...), checked on
+	// the address actually dialled. Link-local addresses, cloud metadata
+	// (169.254.169.254) among them, stay refused. Default false.
+	HTTPGetAllowPrivate bool           `yaml:"http_get_allow_private"`
+	Subscribe           []Subscription `yaml:"subscribe"`
+	Schedules           []Schedule     `yaml:"schedules"`
+	Sleep               Sleep          `yaml:"sleep"`
+	Budgets             Budgets        `yaml:"budgets"`
+	Watchdog            Watchdog       `yaml:"watchdog"`
+	Limits              Limits         `yaml:"limits"`
+	Subagents           Subagents      `yaml:"subagents"`
+	Inbox               Inbox          `yaml:"inbox"`
 	// WakeOnStart runs one turn when the worker starts (default false:
 	// an agent sleeps until a real wake source, so a restart costs no
 	// turn).

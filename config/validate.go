@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	pathpkg "path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,7 +24,7 @@ var (
 	logFormats      = []string{"text", "json"}
 	logLevels       = []string{"debug", "info", "warn", "error"}
 	storeSchemes    = []string{"nats", "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster", "memory"}
-	tokenRoles      = []string{"read", "operate"}
+	tokenRoles      = []string{"read", "ingest", "operate"}
 	subscribeModes  = []string{"inbox", "deferred"}
 	overlapPolicies = []string{"skip", "queue", "replace"}
 	watchdogModes   = []string{"off", "warn", "feedback", "enforce"}
@@ -147,6 +149,21 @@ func (v *validator) config(c *Config) {
 		if (t.ValueEnv == "") == (t.ValueFile == "") {
 			v.at(p, "needs exactly one of value_env, value_file")
 		}
+		for j, pat := range t.Agents {
+			v.agentPattern(c, p.key("agents").index(j), pat)
+		}
+	}
+	if len(c.API.Tokens) == 0 && !IsLoopback(c.API.Listen) {
+		v.at(root.key("api", "listen"), "%q is reachable beyond loopback and api.tokens is empty: anyone who can reach it could pause agents and add budget; add a token to api.tokens or listen on 127.0.0.1", c.API.Listen)
+	}
+	if c.NATS.URL == "" && c.NATS.Listen != "-1" && !IsLoopback(c.NATS.Listen) && !c.NATS.Authenticated() {
+		v.at(root.key("nats", "listen"), "the embedded NATS server on %q is reachable beyond loopback without authentication: anyone who can reach it could publish to inboxes, pause agents and read the state store; set nats.token_env or nats.token_file (or nats.user with password_env/password_file, or nats.nkey_file), or listen on 127.0.0.1", c.NATS.Listen)
+	}
+	if c.NATS.User != "" && c.NATS.PasswordEnv != "" && c.NATS.PasswordFile != "" {
+		v.at(root.key("nats", "password_file"), "set one of password_env, password_file")
+	}
+	if c.NATS.TokenEnv != "" && c.NATS.TokenFile != "" {
+		v.at(root.key("nats", "token_file"), "set one of token_env, token_file")
 	}
 
 	for _, name := range sortedKeys(c.Models) {
@@ -473,4 +490,37 @@ func checkCronSteps(spec string) error {
 		}
 	}
 	return nil
+}
+
+// agentPattern checks a token's agent scope entry: a glob (path.Match
+// syntax) or a configured agent's name.
+func (v *validator) agentPattern(c *Config, p path, pat string) {
+	if _, err := pathpkg.Match(pat, ""); err != nil {
+		v.at(p, "bad glob %q: %v", pat, err)
+		return
+	}
+	for _, a := range c.Agents {
+		if ok, _ := pathpkg.Match(pat, a.Name); ok {
+			return
+		}
+	}
+	v.at(p, "%q matches no configured agent", pat)
+}
+
+// IsLoopback reports whether a host:port listen address is reachable only
+// from this machine: a loopback IP or "localhost". An empty host, 0.0.0.0
+// or [::] listens everywhere.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if i := strings.IndexByte(host, '%'); i >= 0 { // IPv6 zone
+		host = host[:i]
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -400,8 +400,47 @@ agents:
 `,
 			want: []string{
 				"config.yaml:4: api.tokens[1]: needs exactly one of value_env, value_file",
-				`config.yaml:5: api.tokens[1].role: must be one of read, operate; got "admin"`,
+				`config.yaml:5: api.tokens[1].role: must be one of read, ingest, operate; got "admin"`,
 				"config.yaml:8: api.tokens[2]: needs exactly one of value_env, value_file",
+			},
+		},
+		{
+			name: "reachable beyond loopback without credentials",
+			yaml: `
+nats:
+  listen: 0.0.0.0:4222
+api:
+  listen: 0.0.0.0:8080
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				`config.yaml:2: nats.listen: the embedded NATS server on "0.0.0.0:4222" is reachable beyond loopback without authentication: anyone who can reach it could publish to inboxes, pause agents and read the state store; set nats.token_env or nats.token_file (or nats.user with password_env/password_file, or nats.nkey_file), or listen on 127.0.0.1`,
+				`config.yaml:4: api.listen: "0.0.0.0:8080" is reachable beyond loopback and api.tokens is empty: anyone who can reach it could pause agents and add budget; add a token to api.tokens or listen on 127.0.0.1`,
+			},
+		},
+		{
+			name: "token scopes and nats secrets",
+			yaml: `
+nats:
+  listen: 10.0.0.5:4222
+  token_env: NATS_TOKEN
+  token_file: /run/nats-token
+api:
+  tokens:
+    - {name: am, role: ingest, value_env: T, agents: [oncall, "pay-*", "[", ghost]}
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: oncall, model: fake}
+  - {name: pay-eu, model: fake}
+`,
+			want: []string{
+				"config.yaml:4: nats.token_file: set one of token_env, token_file",
+				`config.yaml:7: api.tokens[0].agents[2]: bad glob "[": syntax error in pattern`,
+				`config.yaml:7: api.tokens[0].agents[3]: "ghost" matches no configured agent`,
 			},
 		},
 		{

@@ -481,7 +481,9 @@ func TestTemplateOverride(t *testing.T) {
 }
 
 func TestTemplateExposeNats(t *testing.T) {
-	objs := render(t, "--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222")
+	objs := render(t, "--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222",
+		"--set", "config.nats.token_env=NATS_TOKEN",
+		"--set", "secretEnv[0].name=NATS_TOKEN", "--set", "secretEnv[0].secretName=nats", "--set", "secretEnv[0].key=token")
 	checkCommon(t, objs)
 	svc := one(t, objs, "Service")
 	var names []string
@@ -507,6 +509,7 @@ func TestTemplateRefuses(t *testing.T) {
 		{"data dir", []string{"--set", "config.data_dir=./data"}, "config.data_dir"},
 		{"replicas embedded", []string{"--set", "replicaCount=2"}, "replicaCount > 1"},
 		{"expose loopback nats", []string{"--set", "service.exposeNats=true"}, "service.exposeNats needs config.nats.listen"},
+		{"expose open nats", []string{"--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222"}, "service.exposeNats needs authentication"},
 	} {
 		out, err := helm(t, append([]string{"template", "aw", chartDir}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) {

@@ -130,6 +130,10 @@ reason otherwise.
 {{- if or (include "agent-worker.isLoopback" $natsListen) (not (hasSuffix (printf ":%v" (int .Values.service.natsPort)) $natsListen)) }}
 {{- fail (printf "service.exposeNats needs config.nats.listen on 0.0.0.0:%v, got %q" (int .Values.service.natsPort) $natsListen) }}
 {{- end }}
+{{- $nats := dig "nats" (dict) $cfg }}
+{{- if not (or $nats.token_env $nats.token_file $nats.nkey_file (and $nats.user (or $nats.password_env $nats.password_file))) }}
+{{- fail "service.exposeNats needs authentication on the embedded NATS server: set config.nats.token_env (with the token in secretEnv) or token_file, user with password_env/password_file, or nkey_file; the worker refuses to serve NATS beyond loopback without it" }}
+{{- end }}
 {{- end }}
 {{- $grace := include "agent-worker.shutdownGraceSeconds" . }}
 {{- if and $grace (ge (int $grace) (int .Values.terminationGracePeriodSeconds)) }}

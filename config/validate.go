@@ -162,6 +162,9 @@ func (v *validator) config(c *Config) {
 	if c.NATS.User != "" && c.NATS.PasswordEnv != "" && c.NATS.PasswordFile != "" {
 		v.at(root.key("nats", "password_file"), "set one of password_env, password_file")
 	}
+	if c.NATS.URL == "" && c.NATS.CredsFile != "" {
+		v.at(root.key("nats", "creds_file"), "a creds file is for an external server (nats.url); the embedded server takes token_env/token_file, user with password_env/password_file, or nkey_file")
+	}
 	if c.NATS.TokenEnv != "" && c.NATS.TokenFile != "" {
 		v.at(root.key("nats", "token_file"), "set one of token_env, token_file")
 	}

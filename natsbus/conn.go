@@ -64,7 +64,7 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 			c.storage = newStorageMonitor(storeDir, log)
 			srvLog.onStorage = c.storage.serverLogLine
 		}
-		ns, err := startServer(cfg.Listen, storeDir, jsOn, srvLog)
+		ns, err := startServer(cfg, storeDir, jsOn, srvLog)
 		if err != nil {
 			return nil, err
 		}
@@ -75,10 +75,17 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 		}
 		c.ClientURL = ns.ClientURL()
 		opts = append(opts, nats.InProcessServer(ns))
+		// The worker's own connection passes the server's checks too.
+		auth, err := ClientAuth(cfg)
+		if err != nil {
+			c.shutdownServer()
+			return nil, err
+		}
+		opts = append(opts, auth...)
 		log.Info("embedded NATS server started", "url", c.ClientURL, "jetstream", jsOn, "store_dir", storeDir)
 	} else {
 		c.ClientURL = cfg.URL
-		auth, err := authOptions(cfg)
+		auth, err := ClientAuth(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -135,43 +142,9 @@ func (c *Conn) clientOptions() []nats.Option {
 	}
 }
 
-func authOptions(cfg config.NATS) ([]nats.Option, error) {
-	var opts []nats.Option
-	if cfg.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-	}
-	if cfg.NKeyFile != "" {
-		o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("nats.nkey_file %s: %w", cfg.NKeyFile, err)
-		}
-		opts = append(opts, o)
-	}
-	if cfg.User != "" {
-		pw, err := config.ReadSecret("nats.password", cfg.PasswordEnv, "")
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nats.UserInfo(cfg.User, pw))
-	}
-	if cfg.TokenEnv != "" {
-		tok, err := config.ReadSecret("nats.token", cfg.TokenEnv, "")
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nats.Token(tok))
-	}
-	if cfg.TLS.CAFile != "" {
-		opts = append(opts, nats.RootCAs(cfg.TLS.CAFile))
-	}
-	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
-		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
-	}
-	return opts, nil
-}
-
 // startServer runs nats-server in this process, logging to logger.
-func startServer(listen, storeDir string, jetStream bool, logger server.Logger) (*server.Server, error) {
+func startServer(cfg config.NATS, storeDir string, jetStream bool, logger server.Logger) (*server.Server, error) {
+	listen := cfg.Listen
 	host, port := "127.0.0.1", -1
 	if listen != "-1" && listen != "" {
 		h, p, err := net.SplitHostPort(listen)
@@ -190,7 +163,7 @@ func startServer(listen, storeDir string, jetStream bool, logger server.Logger) 
 		return nil, fmt.Errorf("data dir for the embedded NATS server: %w", err)
 	}
 	removeStaleProbes(storeDir)
-	ns, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		ServerName: "agent-worker",
 		Host:       host,
 		Port:       port,
@@ -200,7 +173,11 @@ func startServer(listen, storeDir string, jetStream bool, logger server.Logger) 
 		// NoLog only keeps the server from ever building a logger of its
 		// own on stderr (ConfigureLogger); it logs to the one set below.
 		NoLog: true,
-	})
+	}
+	if err := serverAuth(opts, cfg); err != nil {
+		return nil, err
+	}
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}

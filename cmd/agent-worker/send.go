@@ -3,16 +3,36 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
+
+// clientURL is where a client on this machine reaches the worker's NATS:
+// its external server, or the embedded one's listen address (a wildcard
+// host is reached on loopback).
+func clientURL(n config.NATS) string {
+	if n.URL != "" {
+		return n.URL
+	}
+	host, port, err := net.SplitHostPort(n.Listen)
+	if err != nil || n.Listen == "-1" {
+		return nats.DefaultURL
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "nats://" + net.JoinHostPort(host, port)
+}
 
 func sendCmd(stdout io.Writer) *cobra.Command {
 	var (
@@ -22,6 +42,7 @@ func sendCmd(stdout io.Writer) *cobra.Command {
 		prefix   string
 		file     string
 		timeout  time.Duration
+		auth     config.NATS
 	)
 	c := &cobra.Command{
 		Use:   "send AGENT TEXT [--deferred] [--id ID] [--nats URL]",
@@ -37,9 +58,16 @@ func sendCmd(stdout io.Writer) *cobra.Command {
 				if !cmd.Flags().Changed("prefix") {
 					prefix = cfg.NATS.SubjectPrefix
 				}
-				if !cmd.Flags().Changed("nats") && cfg.NATS.URL != "" {
-					url = cfg.NATS.URL
+				if !cmd.Flags().Changed("nats") {
+					url = clientURL(cfg.NATS)
 				}
+				if auth == (config.NATS{}) {
+					auth = cfg.NATS // the worker's own credentials
+				}
+			}
+			opts, err := natsbus.ClientAuth(auth)
+			if err != nil {
+				return err
 			}
 			subjects := natsbus.Subjects{Prefix: prefix}
 			subject := subjects.Inbox(agent)
@@ -47,9 +75,13 @@ func sendCmd(stdout io.Writer) *cobra.Command {
 				subject = subjects.Deferred(agent)
 			}
 			body, _ := json.Marshal(map[string]string{"text": text, "id": id, "from": from})
-			nc, err := nats.Connect(url, nats.Name("agent-worker send"), nats.Timeout(timeout))
+			nc, err := nats.Connect(url, append(opts, nats.Name("agent-worker send"), nats.Timeout(timeout))...)
 			if err != nil {
-				return fmt.Errorf("connect to NATS at %s: %w (is the worker running? see --nats)", url, err)
+				hint := "is the worker running? see --nats"
+				if errors.Is(err, nats.ErrAuthorization) {
+					hint = "the server wants credentials: --nats-token-env, --nats-user with --nats-password-env, --nats-nkey, or --config"
+				}
+				return fmt.Errorf("connect to NATS at %s: %w (%s)", url, err, hint)
 			}
 			defer nc.Close()
 			js, err := jetstream.New(nc)
@@ -81,7 +113,11 @@ func sendCmd(stdout io.Writer) *cobra.Command {
 	f.StringVar(&from, "from", "cli", "sender name shown to the agent")
 	f.StringVar(&url, "nats", nats.DefaultURL, "NATS server URL")
 	f.StringVar(&prefix, "prefix", "agents", "subject prefix (nats.subject_prefix)")
-	f.StringVarP(&file, "config", "c", "", "read the prefix and NATS URL from this config")
+	f.StringVarP(&file, "config", "c", "", "read the prefix, NATS URL and NATS credentials from this config")
+	f.StringVar(&auth.TokenEnv, "nats-token-env", "", "name of the environment variable holding the NATS token")
+	f.StringVar(&auth.User, "nats-user", "", "NATS user (with --nats-password-env)")
+	f.StringVar(&auth.PasswordEnv, "nats-password-env", "", "name of the environment variable holding the NATS password")
+	f.StringVar(&auth.NKeyFile, "nats-nkey", "", "NKey seed file")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the server")
 	return c
 }

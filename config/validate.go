@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/agent-worker/agent-worker/natsbus/subject"
+	"github.com/agent-worker/agent-worker/tools/urlprefix"
 )
 
 // KnownTools are the built-in tool names an agent's tools list may grant.
@@ -313,8 +314,9 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 		v.subject(p.key("publish").index(i), s)
 	}
 	for i, u := range a.HTTPGet {
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || len(u) < len("http://x") {
-			v.at(p.key("http_get").index(i), "want an http:// or https:// URL prefix; got %q", u)
+		// The tool's own normaliser: what validate accepts, run accepts.
+		if _, err := urlprefix.ParsePrefixes([]string{u}); err != nil {
+			v.at(p.key("http_get").index(i), "%v", err)
 		}
 	}
 	if slices.Contains(a.Tools, "http_get") && len(a.HTTPGet) == 0 {

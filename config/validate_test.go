@@ -422,6 +422,23 @@ agents:
 			},
 		},
 		{
+			name: "http_get prefixes as the tool reads them",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    tools: [http_get]
+    http_get: ["https://status.example.com/api/", "ftp://files.example.com/", "https://x.example.com/a%2fb/", "https://q.example.com/?x=1"]
+`,
+			want: []string{
+				`config.yaml:7: agents[0].http_get[1]: http_get prefix "ftp://files.example.com/": not an http or https URL`,
+				`config.yaml:7: agents[0].http_get[2]: http_get prefix "https://x.example.com/a%2fb/": encoded slashes (%2f, %5c) are not allowed in the path`,
+				`config.yaml:7: agents[0].http_get[3]: http_get prefix "https://q.example.com/?x=1": a prefix may not have a query or fragment`,
+			},
+		},
+		{
 			name: "token scopes and nats secrets",
 			yaml: `
 nats:

@@ -51,6 +51,9 @@ type Spec struct {
 	Publish []string
 	// HTTPGet lists the URL prefixes the http_get tool may read.
 	HTTPGet []string
+	// HTTPGetAllowPrivate lets http_get reach loopback, private and CGNAT
+	// addresses (see tools.Env.HTTPAllowPrivate).
+	HTTPGetAllowPrivate bool
 	// Schedules are the agent's cron schedules.
 	Schedules []scheduler.Schedule
 	// Sleep bounds model-requested wakes.

@@ -52,10 +52,19 @@ type Env struct {
 	PublishAllow []string
 	// Spawner serves spawn_subagent and stop_subagent.
 	Spawner Spawner
-	// HTTPAllow lists the URL prefixes http_get may read; HTTPClient is
-	// its client (default: 15s timeout).
+	// HTTPAllow lists the URL prefixes http_get may read; HTTPClient
+	// sets its timeout (default 15s; see below).
 	HTTPAllow  []string
 	HTTPClient *http.Client
+	// HTTPAllowPrivate lets http_get dial loopback, private and CGNAT
+	// addresses; link-local (cloud metadata) and unspecified addresses
+	// stay refused. HTTPResolver resolves the host names http_get dials
+	// (default net.DefaultResolver; tests inject one). http_get always
+	// uses its own transport and redirect check, so of HTTPClient it
+	// takes only the Timeout (a Transport, CheckRedirect or Jar there is
+	// an error).
+	HTTPAllowPrivate bool
+	HTTPResolver     Resolver
 }
 
 // Build returns the named tools bound to env. Unknown names are an error;

@@ -366,9 +366,27 @@ func apiTokens(in []config.Token) ([]api.Token, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, api.Token{Name: t.Name, Role: api.Role(t.Role), Value: v})
+		out = append(out, api.Token{Name: t.Name, Role: api.Role(t.Role), Value: v, Agents: t.Agents})
 	}
 	return out, nil
+}
+
+// ReloadTokens re-reads the values of the operator API's tokens
+// (api.tokens value_file, value_env) and swaps them in atomically with
+// api.Server.SetTokens: from its return a replaced value gets 401 and the
+// new one is accepted. Names, roles and agents stay as the config the
+// worker started with. On any error — a file that cannot be read, a token
+// left without a value, an empty set beyond loopback — the tokens in
+// force stay and nothing changes. The error never holds a token value.
+func (w *Worker) ReloadTokens() error {
+	if w.api == nil {
+		return errors.New("the operator API is not running")
+	}
+	tokens, err := apiTokens(w.cfg.API.Tokens)
+	if err != nil {
+		return err
+	}
+	return w.api.SetTokens(tokens)
 }
 
 // Stop shuts the worker down: writes to the API get 503; no new turns;
@@ -542,24 +560,25 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)
 		}
 		specs = append(specs, driver.Spec{
-			Name:            a.Name,
-			Instruction:     a.Instruction,
-			Model:           m,
-			Tools:           a.Tools,
-			Publish:         a.Publish,
-			HTTPGet:         a.HTTPGet,
-			Sleep:           tools.Sleep{Min: a.Sleep.Min.D(), Max: a.Sleep.Max.D()},
-			Heartbeat:       a.Sleep.Default.D(),
-			InboxCap:        a.Inbox.Cap,
-			TurnTimeout:     a.Turn.Timeout.D(),
-			Coalesce:        a.Turn.Coalesce.D(),
-			MaxTurnsPerWake: a.Turn.MaxPerWake,
-			HistoryTurns:    a.Turn.HistoryTurns,
-			Retry:           driver.Backoff{Base: a.Turn.Retry.Base.D(), Max: a.Turn.Retry.Max.D()},
-			MaxInputBytes:   a.Turn.MaxInputBytes,
-			TurnsPerHour:    a.Limits.TurnsPerHour,
-			TurnBurst:       a.Limits.TurnBurst,
-			Schedules:       schedules(a.Schedules),
+			Name:                a.Name,
+			Instruction:         a.Instruction,
+			Model:               m,
+			Tools:               a.Tools,
+			Publish:             a.Publish,
+			HTTPGet:             a.HTTPGet,
+			HTTPGetAllowPrivate: a.HTTPGetAllowPrivate,
+			Sleep:               tools.Sleep{Min: a.Sleep.Min.D(), Max: a.Sleep.Max.D()},
+			Heartbeat:           a.Sleep.Default.D(),
+			InboxCap:            a.Inbox.Cap,
+			TurnTimeout:         a.Turn.Timeout.D(),
+			Coalesce:            a.Turn.Coalesce.D(),
+			MaxTurnsPerWake:     a.Turn.MaxPerWake,
+			HistoryTurns:        a.Turn.HistoryTurns,
+			Retry:               driver.Backoff{Base: a.Turn.Retry.Base.D(), Max: a.Turn.Retry.Max.D()},
+			MaxInputBytes:       a.Turn.MaxInputBytes,
+			TurnsPerHour:        a.Limits.TurnsPerHour,
+			TurnBurst:           a.Limits.TurnBurst,
+			Schedules:           schedules(a.Schedules),
 		})
 	}
 	return specs, nil
@@ -634,13 +653,13 @@ func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options
 		}
 		price, priced := prices.Lookup(probe.Name())
 		subTools := a.Subagents.Tools
-		publishAllow, httpAllow := a.Publish, a.HTTPGet
+		publishAllow, httpAllow, httpPrivate := a.Publish, a.HTTPGet, a.HTTPGetAllowPrivate
 		w.subagents.Add(name, parent, background.Spec{
 			Max: a.Subagents.Max, BudgetUSD: a.Subagents.BudgetUSD, Timeout: a.Subagents.Timeout.D(),
 			Instruction: a.Subagents.Instruction, Model: newModel, Price: price, Priced: priced,
 			Tools: func() ([]tool.Tool, error) {
 				return tools.Build(subTools, tools.Env{Agent: name, Host: subagentHost{w.bus, name, o.Clock},
-					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow, HTTPAllow: httpAllow})
+					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow, HTTPAllow: httpAllow, HTTPAllowPrivate: httpPrivate})
 			},
 		})
 	}

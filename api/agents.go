@@ -126,19 +126,29 @@ func (s *Server) view(a *driver.Agent) AgentView {
 	return v
 }
 
-func (s *Server) views() []AgentView {
+// views takes a snapshot of the agents who may see.
+func (s *Server) views(who caller) []AgentView {
 	agents := s.driver.Agents()
 	out := make([]AgentView, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, s.view(a))
+		if who.mayAccess(a.Name()) {
+			out = append(out, s.view(a))
+		}
 	}
 	return out
 }
 
-// agent finds the route's agent, or answers 404.
+// agent finds the route's agent. An agent outside the caller's agents is
+// answered 403 — whether or not it exists, so a scoped token learns
+// nothing about other agents — and an unknown one 404.
 func (s *Server) agent(w http.ResponseWriter, r *http.Request) (*driver.Agent, bool) {
 	name := r.PathValue("name")
-	record(r).agent = name
+	rec := record(r)
+	rec.agent = name
+	if !rec.who.mayAccess(name) {
+		forbidAgent(w, r, rec.who, name)
+		return nil, false
+	}
 	a, err := s.driver.Agent(name)
 	if err != nil {
 		fail(w, r, http.StatusNotFound, "unknown agent %q", name)
@@ -150,7 +160,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) (*driver.Agent, b
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Agents []AgentView `json:"agents"`
-	}{s.views()})
+	}{s.views(record(r).who)})
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {

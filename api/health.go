@@ -1,6 +1,9 @@
 package api
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // healthz answers 200 while the process serves at all.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -32,8 +35,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// metrics serves Options.Metrics, or 404 without one.
+// metrics serves Options.Metrics, or 404 without one. The metrics cover
+// every agent, so a token limited to some agents gets 403 (an open
+// /metrics is served to anyone).
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if who := record(r).who; len(who.agents) > 0 {
+		fail(w, r, http.StatusForbidden, "token %q is limited to agents %s, and /metrics covers every agent; scrape it with a token without agents, or add /metrics to api.open_paths", who.name, strings.Join(who.agents, ", "))
+		return
+	}
 	if s.o.Metrics == nil {
 		fail(w, r, http.StatusNotFound, "this worker exports no metrics")
 		return

@@ -60,12 +60,12 @@ type pageTurn struct {
 	Text     string
 }
 
-// statusPage serves GET /: an HTML table of the agents that refreshes
-// itself every five seconds. No script, no external assets.
+// statusPage serves GET /: an HTML table of the agents the caller may see
+// that refreshes itself every five seconds. No script, no external assets.
 func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
 	data := pageData{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), NotReady: s.notReady()}
-	for _, v := range s.views() {
+	for _, v := range s.views(record(r).who) {
 		data.Agents = append(data.Agents, pageRowOf(v, now))
 	}
 	var buf bytes.Buffer

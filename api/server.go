@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
@@ -33,28 +33,42 @@ const (
 // seconds: long enough for a replacement replica to come up.
 const retryAfter = "5"
 
-// Errors New returns.
+// Errors New, Serve and SetTokens return.
 var (
 	// ErrNoToken: the API would listen beyond loopback without a token.
 	ErrNoToken = errors.New("refusing to serve the operator API beyond loopback without a token")
-	// ErrBadToken: a configured token is unusable (no value, unknown role).
+	// ErrBadToken: a configured token is unusable (no value, unknown
+	// role, a bad agent glob).
 	ErrBadToken = errors.New("bad API token")
 )
 
-// Role is what a token may do.
+// Role is what a token may do; the package documentation has the table
+// of which role each route needs.
 type Role string
 
-// Roles. Operate includes read.
+// Roles. Operate includes read and ingest; read and ingest share nothing.
 const (
-	RoleRead    Role = "read"
+	// RoleRead may use the GET routes only.
+	RoleRead Role = "read"
+	// RoleIngest may only queue messages: POST
+	// /v1/agents/{name}/messages and POST /v1/alertmanager/{name}. It
+	// cannot read, so a leaked webhook token shows nothing.
+	RoleIngest Role = "ingest"
+	// RoleOperate may use every route.
 	RoleOperate Role = "operate"
 )
 
-// Token is one bearer token. Name appears in logs; Value never does.
+// Token is one bearer token. Name appears in logs and error messages;
+// Value never does.
 type Token struct {
 	Name  string
 	Role  Role
 	Value string
+	// Agents limits the token to these agents: names, or path.Match
+	// globs such as "payments-*". Empty: every agent. A request that
+	// names an agent outside them is answered 403, and lists and event
+	// streams leave such agents out.
+	Agents []string
 }
 
 // Options configure a Server. Zero values take the documented defaults.
@@ -63,8 +77,9 @@ type Options struct {
 	// DefaultListen. Without Tokens it must be loopback (127.0.0.0/8, ::1
 	// or "localhost").
 	Listen string
-	// Tokens are the accepted bearer tokens. None: every request is
-	// accepted, which New allows on loopback only.
+	// Tokens are the accepted bearer tokens; SetTokens replaces them
+	// while the server runs. None: every request is accepted, which New
+	// allows on loopback only.
 	Tokens []Token
 	// OpenPaths are served without a token (exact paths). nil means
 	// /healthz, /readyz and /metrics; an empty non-nil slice means none.
@@ -112,10 +127,11 @@ type Server struct {
 	bus     *events.Bus
 	log     *slog.Logger
 	clock   clock.Clock
-	tokens  []credential
+	tokens  atomic.Pointer[tokenSet] // replaced whole by SetTokens
 	open    map[string]bool
 	mux     *http.ServeMux
 	actions map[string]string // route pattern → action name, for write logs
+	needs   map[string]access // route pattern → the roles it needs
 	seen    *idWindow
 	page    *template.Template
 
@@ -123,15 +139,18 @@ type Server struct {
 	closing   chan struct{} // closed by Shutdown: event streams end
 	closeOnce sync.Once
 
-	mu   sync.Mutex
-	srv  *http.Server
-	addr string
+	// mu guards srv, addr and exposed, and orders SetTokens against
+	// Serve and other SetTokens calls.
+	mu      sync.Mutex
+	srv     *http.Server
+	addr    string
+	exposed bool // Serve listens on TCP beyond loopback
 }
 
 // New checks o and builds the server; nothing listens until Serve or
 // ListenAndServe. It refuses a Listen beyond loopback when no token is
-// configured (ErrNoToken), and tokens without a value or with an unknown
-// role (ErrBadToken).
+// configured (ErrNoToken), and tokens without a value, with an unknown
+// role or with an agent glob path.Match rejects (ErrBadToken).
 func New(o Options) (*Server, error) {
 	if o.Driver == nil {
 		return nil, errors.New("api: a driver is required")
@@ -167,8 +186,8 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(creds) == 0 && !loopbackAddr(o.Listen) {
-		return nil, fmt.Errorf("%w: api.listen %q is reachable beyond loopback and api.tokens is empty; add a token to api.tokens (role read or operate) or set api.listen to a loopback address such as 127.0.0.1:8080", ErrNoToken, o.Listen)
+	if len(creds) == 0 && !config.IsLoopback(o.Listen) {
+		return nil, fmt.Errorf("%w: api.listen %q is reachable beyond loopback and api.tokens is empty; add a token to api.tokens (role read, ingest or operate) or set api.listen to a loopback address such as 127.0.0.1:8080", ErrNoToken, o.Listen)
 	}
 	page, err := parsePage()
 	if err != nil {
@@ -176,12 +195,13 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		o: o, driver: o.Driver, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
-		log: o.Log, clock: o.Clock, tokens: creds, open: map[string]bool{},
-		mux: http.NewServeMux(), actions: map[string]string{},
+		log: o.Log, clock: o.Clock, open: map[string]bool{},
+		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access{},
 		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
 		page:    page,
 		closing: make(chan struct{}),
 	}
+	s.tokens.Store(newTokenSet(creds))
 	for _, p := range o.OpenPaths {
 		s.open[p] = true
 	}
@@ -189,13 +209,54 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
+// SetTokens replaces the accepted tokens while the server runs (for
+// rotation), checked as New checks them. On error the tokens in force
+// stay. Guarantees:
+//
+//   - The swap is atomic: each request is authenticated against the old
+//     set or the new one, never a mix, so a token present in both is never
+//     refused during the swap.
+//   - Once SetTokens returns, a token no longer in the set gets 401; a
+//     request it authenticated before the swap finishes as it began.
+//   - Event streams opened with a token that the new set no longer holds
+//     with the same name, role and agents end (as do streams opened
+//     without a token when the new set has tokens).
+//   - The no-token rule of New holds: an empty set is refused with
+//     ErrNoToken while the server listens, or would listen
+//     (Options.Listen), beyond loopback.
+//
+// It is safe to call concurrently with requests, Serve and itself.
+func (s *Server) SetTokens(tokens []Token) error {
+	creds, err := credentials(tokens)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(creds) == 0 {
+		if s.srv != nil && s.exposed {
+			return fmt.Errorf("%w: the API listens on %s, beyond loopback; keeping the current tokens", ErrNoToken, s.addr)
+		}
+		if s.srv == nil && !config.IsLoopback(s.o.Listen) {
+			return fmt.Errorf("%w: api.listen %q is reachable beyond loopback; keeping the current tokens", ErrNoToken, s.o.Listen)
+		}
+	}
+	old := s.tokens.Swap(newTokenSet(creds))
+	close(old.changed)
+	return nil
+}
+
 // routes registers every endpoint. Write routes carry an action name for
 // the write log.
 func (s *Server) routes() {
-	get := func(pattern string, h http.HandlerFunc) { s.mux.HandleFunc("GET "+pattern, h) }
+	get := func(pattern string, h http.HandlerFunc) {
+		s.mux.HandleFunc("GET "+pattern, h)
+		s.needs["GET "+pattern] = accessRead
+	}
 	post := func(pattern, action string, h http.HandlerFunc) {
 		s.mux.HandleFunc("POST "+pattern, h)
 		s.actions["POST "+pattern] = action
+		s.needs["POST "+pattern] = accessOperate
 	}
 	get("/healthz", s.healthz)
 	get("/readyz", s.readyz)
@@ -212,6 +273,9 @@ func (s *Server) routes() {
 	post("/v1/agents/{name}/guardrails/reset", "guardrail-reset", s.resetGuardrail)
 	post("/v1/agents/{name}/schedules/{schedule}/run", "schedule-run", s.runSchedule)
 	post("/v1/alertmanager/{name}", "alertmanager", s.postAlertmanager)
+	// Queueing a message is all an ingest token may do.
+	s.needs["POST /v1/agents/{name}/messages"] = accessIngest
+	s.needs["POST /v1/alertmanager/{name}"] = accessIngest
 }
 
 // Handler returns the API's handler: authentication, routing, the
@@ -232,16 +296,20 @@ func (s *Server) ListenAndServe() error {
 // (at once if Shutdown came first). Like New, it refuses a TCP listener
 // beyond loopback when no token is configured. It closes l.
 func (s *Server) Serve(l net.Listener) error {
-	if tcp, ok := l.Addr().(*net.TCPAddr); ok && len(s.tokens) == 0 && !tcp.IP.IsLoopback() {
+	tcp, isTCP := l.Addr().(*net.TCPAddr)
+	exposed := isTCP && !tcp.IP.IsLoopback()
+	s.mu.Lock()
+	if exposed && len(s.tokens.Load().creds) == 0 {
+		s.mu.Unlock()
 		l.Close()
 		return fmt.Errorf("%w: api.listen %s is reachable beyond loopback and api.tokens is empty", ErrNoToken, tcp)
 	}
-	s.mu.Lock()
 	if s.srv != nil {
 		s.mu.Unlock()
 		l.Close()
 		return errors.New("api: already serving")
 	}
+	s.exposed = exposed
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -284,23 +352,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return srv.Shutdown(ctx)
 }
 
-// loopbackAddr reports whether a host:port names only the local machine.
-// An empty host (":8080") listens on every interface, so it is not.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	if i := strings.IndexByte(host, '%'); i >= 0 { // IPv6 zone
-		host = host[:i]
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // isWrite reports whether a method changes something.
 func isWrite(method string) bool {
 	switch method {
@@ -311,8 +362,10 @@ func isWrite(method string) bool {
 }
 
 // serveHTTP is the order every request goes through: authenticate (401),
-// route (404/405), authorise (403), the shutdown gate for writes (503),
-// then the route's handler, with writes logged.
+// route (404/405), authorise the role (403), the shutdown gate for writes
+// (503), then the route's handler, which checks the agent against the
+// token's agents (403). Writes are logged, and so are refused reads.
+// Every client-supplied value in a log line goes through logSafe.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	who, ok := s.authenticate(w, r)
 	if !ok {
@@ -323,17 +376,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		serveMiss(w, r, h)
 		return
 	}
-	if !isWrite(r.Method) {
-		s.mux.ServeHTTP(w, r)
-		return
-	}
-	rec := &writeRecord{action: s.actions[pattern]}
+	rec := &requestRecord{who: who, action: s.actions[pattern]}
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 	sw := &statusWriter{ResponseWriter: w}
+	write := isWrite(r.Method)
 	switch {
-	case who.role != RoleOperate:
-		fail(sw, r, http.StatusForbidden, "token %q has role %q; this request needs role %q", who.name, who.role, RoleOperate)
-	case s.draining.Load():
+	case !s.authorise(sw, r, who, pattern):
+	case write && s.draining.Load():
 		sw.Header().Set("Retry-After", retryAfter)
 		fail(sw, r, http.StatusServiceUnavailable, "the worker is shutting down; retry against another replica or after it restarts")
 	default:
@@ -343,17 +392,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelWarn
+	switch {
+	case write:
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelWarn
+		}
+		s.log.Log(r.Context(), level, "api write", "action", rec.action, "agent", logSafe(rec.agent), "token", logSafe(who.name),
+			"status", status, "result", logSafe(rec.result), "remote", logSafe(r.RemoteAddr))
+	case status == http.StatusForbidden:
+		s.log.Warn("api read refused", "method", logSafe(r.Method), "path", logSafe(r.URL.Path), "agent", logSafe(rec.agent),
+			"token", logSafe(who.name), "result", logSafe(rec.result), "remote", logSafe(r.RemoteAddr))
 	}
-	s.log.Log(r.Context(), level, "api write", "action", rec.action, "agent", rec.agent, "token", who.name,
-		"status", status, "result", rec.result, "remote", r.RemoteAddr)
 }
 
-// writeRecord collects what the write log says about one request; the
-// handlers fill it in.
-type writeRecord struct {
+// requestRecord is what the handlers need to know about a request's
+// caller, and what they tell the request log.
+type requestRecord struct {
+	who    caller
 	action string
 	agent  string
 	result string
@@ -361,11 +417,14 @@ type writeRecord struct {
 
 type recordKey struct{}
 
-func record(r *http.Request) *writeRecord {
-	if rec, ok := r.Context().Value(recordKey{}).(*writeRecord); ok {
+// record returns the request's record. Outside serveHTTP (never, in
+// practice: the handlers are reachable only through it) it is a blank one
+// whose zero caller may see no agent.
+func record(r *http.Request) *requestRecord {
+	if rec, ok := r.Context().Value(recordKey{}).(*requestRecord); ok {
 		return rec
 	}
-	return &writeRecord{} // reads: nobody looks
+	return &requestRecord{}
 }
 
 // statusWriter remembers the status a handler wrote.

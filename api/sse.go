@@ -30,8 +30,13 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, func(e events.Event) bool { return e.Agent == name })
 }
 
+// allEvents streams the events of every agent the caller may see.
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
-	s.stream(w, r, nil)
+	var filter func(events.Event) bool
+	if who := record(r).who; len(who.agents) > 0 {
+		filter = func(e events.Event) bool { return who.mayAccess(e.Agent) }
+	}
+	s.stream(w, r, filter)
 }
 
 // stream serves Server-Sent Events: each event as "id: <seq>", "event:
@@ -39,7 +44,8 @@ func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 // else ?since=<seq>) it first replays the retained events after that
 // sequence number, preceded by a "gap" event if the ring lost some; then
 // live events, and a ": heartbeat" comment every Heartbeat. It ends when
-// the client goes, or at Shutdown.
+// the client goes, at Shutdown, or when SetTokens takes away the token it
+// was opened with.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter func(events.Event) bool) {
 	since, replay, err := resumePoint(r)
 	if err != nil {
@@ -111,6 +117,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter func(even
 	timer := arm()
 	defer func() { timer.Stop() }()
 
+	who := record(r).who
+	var tokensChanged <-chan struct{} // nil on an open path: never
+	if who.set != nil {
+		tokensChanged = who.set.changed
+	}
 	var dropped uint64
 	for {
 		var err error
@@ -119,6 +130,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter func(even
 			return
 		case <-s.closing:
 			return
+		case <-tokensChanged:
+			set := s.tokens.Load()
+			if !who.validIn(set) {
+				return // its token was revoked or changed
+			}
+			tokensChanged = set.changed
 		case <-beat:
 			_, err = io.WriteString(w, ": heartbeat\n\n")
 			if err == nil {

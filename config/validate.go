@@ -154,10 +154,12 @@ func (v *validator) config(c *Config) {
 			v.agentPattern(c, p.key("agents").index(j), pat)
 		}
 	}
-	if len(c.API.Tokens) == 0 && !IsLoopback(c.API.Listen) {
+	apiOK := v.listen(root.key("api", "listen"), c.API.Listen, false)
+	natsOK := c.NATS.URL != "" || v.listen(root.key("nats", "listen"), c.NATS.Listen, true)
+	if apiOK && len(c.API.Tokens) == 0 && !IsLoopback(c.API.Listen) {
 		v.at(root.key("api", "listen"), "%q is reachable beyond loopback and api.tokens is empty: anyone who can reach it could pause agents and add budget; add a token to api.tokens or listen on 127.0.0.1", c.API.Listen)
 	}
-	if c.NATS.URL == "" && c.NATS.Listen != "-1" && !IsLoopback(c.NATS.Listen) && !c.NATS.Authenticated() {
+	if natsOK && c.NATS.URL == "" && c.NATS.Listen != "-1" && !IsLoopback(c.NATS.Listen) && !c.NATS.Authenticated() {
 		v.at(root.key("nats", "listen"), "the embedded NATS server on %q is reachable beyond loopback without authentication: anyone who can reach it could publish to inboxes, pause agents and read the state store; set nats.token_env or nats.token_file (or nats.user with password_env/password_file, or nats.nkey_file), or listen on 127.0.0.1", c.NATS.Listen)
 	}
 	if c.NATS.User != "" && c.NATS.PasswordEnv != "" && c.NATS.PasswordFile != "" {
@@ -528,4 +530,27 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// listen checks a listen address: host:port with a port in 0..65535 (0:
+// any free port), or "-1" where random is allowed. It reports whether
+// the address is well formed.
+func (v *validator) listen(p path, addr string, random bool) bool {
+	if random && addr == "-1" {
+		return true
+	}
+	want := "host:port (e.g. 127.0.0.1:8080)"
+	if random {
+		want += " or -1 for a random port"
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.at(p, "want %s; got %q", want, addr)
+		return false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.at(p, "bad port %q: want %s", port, want)
+		return false
+	}
+	return true
 }

@@ -439,6 +439,21 @@ agents:
 			},
 		},
 		{
+			name: "malformed listen addresses",
+			yaml: `
+nats: {listen: "nonsense"}
+api: {listen: "127.0.0.1:99999"}
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				`config.yaml:1: nats.listen: want host:port (e.g. 127.0.0.1:8080) or -1 for a random port; got "nonsense"`,
+				`config.yaml:2: api.listen: bad port "99999": want host:port (e.g. 127.0.0.1:8080)`,
+			},
+		},
+		{
 			name: "token scopes and nats secrets",
 			yaml: `
 nats:

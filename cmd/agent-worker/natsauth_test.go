@@ -103,3 +103,15 @@ agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
 		}
 	}
 }
+
+func TestValidateRefusesAnOpenAPI(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, "data_dir: "+t.TempDir()+"\nnats: {listen: \"-1\"}\napi: {listen: \"0.0.0.0:8080\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"validate", "--config", p}, &out, &errb); code != exitConfig {
+		t.Fatalf("validate: exit %d: %s", code, errb.String())
+	}
+	if want := p + ":3: api.listen"; !strings.Contains(errb.String(), want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, errb.String())
+	}
+}

@@ -88,10 +88,27 @@ func newRigSpec(t *testing.T, mode string, script []config.ScriptStep, limits gu
 	return r
 }
 
-func (r *rig) lastPrompt() string {
+// nextPrompt runs do and returns the first prompt the model gets after
+// it (a turn-started event comes before its model call).
+func (r *rig) nextPrompt(do func()) string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.prompts[len(r.prompts)-1]
+	n := len(r.prompts)
+	r.mu.Unlock()
+	do()
+	end := time.Now().Add(deadline)
+	for {
+		r.mu.Lock()
+		if len(r.prompts) > n {
+			p := r.prompts[n]
+			r.mu.Unlock()
+			return p
+		}
+		r.mu.Unlock()
+		if time.Now().After(end) {
+			r.t.Fatal("no model call")
+		}
+		<-time.After(time.Millisecond)
+	}
 }
 
 func (r *rig) send(text string) {
@@ -145,11 +162,11 @@ func TestRepeatedCallIsHaltedMidTurnInEnforceMode(t *testing.T) {
 		t.Fatalf("state %s", r.a.State())
 	}
 	// Reset lets it run again, and the model is told what it repeated.
-	if _, err := r.g.Reset("a", watchdog.Guardrail, 0); err != nil {
-		t.Fatal(err)
-	}
-	r.waitEvent(events.TurnStarted)
-	last := r.lastPrompt()
+	last := r.nextPrompt(func() {
+		if _, err := r.g.Reset("a", watchdog.Guardrail, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if !strings.Contains(last, "You have made the same tool call 5 times in a row") {
 		t.Fatalf("prompt after reset lacks the feedback:\n%s", last)
 	}
@@ -179,9 +196,7 @@ func TestFeedbackModeTellsTheNextPromptAndDoesNotHalt(t *testing.T) {
 	if r.a.State() == driver.Halted {
 		t.Fatal("feedback mode halted the agent")
 	}
-	r.c.Advance(driver.DefaultRetryMax) // the capped turn is retried by itself
-	r.waitEvent(events.TurnStarted)
-	last := r.lastPrompt()
+	last := r.nextPrompt(func() { r.c.Advance(driver.DefaultRetryMax) }) // the capped turn is retried by itself
 	if !strings.Contains(last, "You have made the same tool call 5 times in a row: report_done") {
 		t.Fatalf("next prompt lacks the note:\n%s", last)
 	}
@@ -226,9 +241,7 @@ func TestWarnModeOnlyLogs(t *testing.T) {
 		t.Fatalf("alert %v", al.Data)
 	}
 	r.waitEvent(events.TurnFailed)
-	r.c.Advance(driver.DefaultRetryMax) // the capped turn is retried by itself
-	r.waitEvent(events.TurnStarted)
-	last := r.lastPrompt()
+	last := r.nextPrompt(func() { r.c.Advance(driver.DefaultRetryMax) }) // the capped turn is retried by itself
 	if strings.Contains(last, "same tool call") {
 		t.Fatal("warn mode told the model")
 	}

@@ -3,16 +3,24 @@ GO       ?= go
 PKGS     ?= ./...
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test bench lint build tidy-check
+.PHONY: run test deps check-large-files bench lint build tidy-check
 
 ## run: start the worker on its embedded default (demo agent, scripted model)
 run:
 	$(GO) run ./cmd/agent-worker run
 
-## test: the whole suite, with the race detector
-test:
+## test: the whole suite, with the race detector (installs what it needs first)
+test: deps check-large-files
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+
+## deps: what the tests need beyond Go (redis-server, promtool, chromium), from Debian's packages when missing; quiet when all is there
+deps:
+	@./scripts/deps
+
+## check-large-files: no tracked file over 1 MiB (build outputs stay out of git)
+check-large-files:
+	@./scripts/check-large-files
 
 ## bench: benchmarks; each runs a fixed workload once and prints a table
 bench:

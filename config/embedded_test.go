@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -44,5 +45,43 @@ func TestDefaultIsFresh(t *testing.T) {
 	b := Default()
 	if b.Agents[0].Tools[0] != "schedule_next_turn" || b.Models["demo"].Provider != "scripted" {
 		t.Error("Default() shares state between calls")
+	}
+}
+
+// TestDefaultFromEnv is `docker run IMAGE` with no config: with
+// AGENT_WORKER_API_TOKEN the API moves to 0.0.0.0:8080 behind an operate
+// token read from that variable (and validates: an open listener needs a
+// token); without it (or blank) it stays on loopback with no token, as
+// Default. AGENT_WORKER_DATA_DIR sets data_dir.
+func TestDefaultFromEnv(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		listen  string
+		tokens  []Token
+		dataDir string
+	}{
+		{"nothing set", nil, "127.0.0.1:8080", nil, "./data"},
+		{"blank token", map[string]string{EnvAPIToken: "  "}, "127.0.0.1:8080", nil, "./data"},
+		{"empty data dir", map[string]string{EnvDataDir: ""}, "127.0.0.1:8080", nil, "./data"},
+		{"token and data dir", map[string]string{EnvAPIToken: "s3cret", EnvDataDir: "/data"}, "0.0.0.0:8080",
+			[]Token{{Name: "operator", Role: "operate", ValueEnv: "AGENT_WORKER_API_TOKEN"}}, "/data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := DefaultFromEnv(envMap(tc.env))
+			if c.API.Listen != tc.listen || !reflect.DeepEqual(c.API.Tokens, tc.tokens) || c.DataDir != tc.dataDir {
+				t.Fatalf("listen %q tokens %+v data_dir %q; want %q %+v %q", c.API.Listen, c.API.Tokens, c.DataDir, tc.listen, tc.tokens, tc.dataDir)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("does not validate:\n%v", err)
+			}
+			for _, tok := range c.API.Tokens {
+				if tok.ValueEnv != EnvAPIToken || tok.ValueFile != "" {
+					t.Fatalf("token %+v: its value must come from %s", tok, EnvAPIToken)
+				}
+			}
+		})
 	}
 }

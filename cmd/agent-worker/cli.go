@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,8 +18,8 @@ import (
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // the worker failed while running
-	exitConfig = 2 // bad flags or a bad config: fix and retry
+	exitFailed = 1 // the worker failed while running, or a check failed
+	exitConfig = 2 // bad flags, arguments or config: fix and retry
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -29,40 +31,163 @@ type configError struct{ err error }
 func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
-// execute runs the command line args and returns the process exit code.
+// errUsage marks a command line that cannot be run as written (an unknown
+// command or flag, a wrong number of arguments, a missing flag), for exit
+// code 2.
+var errUsage = errors.New("usage")
+
+// usageError wraps err as a usage error naming cmd's help.
+func usageError(cmd *cobra.Command, err error) error {
+	return fmt.Errorf("%w: %w (see %s --help)", errUsage, err, cmd.CommandPath())
+}
+
+// exitError ends the command with code and prints nothing more: the
+// command has said what there is to say (health's "not ready: ...").
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// environ is the process environment as the commands see it. execute uses
+// the real one; tests pass their own, so they can run in parallel.
+type environ struct {
+	// lookup reads an environment variable (os.LookupEnv).
+	lookup func(string) (string, bool)
+	// inContainer reports whether the process runs in a container.
+	inContainer func() bool
+	// ownsProcess lets run change process-wide state: it routes the
+	// standard log package (which some libraries write to) and slog's
+	// default logger through the worker's logger, so that JSON mode stays
+	// JSON. False in tests, which share one process.
+	ownsProcess bool
+}
+
+// processEnviron is the real environment; main also sets ownsProcess.
+func processEnviron() environ {
+	return environ{lookup: os.LookupEnv, inContainer: inContainer}
+}
+
+// get returns the variable's value, "" when unset.
+func (e environ) get(name string) string {
+	v, _ := e.lookup(name)
+	return v
+}
+
+// cli is one invocation: where it writes, what environment it reads, and
+// the log settings in force.
+type cli struct {
+	stdout, stderr io.Writer
+	env            environ
+	// logFlags are the persistent --log-format and --log-level values.
+	logFlags config.Log
+	// logFile is the config file's log section once run has read it.
+	logFile config.Log
+}
+
+// execute runs the command line args in the process environment and
+// returns the process exit code.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return executeIn(ctx, processEnviron(), args, stdout, stderr)
+}
+
+// executeIn runs the command line args in env and returns the exit code:
+// 0 on success; 2 for an unknown command or flag, a wrong number of
+// arguments or a bad config; 1 for anything else. A failure is printed
+// on stderr, as a JSON log record in JSON log mode.
+func executeIn(ctx context.Context, env environ, args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr, env: env}
+	root := c.rootCmd()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitFailed
+	var ce configError
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ce), errors.Is(err, errUsage):
+		code = exitConfig
+	}
+	c.reportFailure(cmd, err, code)
+	return code
+}
+
+// rootCmd builds the command tree.
+func (c *cli) rootCmd() *cobra.Command {
+	var showVersion bool
 	root := &cobra.Command{
 		Use:           "agent-worker",
 		Short:         "Run LLM agents unattended: sleep, wake, one turn, sleep again.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          unknownSubcommand,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				fmt.Fprintln(c.stdout, versionLine())
+				return nil
+			}
+			return cmd.Help()
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// Settle the log settings before any command runs, so a bad
+			// --log-format or AGENT_WORKER_LOG_LEVEL stops every command.
+			if _, err := c.logSettings(); err != nil {
+				return usageError(cmd, err)
+			}
+			return nil
+		},
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetArgs(args)
-	root.AddCommand(runCmd(stdout, stderr), validateCmd(stdout), versionCmd(stdout), sendCmd(stdout))
-	root.AddCommand(opsCmds(stdout)...)
-	root.AddCommand(modelsCmd(stdout))
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintln(stderr, err)
-	var ce configError
-	if errors.As(err, &ce) {
-		return exitConfig
-	}
-	if errors.Is(err, errUsage) {
-		return exitConfig
-	}
-	return exitFailed
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.Flags().BoolVar(&showVersion, "version", false, "print the version (as the version command)")
+	c.addLogFlags(root)
+	root.AddCommand(c.runCmd(), c.validateCmd(), c.versionCmd(), c.sendCmd(), c.healthCmd(), c.statusCmd())
+	root.AddCommand(c.opsCmds()...)
+	root.AddCommand(c.modelsCmd())
+	root.SetFlagErrorFunc(usageError)
+	wrapArgs(root)
+	return root
 }
 
-var errUsage = errors.New("usage")
+// unknownSubcommand is the Args of a command that only groups others: any
+// argument names a command that does not exist.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // as cobra's own suggestions
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return errors.New(msg)
+}
 
-func loadConfig(path string) (*config.Config, error) {
+// wrapArgs makes every argument-count error of c and its subcommands a
+// usage error (exit 2).
+func wrapArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError(cmd, err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
+}
+
+// loadConfig reads the config file, or returns the embedded default
+// adjusted by env (config.DefaultFromEnv) when path is "".
+func loadConfig(path string, env environ) (*config.Config, error) {
 	if path == "" {
-		return config.Default(), nil
+		return config.DefaultFromEnv(env.lookup), nil
 	}
 	c, err := config.Load(path)
 	if err != nil {
@@ -71,43 +196,48 @@ func loadConfig(path string) (*config.Config, error) {
 	return c, nil
 }
 
-func validateCmd(stdout io.Writer) *cobra.Command {
+func (c *cli) validateCmd() *cobra.Command {
 	var file string
-	c := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "validate --config FILE",
 		Short: "Check a config file; print file:line: message for every problem.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return fmt.Errorf("%w: validate needs --config FILE", errUsage)
+				return usageError(cmd, errors.New("validate needs --config FILE"))
 			}
-			c, err := loadConfig(file)
+			cfg, err := loadConfig(file, c.env)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "%s: ok (%d agent(s), %d model(s))\n", file, len(c.Agents), len(c.Models))
+			fmt.Fprintf(c.stdout, "%s: ok (%d agent(s), %d model(s))\n", file, len(cfg.Agents), len(cfg.Models))
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&file, "config", "c", "", "config file")
-	return c
+	cmd.Flags().StringVarP(&file, "config", "c", "", "config file")
+	return cmd
 }
 
-func versionCmd(stdout io.Writer) *cobra.Command {
+func (c *cli) versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version.",
+		Short: "Print the version (also agent-worker --version).",
 		Args:  cobra.NoArgs,
 		Run: func(*cobra.Command, []string) {
-			adk := "unknown"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, d := range bi.Deps {
-					if d.Path == "google.golang.org/adk" {
-						adk = d.Version
-					}
-				}
-			}
-			fmt.Fprintf(stdout, "agent-worker %s (%s, adk %s)\n", version, runtime.Version(), adk)
+			fmt.Fprintln(c.stdout, versionLine())
 		},
 	}
+}
+
+// versionLine is what version and --version print.
+func versionLine() string {
+	adk := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "google.golang.org/adk" {
+				adk = d.Version
+			}
+		}
+	}
+	return fmt.Sprintf("agent-worker %s (%s, adk %s)", version, runtime.Version(), adk)
 }

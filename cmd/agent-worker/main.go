@@ -10,5 +10,7 @@ import (
 )
 
 func main() {
-	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	env := processEnviron()
+	env.ownsProcess = true
+	os.Exit(executeIn(context.Background(), env, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -173,7 +173,7 @@ models:
   f: {provider: scripted, behaviour: demo}
 agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
 `)
-	cfg, err := loadConfig(p)
+	cfg, err := loadConfig(p, processEnviron())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
 // operator API URL.
 func startServe(t *testing.T, yaml string) string {
 	t.Helper()
-	cfg, err := loadConfig(writeFile(t, yaml))
+	cfg, err := loadConfig(writeFile(t, yaml), processEnviron())
 	if err != nil {
 		t.Fatal(err)
 	}

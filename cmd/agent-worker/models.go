@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"text/tabwriter"
@@ -16,8 +16,10 @@ import (
 	"github.com/agent-worker/agent-worker/models"
 )
 
-func modelsCmd(stdout io.Writer) *cobra.Command {
-	root := &cobra.Command{Use: "models", Short: "Work with the configured models."}
+// modelsCmd is `models`, with `models check`.
+func (c *cli) modelsCmd() *cobra.Command {
+	root := &cobra.Command{Use: "models", Short: "Work with the configured models.", Args: unknownSubcommand,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	var file string
 	var timeout time.Duration
 	check := &cobra.Command{
@@ -26,9 +28,9 @@ func modelsCmd(stdout io.Writer) *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
-				return fmt.Errorf("%w: models check needs --config FILE", errUsage)
+				return usageError(cmd, errors.New("models check needs --config FILE"))
 			}
-			cfg, err := loadConfig(file)
+			cfg, err := loadConfig(file, c.env)
 			if err != nil {
 				return err
 			}
@@ -39,7 +41,7 @@ func modelsCmd(stdout io.Writer) *cobra.Command {
 				}
 				names = args
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODEL\tPROVIDER\tNAME\tLATENCY\tTOKENS IN/OUT\tRESULT")
 			failed := 0
 			for _, n := range names {

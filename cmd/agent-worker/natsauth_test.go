@@ -49,7 +49,7 @@ models:
   f: {provider: scripted, behaviour: demo}
 agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
 `)
-	cfg, err := loadConfig(p)
+	cfg, err := loadConfig(p, processEnviron())
 	if err != nil {
 		t.Fatal(err)
 	}

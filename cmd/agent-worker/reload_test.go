@@ -178,7 +178,7 @@ api:
 models:
   f: {provider: scripted, behaviour: demo}
 agents: [{name: pay-api, model: f}, {name: web, model: f}]
-`))
+`), processEnviron())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -17,12 +16,26 @@ import (
 	"github.com/agent-worker/agent-worker/worker"
 )
 
-func runCmd(stdout, stderr io.Writer) *cobra.Command {
+// runCmd is `run`: the worker, from a config file or the embedded demo.
+func (c *cli) runCmd() *cobra.Command {
 	var file, dataDir, listen, apiListen string
-	c := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "run [--config FILE]",
 		Short: "Run the worker; without --config, the embedded demo.",
 		Long: `Run the worker; without --config, the embedded demo.
+
+Without --config (as in a container: docker run IMAGE):
+  AGENT_WORKER_API_TOKEN  serve the operator API on 0.0.0.0:8080 with this
+                          operate token (without it: 127.0.0.1:8080, no
+                          token, reachable only from this machine or
+                          container)
+  AGENT_WORKER_DATA_DIR   data_dir (default ./data)
+
+Logging (every command): --log-format text|json and --log-level
+debug|info|warn|error, else AGENT_WORKER_LOG_FORMAT and
+AGENT_WORKER_LOG_LEVEL, else the config's log section, else text and info.
+In json mode every line on stderr is a JSON record, the start-up banner
+included.
 
 Signals:
   SIGINT, SIGTERM  shut down gracefully: no new turns, running turns get
@@ -38,19 +51,14 @@ Signals:
                    place, then: kill -HUP <pid>`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(file)
+			cfg, err := c.runConfig(file, overrides{dataDir: dataDir, natsListen: listen, apiListen: apiListen})
 			if err != nil {
 				return err
 			}
-			if dataDir != "" {
-				cfg.DataDir = dataDir
-			}
-			if listen != "" {
-				cfg.NATS.Listen = listen
-			}
-			if apiListen != "" {
-				cfg.API.Listen = apiListen
-			}
+			opts := serveOptions{ownsProcess: c.env.ownsProcess}
+			// Only the embedded default is run as `docker run IMAGE`; a
+			// config file says where the API listens on purpose.
+			opts.inContainer = file == "" && c.env.inContainer != nil && c.env.inContainer()
 			// SIGHUP reloads the API tokens. It is caught from before the
 			// worker starts until run returns, so it never ends the process
 			// (its default action) while run runs.
@@ -61,31 +69,85 @@ Signals:
 			defer stop()
 			// After the first signal, stop() restores the default
 			// handling, so a second Ctrl-C ends the process at once.
-			return serveReloading(ctx, stop, hup, cfg, stdout, stderr)
+			opts.onStopping, opts.reload = stop, hup
+			return serveWith(ctx, cfg, c.stdout, c.stderr, opts)
 		},
 	}
-	c.Flags().StringVarP(&file, "config", "c", "", "config file (default: the embedded demo)")
-	c.Flags().StringVar(&dataDir, "data-dir", "", "override data_dir")
-	c.Flags().StringVar(&listen, "nats-listen", "", "override nats.listen (host:port, or -1 for a random port)")
-	c.Flags().StringVar(&apiListen, "api-listen", "", "override api.listen (host:port; port 0 picks a free one)")
-	return c
+	cmd.Flags().StringVarP(&file, "config", "c", "", "config file (default: the embedded demo)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "override data_dir")
+	cmd.Flags().StringVar(&listen, "nats-listen", "", "override nats.listen (host:port, or -1 for a random port)")
+	cmd.Flags().StringVar(&apiListen, "api-listen", "", "override api.listen (host:port; port 0 picks a free one)")
+	return cmd
+}
+
+// overrides are run's flags that override the config.
+type overrides struct{ dataDir, natsListen, apiListen string }
+
+// runConfig is the config run serves: the file, or without one the
+// embedded default adjusted by the environment (config.DefaultFromEnv);
+// then the flags' overrides, and the log settings (logSettings: flag, env,
+// file, default).
+func (c *cli) runConfig(file string, o overrides) (*config.Config, error) {
+	cfg, err := loadConfig(file, c.env)
+	if err != nil {
+		return nil, err
+	}
+	c.logFile = cfg.Log
+	if cfg.Log, err = c.logSettings(); err != nil {
+		return nil, configError{err}
+	}
+	if o.dataDir != "" {
+		cfg.DataDir = o.dataDir
+	}
+	if o.natsListen != "" {
+		cfg.NATS.Listen = o.natsListen
+	}
+	if o.apiListen != "" {
+		cfg.API.Listen = o.apiListen
+	}
+	return cfg, nil
+}
+
+// serveOptions are serveWith's optional parts.
+type serveOptions struct {
+	// onStopping is called when shutdown begins.
+	onStopping func()
+	// reload fires a reload of the API tokens (SIGHUP, in run); nil never
+	// fires.
+	reload <-chan os.Signal
+	// inContainer: warn when the API is reachable only from inside the
+	// container (containerNotice).
+	inContainer bool
+	// ownsProcess routes slog's default logger and the standard log
+	// package through the worker's logger (see environ.ownsProcess).
+	ownsProcess bool
 }
 
 // serve runs the worker until ctx ends, then shuts down gracefully: no new
 // turns, running turns get cfg.ShutdownGrace to finish, then are
 // cancelled. onStopping is called when shutdown begins. It never reloads
-// the API tokens; run uses serveReloading.
+// the API tokens; run uses serveWith with a reload channel.
 func serve(ctx context.Context, onStopping func(), cfg *config.Config, stdout, stderr io.Writer) error {
-	return serveReloading(ctx, onStopping, nil, cfg, stdout, stderr)
+	return serveWith(ctx, cfg, stdout, stderr, serveOptions{onStopping: onStopping})
 }
 
-// serveReloading is serve that also reloads the API tokens
-// (worker.ReloadTokens) on each value from reload — SIGHUP, in run — and
-// logs the outcome: "api tokens reloaded" with the count, or "api tokens
-// not reloaded" with the error, the old tokens staying in force; never a
-// token's value. A nil reload never fires.
+// serveReloading is serve that also reloads the API tokens on each value
+// from reload.
 func serveReloading(ctx context.Context, onStopping func(), reload <-chan os.Signal, cfg *config.Config, stdout, stderr io.Writer) error {
+	return serveWith(ctx, cfg, stdout, stderr, serveOptions{onStopping: onStopping, reload: reload})
+}
+
+// serveWith runs the worker until ctx ends, logging to stderr as cfg.Log
+// says. It announces itself with the banner (banner.go), reloads the API
+// tokens (worker.ReloadTokens) on each value from o.reload and logs the
+// outcome: "api tokens reloaded" with the count, or "api tokens not
+// reloaded" with the error, the old tokens staying in force; never a
+// token's value.
+func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer, o serveOptions) error {
 	log := newLogger(cfg.Log, stderr)
+	if o.ownsProcess {
+		slog.SetDefault(log)
+	}
 	w, err := worker.Start(ctx, cfg, worker.Options{Log: log})
 	if err != nil {
 		if errors.Is(err, worker.ErrConfig) {
@@ -93,32 +155,18 @@ func serveReloading(ctx context.Context, onStopping func(), reload <-chan os.Sig
 		}
 		return err
 	}
-	names := make([]string, 0, len(cfg.Agents))
-	for _, a := range cfg.Agents {
-		names = append(names, a.Name)
+	announce(newBanner(cfg, w), cfg.Log.Format == "json", stdout, log)
+	if o.inContainer {
+		if notice := containerNotice(cfg, w.APIAddr()); notice != "" {
+			log.Warn(notice)
+		}
 	}
-	source := cfg.File
-	if source == "" {
-		source = "the embedded default (no --config)"
-	}
-	nc := w.NATS()
-	where := "external"
-	if nc.Embedded {
-		where = "embedded"
-	}
-	fmt.Fprintf(stdout, "agent-worker %s running %d agent(s) [%s] from %s\n", version, len(names), strings.Join(names, ", "), source)
-	fmt.Fprintf(stdout, "NATS (%s): %s · state store: %s\n", where, nc.ClientURL, worker.Redact(cfg.Store.URL))
-	fmt.Fprintf(stdout, "send a message:  agent-worker send %s \"disk full on db-1\" --nats %s\n", names[0], nc.ClientURL)
-	fmt.Fprintf(stdout, "operator API:    http://%s (status page at /, metrics at /metrics)\n", w.APIAddr())
-	fmt.Fprintf(stdout, "watch events:    nats sub '%s.*.events.>' -s %s\n", cfg.NATS.SubjectPrefix, nc.ClientURL)
-	fmt.Fprintf(stdout, "stop with Ctrl-C (a second Ctrl-C stops at once); reload the API tokens with SIGHUP\n")
-	log.Info("worker started", "agents", len(names), "nats", nc.ClientURL, "store", worker.Redact(cfg.Store.URL), "config", source)
 
 	for running := true; running; {
 		select {
 		case <-ctx.Done():
 			running = false
-		case sig := <-reload:
+		case sig := <-o.reload:
 			if err := w.ReloadTokens(); err != nil {
 				log.Error("api tokens not reloaded; the old tokens stay in force", "signal", fmt.Sprint(sig), "error", err)
 				continue
@@ -126,8 +174,8 @@ func serveReloading(ctx context.Context, onStopping func(), reload <-chan os.Sig
 			log.Info("api tokens reloaded", "signal", fmt.Sprint(sig), "tokens", len(cfg.API.Tokens))
 		}
 	}
-	if onStopping != nil {
-		onStopping()
+	if o.onStopping != nil {
+		o.onStopping()
 	}
 	log.Info("shutting down: no new turns; running turns may finish", "grace", cfg.ShutdownGrace.D())
 	grace, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
@@ -135,14 +183,4 @@ func serveReloading(ctx context.Context, onStopping func(), reload <-chan os.Sig
 	w.Stop(grace)
 	log.Info("worker stopped")
 	return nil
-}
-
-func newLogger(c config.Log, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
@@ -34,7 +33,8 @@ func clientURL(n config.NATS) string {
 	return "nats://" + net.JoinHostPort(host, port)
 }
 
-func sendCmd(stdout io.Writer) *cobra.Command {
+// sendCmd is `send`: publish a message to an agent over NATS.
+func (c *cli) sendCmd() *cobra.Command {
 	var (
 		deferred bool
 		id, from string
@@ -44,14 +44,14 @@ func sendCmd(stdout io.Writer) *cobra.Command {
 		timeout  time.Duration
 		auth     config.NATS
 	)
-	c := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "send AGENT TEXT [--deferred] [--id ID] [--nats URL]",
 		Short: "Publish a message to an agent's inbox (or deferred) subject.",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent, text := args[0], args[1]
 			if file != "" {
-				cfg, err := loadConfig(file)
+				cfg, err := loadConfig(file, c.env)
 				if err != nil {
 					return err
 				}
@@ -103,11 +103,11 @@ func sendCmd(stdout io.Writer) *cobra.Command {
 			if ack.Duplicate {
 				note = " (duplicate id: dropped by the stream)"
 			}
-			fmt.Fprintf(stdout, "sent to %s: stream %s seq %d%s\n", subject, ack.Stream, ack.Sequence, note)
+			fmt.Fprintf(c.stdout, "sent to %s: stream %s seq %d%s\n", subject, ack.Stream, ack.Sequence, note)
 			return nil
 		},
 	}
-	f := c.Flags()
+	f := cmd.Flags()
 	f.BoolVar(&deferred, "deferred", false, "queue for the next turn without waking the agent")
 	f.StringVar(&id, "id", "", "idempotency key (Nats-Msg-Id)")
 	f.StringVar(&from, "from", "cli", "sender name shown to the agent")
@@ -119,5 +119,5 @@ func sendCmd(stdout io.Writer) *cobra.Command {
 	f.StringVar(&auth.PasswordEnv, "nats-password-env", "", "name of the environment variable holding the NATS password")
 	f.StringVar(&auth.NKeyFile, "nats-nkey", "", "NKey seed file")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the server")
-	return c
+	return cmd
 }

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/guard"
+)
+
+// statusFormats are status's -o values. Without -o, the list is a table
+// and one agent a block of "key: value" lines.
+var statusFormats = []string{"table", "json", "wide"}
+
+// statusCmd is `status [AGENT]`.
+func (c *cli) statusCmd() *cobra.Command {
+	var output string
+	var apiF *apiFlags
+	cmd := &cobra.Command{
+		Use:   "status [AGENT] [-o table|json|wide]",
+		Short: "Show agents: state, next wake, queues, spend.",
+		Long: `Show agents: state, next wake, queues, spend.
+
+Without AGENT, a table of every agent (-o table, the default); -o wide adds
+the next wake's cause and reason, what a waiting agent waits for, the
+throttle, turns, failed turns, spend against the session and daily
+ceilings and the model; -o json prints the API's JSON.
+
+With AGENT, a block of "key: value" lines: state, why, next wake, inbox,
+last turn, guardrails; -o table, wide or json as for the list.
+
+Times are relative ("in 20s", "3m ago"), absolute too in the block.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && !slices.Contains(statusFormats, output) {
+				return usageError(cmd, fmt.Errorf("-o %q: want one of %s", output, strings.Join(statusFormats, ", ")))
+			}
+			client, err := apiF.client(cmd, c.env)
+			if err != nil {
+				return err
+			}
+			path := "/v1/agents"
+			if len(args) == 1 {
+				path += "/" + args[0]
+			}
+			var raw json.RawMessage
+			if err := client.call(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+				return err
+			}
+			if output == "json" {
+				var b bytes.Buffer
+				if err := json.Indent(&b, raw, "", "  "); err != nil {
+					return err
+				}
+				fmt.Fprintln(c.stdout, b.String())
+				return nil
+			}
+			var agents []api.AgentView
+			if len(args) == 1 {
+				var one api.AgentView
+				if err := json.Unmarshal(raw, &one); err != nil {
+					return fmt.Errorf("GET %s: %w", path, err)
+				}
+				if output == "" {
+					writeBlock(c.stdout, one, time.Now())
+					return nil
+				}
+				agents = []api.AgentView{one}
+			} else {
+				var list struct {
+					Agents []api.AgentView `json:"agents"`
+				}
+				if err := json.Unmarshal(raw, &list); err != nil {
+					return fmt.Errorf("GET %s: %w", path, err)
+				}
+				agents = list.Agents
+			}
+			return writeTable(c.stdout, agents, output == "wide", time.Now())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "table, wide or json (default: table for the list, a block for one agent)")
+	apiF = addAPIFlags(cmd, 30*time.Second)
+	return cmd
+}
+
+// writeTable writes agents as a table; wide adds columns.
+func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := []string{"AGENT", "STATE", "NEXT WAKE", "INBOX", "DEFERRED", "LAST TURN"}
+	if wide {
+		head = []string{"AGENT", "STATE", "NEXT WAKE", "CAUSE", "REASON", "WAITING FOR", "THROTTLED", "TURNS", "FAILED",
+			"INBOX", "DEFERRED", "SESSION USD", "DAILY USD", "MODEL", "LAST TURN"}
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, a := range agents {
+		next := "-"
+		if a.NextWake != nil {
+			next = relTime(*a.NextWake, now)
+		}
+		last := "-"
+		if t := a.LastTurn; t != nil {
+			last = t.Outcome + " " + relTime(t.Started, now)
+		}
+		row := []string{a.Name, a.State, next, fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending), last}
+		if wide {
+			cause := a.NextWakeCause
+			if a.NextWakeSchedule != "" {
+				cause += ":" + a.NextWakeSchedule
+			}
+			throttled := "-"
+			if a.ThrottledUntil != nil {
+				throttled = a.ThrottledBy + " " + relTime(*a.ThrottledUntil, now)
+			}
+			session, daily := "-", "-"
+			if g := a.Guardrails; g != nil {
+				session, daily = spendCell(g.Session), spendCell(g.Daily)
+			}
+			row = []string{a.Name, a.State, next, dash(cause), dash(a.NextWakeReason), dash(a.WaitingFor), throttled,
+				fmt.Sprint(a.Turns), fmt.Sprint(a.FailedTurns), fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending),
+				session, daily, dash(a.Model), last}
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// writeBlock writes one agent as "key: value" lines for a person.
+func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
+	line := func(key, value string) { fmt.Fprintf(w, "%-12s %s\n", key+":", value) }
+	more := func(value string) { fmt.Fprintf(w, "%-12s %s\n", "", value) }
+
+	line("agent", a.Name)
+	line("state", a.State)
+	line("why", why(a, now))
+	if a.NextWake != nil {
+		next := relTime(*a.NextWake, now) + " (" + absTime(*a.NextWake) + ")"
+		cause := a.NextWakeCause
+		if a.NextWakeSchedule != "" {
+			cause += " " + a.NextWakeSchedule
+		}
+		if cause != "" {
+			next += ", " + cause
+		}
+		if a.NextWakeReason != "" && a.NextWakeReason != "schedule "+a.NextWakeSchedule {
+			next += ": " + a.NextWakeReason
+		}
+		line("next wake", next)
+	} else {
+		line("next wake", "none armed")
+	}
+	for i, s := range a.Schedules {
+		v := s.Name + " off"
+		if s.NextFire != nil {
+			v = s.Name + " " + relTime(*s.NextFire, now) + " (" + absTime(*s.NextFire) + ")"
+		}
+		if i == 0 {
+			line("schedules", v)
+		} else {
+			more(v)
+		}
+	}
+	line("inbox", fmt.Sprintf("%d pending of %d, %d deferred, %d wake(s) pending", a.InboxPending, a.InboxCap, a.DeferredPending, a.PendingWakes))
+	if t := a.LastTurn; t != nil {
+		d := time.Duration(t.DurationSeconds * float64(time.Second)).Round(time.Millisecond)
+		line("last turn", fmt.Sprintf("#%d %s %s (%s), took %s", t.N, t.Outcome, relTime(t.Started, now), absTime(t.Started), d))
+		more(fmt.Sprintf("%d model call(s), %d tool call(s), %d message(s), tokens %d in / %d out, %s",
+			t.ModelCalls, t.ToolCalls, t.Messages, t.TokensIn, t.TokensOut, usd(t.CostUSD)))
+		if t.Error != "" {
+			more("error: " + oneLine(t.Error))
+		}
+		if t.Text != "" {
+			more("said: " + oneLine(t.Text))
+		}
+	} else {
+		line("last turn", "none yet")
+	}
+	if g := a.Guardrails; g != nil {
+		line("guardrails", fmt.Sprintf("turn %s, session %s, daily %s, worker daily %s",
+			spendOf(g.Turn), spendOf(g.Session), spendOf(g.Daily), spendOf(g.WorkerDaily)))
+		if !g.Priced {
+			more("model " + g.Model + " has no price: its spend counts as $0")
+		}
+		if tr := g.Trip; tr != nil {
+			more(fmt.Sprintf("tripped: %s %s (%s): %s", tr.Guardrail, relTime(tr.At, now), absTime(tr.At), tr.Reason))
+		}
+	} else {
+		line("guardrails", "none")
+	}
+	line("turns", fmt.Sprintf("%d (model %s)", a.Turns, dash(a.Model)))
+}
+
+// why says in words why the agent is in its state, or what holds it.
+func why(a api.AgentView, now time.Time) string {
+	var r []string
+	if a.HaltReason != "" {
+		r = append(r, a.HaltReason)
+	}
+	if a.Standby {
+		r = append(r, "another replica holds its lease and runs it")
+	}
+	if a.Paused {
+		r = append(r, "paused by an operator; messages stay queued until resume")
+	}
+	if a.WaitingFor != "" {
+		r = append(r, "waiting for "+a.WaitingFor+"; it runs by itself once that is back")
+	}
+	if a.ThrottledUntil != nil {
+		r = append(r, "held back by "+dash(a.ThrottledBy)+" (next turn "+relTime(*a.ThrottledUntil, now)+")")
+	}
+	if a.FailedTurns > 0 {
+		r = append(r, fmt.Sprintf("%d failed turn(s) in a row; retries back off", a.FailedTurns))
+	}
+	if len(r) == 0 {
+		switch a.State {
+		case "sleeping":
+			r = append(r, "sleeping until the next wake or a message")
+		case "running":
+			r = append(r, "running a turn")
+		default:
+			r = append(r, "-")
+		}
+	}
+	return strings.Join(r, "; ")
+}
+
+// relTime says when t is relative to now: "now", "in 20s", "3m ago",
+// "in 2h5m", "1d3h ago".
+func relTime(t, now time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	switch {
+	case d == 0:
+		return "now"
+	case d > 0:
+		return "in " + shortDuration(d)
+	default:
+		return shortDuration(-d) + " ago"
+	}
+}
+
+// shortDuration writes d in at most two units, the larger first: 45s, 3m,
+// 2h5m, 1d3h.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 24*time.Hour:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return fmt.Sprintf("%dh", h)
+		}
+		return fmt.Sprintf("%dh%dm", h, m)
+	}
+	days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
+	if h == 0 {
+		return fmt.Sprintf("%dd", days)
+	}
+	return fmt.Sprintf("%dd%dh", days, h)
+}
+
+// absTime writes t in the local zone, to the second.
+func absTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05 MST") }
+
+// usd writes a dollar amount to the micro-dollar, without trailing zeros.
+func usd(v float64) string {
+	s := fmt.Sprintf("%.6f", microUSD(v))
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return "$" + s
+}
+
+// spendOf writes spend against a ceiling: "$0.12 of $5", or "$0.12 (no
+// ceiling)".
+func spendOf(c guard.Ceiling) string {
+	if c.CeilingUSD == 0 {
+		return usd(c.SpentUSD) + " (no ceiling)"
+	}
+	return usd(c.SpentUSD) + " of " + usd(c.CeilingUSD)
+}
+
+// spendCell writes spend against a ceiling for a table: "0.12/5", "0.12/-".
+func spendCell(c guard.Ceiling) string {
+	ceiling := "-"
+	if c.CeilingUSD != 0 {
+		ceiling = strings.TrimPrefix(usd(c.CeilingUSD), "$")
+	}
+	return strings.TrimPrefix(usd(c.SpentUSD), "$") + "/" + ceiling
+}
+
+// dash is s, or "-" for nothing.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine folds s onto one line for the block view.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

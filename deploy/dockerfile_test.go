@@ -4,11 +4,17 @@ package deploy
 
 import (
 	"bufio"
+	"bytes"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // instructions reads ../Dockerfile as (instruction, arguments) pairs,
@@ -103,5 +109,74 @@ func TestDockerignoreKeepsTheContextSmall(t *testing.T) {
 		if !slices.Contains(lines, want) {
 			t.Errorf(".dockerignore lacks %q", want)
 		}
+	}
+}
+
+// The binary runs as the image runs it — as uid 65532, with its state in
+// the directory AGENT_WORKER_DATA_DIR names and the API token from
+// AGENT_WORKER_API_TOKEN — and its own health check passes. (Only the
+// listen addresses differ: tests stay on 127.0.0.1 and free ports.) It
+// needs root to switch users; CI runs as root.
+func TestBinaryRunsAsTheImageUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs the binary as uid 65532 and needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agent-worker")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/agent-worker").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(data, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} { // the user must reach data/
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := l.Addr().String()
+	l.Close()
+	env := []string{"PATH=/usr/bin:/bin", "HOME=" + data, "AGENT_WORKER_DATA_DIR=" + data, "AGENT_WORKER_API_TOKEN=image-test-token"}
+	cmd := exec.Command(bin, "run", "--api-listen", api, "--nats-listen", "-1")
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	end := time.Now().Add(30 * time.Second)
+	for {
+		health := exec.Command(bin, "health", "--api", "http://"+api)
+		health.Env = env
+		if out, err := health.CombinedOutput(); err == nil {
+			if !strings.Contains(string(out), "ready") {
+				t.Fatalf("health said %q", out)
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the worker never became healthy as uid 65532:\n%s", logs.String())
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	entries, err := os.ReadDir(data)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no state written to AGENT_WORKER_DATA_DIR (%v): %v", err, entries)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the worker did not stop cleanly on SIGTERM: %v\n%s", err, logs.String())
 	}
 }

@@ -241,17 +241,17 @@ func one(t *testing.T, objs []object, kind string) object {
 }
 
 func TestLint(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-	}{
-		{"defaults", nil},
-		{"override", []string{"--values", writeValues(t, overrideValues)}},
-	} {
-		out, err := helm(t, append([]string{"lint", "--strict", chartDir}, tc.args...)...)
+	for _, vs := range valueSets(t) {
+		out, err := helm(t, append([]string{"lint", "--strict", chartDir}, vs.args...)...)
 		if err != nil || !strings.Contains(out, "0 chart(s) failed") {
-			t.Errorf("helm lint (%s): %v\n%s", tc.name, err, out)
+			t.Errorf("helm lint (%s): %v\n%s", vs.name, err, out)
 		}
+	}
+	// The defaults alone: lint reports the missing apiToken as [INFO] and
+	// passes; rendering them fails (TestTemplateRefuses).
+	out, err := helm(t, "lint", "--strict", chartDir)
+	if err != nil || !strings.Contains(out, "0 chart(s) failed") {
+		t.Errorf("helm lint (defaults): %v\n%s", err, out)
 	}
 }
 
@@ -392,7 +392,7 @@ func checkCommon(t *testing.T, objs []object) checked {
 }
 
 func TestTemplateDefaults(t *testing.T) {
-	objs := render(t)
+	objs := render(t, "--values", ciValues("default"))
 	ch := checkCommon(t, objs)
 
 	if ch.cfg.NATS.URL != "" || !strings.HasPrefix(ch.cfg.Store.URL, "nats://") {
@@ -410,7 +410,7 @@ func TestTemplateDefaults(t *testing.T) {
 	secret := one(t, objs, "Secret")
 	tok := get(ch.container, "env", 0, "valueFrom", "secretKeyRef")
 	if str(tok, "name") != secret.name() || str(get(secret, "data"), str(tok, "key")) == "" {
-		t.Errorf("%s refers to %v; the generated Secret %s has %v", tokenEnv, tok, secret.name(), get(secret, "data"))
+		t.Errorf("%s refers to %v; the chart's Secret %s has %v", tokenEnv, tok, secret.name(), get(secret, "data"))
 	}
 	dep := one(t, objs, "Deployment")
 	if s := str(dep, "spec", "strategy", "type"); s != "Recreate" {
@@ -481,7 +481,7 @@ func TestTemplateOverride(t *testing.T) {
 }
 
 func TestTemplateExposeNats(t *testing.T) {
-	objs := render(t, "--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222",
+	objs := render(t, "--values", ciValues("default"), "--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222",
 		"--set", "config.nats.token_env=NATS_TOKEN",
 		"--set", "secretEnv[0].name=NATS_TOKEN", "--set", "secretEnv[0].secretName=nats", "--set", "secretEnv[0].key=token")
 	checkCommon(t, objs)
@@ -498,22 +498,29 @@ func TestTemplateExposeNats(t *testing.T) {
 // TestTemplateRefuses: values the worker would reject in a pod fail the
 // render, with the reason.
 func TestTemplateRefuses(t *testing.T) {
+	token := []string{"--set", "apiToken.value=" + strings.Repeat("t", 32)}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"loopback api", []string{"--set", "config.api.listen=127.0.0.1:8080"}, "is loopback"},
-		{"no token", []string{"--set", "config.api.tokens=null"}, "config.api.tokens is empty"},
-		{"grace", []string{"--set", "terminationGracePeriodSeconds=30"}, "must be above config.shutdown_grace"},
-		{"data dir", []string{"--set", "config.data_dir=./data"}, "config.data_dir"},
-		{"replicas embedded", []string{"--set", "replicaCount=2"}, "replicaCount > 1"},
-		{"expose loopback nats", []string{"--set", "service.exposeNats=true"}, "service.exposeNats needs config.nats.listen"},
-		{"expose open nats", []string{"--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222"}, "service.exposeNats needs authentication"},
+		{"no api token", nil, "apiToken: the operator API needs a token"},
+		{"two api tokens", []string{"--set", "apiToken.value=" + strings.Repeat("t", 32), "--set", "apiToken.existingSecret=ops"}, "not both"},
+		{"short api token", []string{"--set", "apiToken.value=sekrit-value"}, "shorter than 16 characters"},
+		{"loopback api", append([]string{"--set", "config.api.listen=127.0.0.1:8080"}, token...), "is loopback"},
+		{"no token", append([]string{"--set", "config.api.tokens=null"}, token...), "config.api.tokens is empty"},
+		{"grace", append([]string{"--set", "terminationGracePeriodSeconds=30"}, token...), "must be above config.shutdown_grace"},
+		{"data dir", append([]string{"--set", "config.data_dir=./data"}, token...), "config.data_dir"},
+		{"replicas embedded", append([]string{"--set", "replicaCount=2"}, token...), "replicaCount > 1"},
+		{"expose loopback nats", append([]string{"--set", "service.exposeNats=true"}, token...), "service.exposeNats needs config.nats.listen"},
+		{"expose open nats", append([]string{"--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222"}, token...), "service.exposeNats needs authentication"},
 	} {
 		out, err := helm(t, append([]string{"template", "aw", chartDir}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("%s: helm template %v: err %v, want a failure saying %q\n%s", tc.name, tc.args, err, tc.want, out)
+		}
+		if strings.Contains(out, "sekrit-value") {
+			t.Errorf("%s: the error shows the token: %s", tc.name, out)
 		}
 	}
 }

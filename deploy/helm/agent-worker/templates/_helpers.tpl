@@ -23,24 +23,67 @@ Names.
 {{- end }}
 
 {{/*
-Labels.
+Labels. Every object carries agent-worker.labels (the `helm test` pod
+agent-worker.testLabels); selectors use agent-worker.selectorLabels.
 */}}
 {{- define "agent-worker.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "agent-worker.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{- define "agent-worker.labels" -}}
+{{/*
+The labels every object shares, selector labels aside.
+*/}}
+{{- define "agent-worker.commonLabels" -}}
 helm.sh/chart: {{ include "agent-worker.chart" . }}
-{{ include "agent-worker.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/component: worker
 app.kubernetes.io/part-of: agent-worker
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{- define "agent-worker.labels" -}}
+{{ include "agent-worker.commonLabels" . }}
+{{ include "agent-worker.selectorLabels" . }}
+app.kubernetes.io/component: worker
+{{- end }}
+
+{{/*
+The `helm test` pod's labels. Not the worker's selector labels: the
+Service and the PodDisruptionBudget must not select it. The NetworkPolicy
+lets pods with agent-worker.testSelectorLabels in.
+*/}}
+{{- define "agent-worker.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "agent-worker.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+{{- end }}
+
+{{- define "agent-worker.testLabels" -}}
+{{ include "agent-worker.commonLabels" . }}
+{{ include "agent-worker.testSelectorLabels" . }}
+{{- end }}
+
+{{/*
+The image: repository@digest when image.digest is set, else
+repository:tag, the tag defaulting to the chart's appVersion.
+*/}}
 {{- define "agent-worker.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pods' ServiceAccount.
+*/}}
+{{- define "agent-worker.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "agent-worker.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -63,6 +106,57 @@ The Secret holding the API token, and its key.
 */}}
 {{- define "agent-worker.embeddedNats" -}}
 {{- if not (dig "nats" "url" "" .Values.config) }}true{{ end }}
+{{- end }}
+
+{{/*
+"true" when config.store.url is a Redis URL (redis:// or rediss://).
+*/}}
+{{- define "agent-worker.redisStore" -}}
+{{- if regexMatch "^rediss?://" (toString (dig "store" "url" "" .Values.config)) }}true{{ end }}
+{{- end }}
+
+{{/*
+A probe: the chart's handler (dict "path" on port http) and the timings
+of dict "probe" from values, without its "enabled" switch.
+*/}}
+{{- define "agent-worker.probe" -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+{{- with omit .probe "enabled" }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pods' topology spread constraints: the values' entries (one without a
+labelSelector selects this release's pods), or, with more than one
+replica and no entries, a soft spread over nodes.
+*/}}
+{{- define "agent-worker.topologySpreadConstraints" -}}
+{{- $selector := dict "matchLabels" (include "agent-worker.selectorLabels" . | fromYaml) }}
+{{- $out := list }}
+{{- range .Values.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not $c.labelSelector }}
+{{- $_ := set $c "labelSelector" $selector }}
+{{- end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- if and (not $out) (gt (int .Values.replicaCount) 1) }}
+{{- $out = list (dict "maxSkew" 1 "topologyKey" "kubernetes.io/hostname" "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" $selector "matchLabelKeys" (list "pod-template-hash")) }}
+{{- end }}
+{{- with $out }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The label matchers that pick this release's series in the PrometheusRule,
+in place of job="agent-worker" in files/rules.yaml.
+*/}}
+{{- define "agent-worker.ruleSelector" -}}
+{{- default (printf "job=%q, namespace=%q" (include "agent-worker.fullname" .) .Release.Namespace) .Values.prometheusRule.selector }}
 {{- end }}
 
 {{/*
@@ -104,6 +198,15 @@ reason otherwise.
 {{- if not (kindIs "map" $cfg) }}
 {{- fail "config must be a map: the worker's config.yaml" }}
 {{- end }}
+{{- if and .Values.apiToken.existingSecret .Values.apiToken.value }}
+{{- fail "apiToken: set either apiToken.existingSecret or apiToken.value, not both" }}
+{{- end }}
+{{- if not (or .Values.apiToken.existingSecret .Values.apiToken.value) }}
+{{- fail "apiToken: the operator API needs a token, and the chart does not generate one (a random token would change on every render). Set apiToken.existingSecret to a Secret you manage (key apiToken.key; e.g. kubectl create secret generic agent-worker-token --from-literal=token=$(openssl rand -hex 32)), or apiToken.value (e.g. --set-string apiToken.value=$(openssl rand -hex 32))" }}
+{{- end }}
+{{- if and .Values.apiToken.value (lt (len .Values.apiToken.value) 16) }}
+{{- fail "apiToken.value is shorter than 16 characters: use a random token, e.g. --set-string apiToken.value=$(openssl rand -hex 32)" }}
+{{- end }}
 {{- $listen := toString (dig "api" "listen" "" $cfg) }}
 {{- if not $listen }}
 {{- fail "config.api.listen is not set: the worker's default 127.0.0.1:8080 is unreachable for the probes and the Service; set 0.0.0.0:8080" }}
@@ -144,4 +247,26 @@ reason otherwise.
 {{- fail (printf "secretEnv[%d] needs name, secretName and key" $i) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+A NetworkPolicy egress rule from networkPolicy.egress.<target>: TCP to
+its ports, towards its cidrs and peers (anywhere when it has neither).
+*/}}
+{{- define "agent-worker.egressRule" -}}
+- ports:
+    {{- range .ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  {{- if or .cidrs .to }}
+  to:
+    {{- range .cidrs }}
+    - ipBlock:
+        cidr: {{ . | quote }}
+    {{- end }}
+    {{- with .to }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
 {{- end }}

@@ -46,19 +46,20 @@ func isJSON(contentType string) bool {
 }
 
 // readBody reads a write's body: 415 unless a non-empty body is
-// application/json, 413 beyond MaxBody. On false the answer is written.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// application/json, 413 beyond limit. what names the body and key the
+// setting of the limit in the 413 answer. On false the answer is written.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, what, key string) ([]byte, bool) {
 	if r.ContentLength > 0 && !isJSON(r.Header.Get("Content-Type")) {
 		fail(w, r, http.StatusUnsupportedMediaType, "a request body must be Content-Type: application/json; got %q", r.Header.Get("Content-Type"))
 		return nil, false
 	}
-	if r.ContentLength > s.o.MaxBody {
-		fail(w, r, http.StatusRequestEntityTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, s.o.MaxBody)
+	if r.ContentLength > limit {
+		fail(w, r, http.StatusRequestEntityTooLarge, "%s is %d bytes; the limit is %d%s", what, r.ContentLength, limit, key)
 		return nil, false
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBody))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		fail(w, r, http.StatusRequestEntityTooLarge, "request body is over the limit of %d bytes", mbe.Limit)
+		fail(w, r, http.StatusRequestEntityTooLarge, "%s is over the limit of %d bytes%s", what, mbe.Limit, key)
 		return nil, false
 	}
 	if err != nil {
@@ -76,7 +77,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 // fields and trailing data are errors (400), so a misspelt option is not
 // silently ignored. An empty body leaves v as it is, unless required.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
-	data, ok := s.readBody(w, r)
+	data, ok := s.readBody(w, r, s.o.MaxBody, "request body", "")
 	if !ok {
 		return false
 	}

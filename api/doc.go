@@ -22,8 +22,8 @@
 //	GET  /v1/agents/{name}                           read|operate          AgentView
 //	GET  /v1/agents/{name}/events                    read|operate          Server-Sent Events of one agent
 //	GET  /v1/events                                  read|operate          Server-Sent Events of every agent
-//	POST /v1/agents/{name}/messages                  ingest|operate        {"text","wake","id","from","attributes"} → 202
-//	POST /v1/alertmanager/{name}                     ingest|operate        Alertmanager webhook v4 → 202
+//	POST /v1/agents/{name}/messages                  ingest|operate        {"text","wake","id","from","attributes"} → 202 (200 duplicate)
+//	POST /v1/alertmanager/{name}                     ingest|operate        Alertmanager webhook v4 → 202 (200 duplicate)
 //	POST /v1/agents/{name}/wake                      operate               {"message"} → 200 control.Reply (409 when gated)
 //	POST /v1/agents/{name}/pause                     operate               → 200 control.Reply
 //	POST /v1/agents/{name}/resume                    operate               {"message"} → 200 control.Reply
@@ -57,6 +57,74 @@
 // A token without agents, and every request on a server without tokens,
 // may act on every agent.
 //
+// # Queueing: answers and duplicates
+//
+// A message or notification queued is answered 202
+//
+//	{"status":"queued","queued":true,"id":"...","duplicate":false,"kind":"inbox"}
+//
+// (kind "deferred" when it waits for the next turn; an Alertmanager
+// notification cut to fit adds "truncated": N). Nothing is queued, and the
+// answer is 200
+//
+//	{"status":"duplicate","queued":false,"id":"...","duplicate":true,"reason":"handled","detail":"..."}
+//
+// when the id is already known to one of these, checked in this order before
+// anything is published, so a message that would be dropped is never
+// answered 202:
+//
+//   - "dedup_window": the id was queued for the same agent within
+//     DedupWindow (this process's memory);
+//   - "handled": a turn already handled a message with this id
+//     (Options.Handled: the store's handled ids, the check the NATS
+//     binding makes before it runs a turn; they outlive a restart);
+//   - "stream": the transport already holds a message with this id
+//     (Options.Deliver returned ErrDuplicate: JetStream's duplicate
+//     window).
+//
+// A message that cannot be queued (503) leaves no trace, so its retry is
+// not taken for a duplicate. A message is at most MaxMessageBytes once
+// encoded (EncodeMessage; nats.max_message_bytes): a larger one is
+// answered 413.
+//
+// # The Alertmanager receiver
+//
+// POST /v1/alertmanager/{name} takes one webhook notification (version 4)
+// of up to AlertmanagerMaxBytes (api.alertmanager_max_bytes, default 4
+// MiB; 413 beyond: Alertmanager never retries a 4xx, so the limit is
+// generous) and queues it as one message, rendered compactly by
+// inbox.ParseAlertmanager:
+//
+//   - Size: the message must fit MaxMessageBytes. When not every alert
+//     fits, the most severe are kept (severity label critical, error,
+//     warning, info, then anything else or none), then the newest
+//     (startsAt), then firing before resolved; the text ends with
+//     "(N more alerts not shown: critical 2, warning 5; firing 6,
+//     resolved 1)", the message gets the attribute truncated=N and the
+//     answer "truncated": N. The header always counts every alert.
+//   - Id: derived from the group key, the status and each alert's
+//     fingerprint (or labels), status and startsAt. A retry or a repeat
+//     (repeat_interval) of the same alerts in the same state is a
+//     duplicate; an alert that resolved and fired again (a new startsAt),
+//     an alert added, removed or changing status make a new id. A group
+//     that returns to a state it had before but not last (firing →
+//     resolved → firing with the same startsAt) is new too, under an id
+//     derived from both: the receiver remembers each group's last
+//     notification for DefaultGroupMemory.
+//   - Wake: a notification with a firing alert wakes the agent, with
+//     wake source "alertmanager" (inbox.Message.Via; the worker publishes
+//     it with the Agent-Worker-Via header, which only labels the wake); an
+//     all-resolved one is deferred to the next turn unless ResolvedWakes
+//     is set or WakeOnResolved names the agent
+//     (agents[].wake_on_resolved).
+//   - Attributes: via=alertmanager, receiver, group_key, status, alertname
+//     when all alerts share one, truncated when alerts were left out.
+//   - Observer: each request naming a configured agent is counted
+//     accepted (202), duplicate (200) or rejected (4xx: bad payload, too
+//     large, unauthorized, forbidden); truncated counts accepted ones cut
+//     to fit, in addition to accepted. 5xx answers (shutdown, NATS down)
+//     are retried by Alertmanager and not counted there.
+//
 // # Token rotation
 //
 // SetTokens swaps the token set atomically while the server runs. The
@@ -81,8 +149,12 @@
 //     Then the route (404/405), then the role (403), then the agent
 //     scope (403).
 //   - A message or Alertmanager notification whose id was seen for the same
-//     agent within DedupWindow is answered 200 {"duplicate": true} and
-//     queues nothing, so Alertmanager's retries cause no extra turn.
+//     agent within DedupWindow, or was already handled by a turn, is
+//     answered 200 {"status":"duplicate"} and queues nothing, so
+//     Alertmanager's retries and repeats cause no extra turn, also after
+//     a restart.
+//   - Every answer is reported to the Observer (route pattern or
+//     RouteOther, status, duration), so route labels stay bounded.
 //   - After Shutdown, writes are refused with 503 and Retry-After, event
 //     streams end, and requests already running finish.
 //   - Every write is logged (action, agent, token name, status, result,
@@ -93,7 +165,13 @@
 //     and is cut to 256 bytes, ending in "…", so a request cannot forge
 //     log lines or make one of unbounded size.
 //
-// Not guaranteed: the id window lives in memory, so a retry that arrives
-// after a restart is queued again; and it is per worker, not shared across
-// replicas.
+// Not guaranteed: the id window and the groups' last notifications live
+// in memory, per worker. Across a restart or replicas, the handled ids
+// (Options.Handled) and the stream's duplicate window still catch a
+// repeat; but a group returning to an earlier state with the same
+// startsAt right after a restart is taken for a duplicate of that earlier
+// notification; and an older state arriving after a newer one (an
+// Alertmanager HA peer that lagged) is taken for such a return, and
+// queued. A repeat whose id was handled longer ago than the handled ids
+// are kept (24h) is queued again.
 package api

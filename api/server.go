@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +30,50 @@ const (
 	DefaultMaxBody     = 64 << 10
 	DefaultDedupWindow = 10 * time.Minute
 	DefaultHeartbeat   = 15 * time.Second
+	// DefaultAlertmanagerMaxBytes bounds an Alertmanager payload
+	// (api.alertmanager_max_bytes).
+	DefaultAlertmanagerMaxBytes = 4 << 20
+	// DefaultMaxMessageBytes bounds a queued message as EncodeMessage
+	// writes it (nats.max_message_bytes).
+	DefaultMaxMessageBytes = 64 << 10
+	// DefaultGroupMemory is how long the state of an Alertmanager group
+	// (its last notification) is remembered: as long as a handled id.
+	DefaultGroupMemory = 24 * time.Hour
 )
+
+// RouteOther is the route reported to the Observer for a request no route
+// matched (404, 405, a redirect to a cleaned path).
+const RouteOther = "other"
+
+// Outcomes of an Alertmanager notification, as reported to the Observer
+// (agent_worker_alertmanager_notifications_total{outcome}).
+const (
+	// OutcomeAccepted: queued (202).
+	OutcomeAccepted = "accepted"
+	// OutcomeDuplicate: recognised as already queued or handled (200);
+	// nothing was queued.
+	OutcomeDuplicate = "duplicate"
+	// OutcomeRejected: a 4xx answer (bad body, too large, unauthorized or
+	// forbidden) to a request naming a configured agent.
+	OutcomeRejected = "rejected"
+	// OutcomeTruncated: queued with alerts left out to fit one message;
+	// counted in addition to OutcomeAccepted.
+	OutcomeTruncated = "truncated"
+)
+
+// Observer is told about requests, for metrics; metrics.Metrics is one.
+// Its methods are called once a request is answered and must not block.
+type Observer interface {
+	// HTTPRequest reports one answered request: route is the pattern that
+	// matched ("POST /v1/alertmanager/{name}", one of Server.Routes) or
+	// RouteOther; code is the status; elapsed runs from the request's
+	// arrival to the end of its answer (of the stream, for event streams).
+	HTTPRequest(route string, code int, elapsed time.Duration)
+	// AlertmanagerNotification reports the outcome of one request to the
+	// Alertmanager receiver naming a configured agent; 5xx answers
+	// (shutdown, NATS down: Alertmanager retries) are not reported.
+	AlertmanagerNotification(agent, outcome string)
+}
 
 // retryAfter is what a write refused during shutdown is told to wait, in
 // seconds: long enough for a replacement replica to come up.
@@ -100,8 +146,18 @@ type Options struct {
 	Ready func() []string
 	Log   *slog.Logger // default: discard
 	Clock clock.Clock  // default: clock.Real()
-	// MaxBody caps request bodies (413 beyond); default DefaultMaxBody.
+	// MaxBody caps request bodies (413 beyond) except an Alertmanager
+	// payload's; default DefaultMaxBody.
 	MaxBody int64
+	// AlertmanagerMaxBytes caps an Alertmanager payload (413 beyond,
+	// api.alertmanager_max_bytes); default DefaultAlertmanagerMaxBytes.
+	AlertmanagerMaxBytes int64
+	// MaxMessageBytes caps a queued message as EncodeMessage writes it
+	// (nats.max_message_bytes: what Deliver publishes must pass the NATS
+	// binding's limit): a message over it is answered 413, and an
+	// Alertmanager notification is rendered with as many alerts as fit.
+	// Default DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// DedupWindow is how long a message or Alertmanager notification id
 	// is remembered per agent; default DefaultDedupWindow.
 	DedupWindow time.Duration
@@ -109,14 +165,33 @@ type Options struct {
 	// streams alive through proxies; default DefaultHeartbeat.
 	Heartbeat time.Duration
 	// ResolvedWakes makes an all-resolved Alertmanager notification wake
-	// the agent; by default it is deferred to the next turn.
+	// every agent; by default it is deferred to the next turn.
 	ResolvedWakes bool
+	// WakeOnResolved names the agents an all-resolved Alertmanager
+	// notification wakes (agents[].wake_on_resolved), besides
+	// ResolvedWakes.
+	WakeOnResolved map[string]bool
 	// Deliver, when set, queues messages that arrive over HTTP (messages,
 	// Alertmanager) — for example by publishing them to the agent's NATS
 	// subject, so they are durable and reach whichever replica owns the
-	// agent. Nil: straight into the agent's inbox in this process.
+	// agent. Nil: straight into the agent's inbox in this process. It
+	// returns an error wrapping ErrDuplicate when the transport already
+	// holds a message with m.ID (JetStream's duplicate window): the
+	// request is answered duplicate, not 503.
 	Deliver func(ctx context.Context, agent string, m inbox.Message) error
+	// Handled reports whether a turn of agent already handled a message
+	// with id (the NATS binding's handled ids): such a message is answered
+	// duplicate instead of being queued only to be dropped. Nil: nothing
+	// counts as handled. An error is logged and the message queued (at
+	// least once).
+	Handled func(ctx context.Context, agent, id string) (bool, error)
+	// Observer, when set, is told about every request (metrics).
+	Observer Observer
 }
+
+// ErrDuplicate is what Options.Deliver wraps when the transport recognised
+// the message as one it already holds (JetStream's PubAck.Duplicate).
+var ErrDuplicate = errors.New("a message with this id is already queued")
 
 // Server is the operator HTTP API. Its handler is safe for concurrent use.
 type Server struct {
@@ -133,6 +208,7 @@ type Server struct {
 	actions map[string]string // route pattern → action name, for write logs
 	needs   map[string]access // route pattern → the roles it needs
 	seen    *idWindow
+	groups  *groupWindow
 	page    *template.Template
 
 	draining  atomic.Bool
@@ -173,6 +249,12 @@ func New(o Options) (*Server, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
 	}
+	if o.AlertmanagerMaxBytes <= 0 {
+		o.AlertmanagerMaxBytes = DefaultAlertmanagerMaxBytes
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	if o.DedupWindow <= 0 {
 		o.DedupWindow = DefaultDedupWindow
 	}
@@ -198,6 +280,7 @@ func New(o Options) (*Server, error) {
 		log: o.Log, clock: o.Clock, open: map[string]bool{},
 		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access{},
 		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
+		groups:  newGroupWindow(o.Clock, DefaultGroupMemory, maxRemembered),
 		page:    page,
 		closing: make(chan struct{}),
 	}
@@ -272,10 +355,20 @@ func (s *Server) routes() {
 	}
 	post("/v1/agents/{name}/guardrails/reset", "guardrail-reset", s.resetGuardrail)
 	post("/v1/agents/{name}/schedules/{schedule}/run", "schedule-run", s.runSchedule)
-	post("/v1/alertmanager/{name}", "alertmanager", s.postAlertmanager)
+	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
 	// Queueing a message is all an ingest token may do.
 	s.needs["POST /v1/agents/{name}/messages"] = accessIngest
-	s.needs["POST /v1/alertmanager/{name}"] = accessIngest
+	s.needs[alertmanagerRoute] = accessIngest
+}
+
+// alertmanagerRoute is the receiver's route pattern.
+const alertmanagerRoute = "POST /v1/alertmanager/{name}"
+
+// Routes returns the route patterns ("GET /v1/agents/{name}", "POST
+// /v1/alertmanager/{name}", ...), sorted: the route values the Observer
+// is told besides RouteOther.
+func (s *Server) Routes() []string {
+	return slices.Sorted(maps.Keys(s.needs))
 }
 
 // Handler returns the API's handler: authentication, routing, the
@@ -365,20 +458,24 @@ func isWrite(method string) bool {
 // route (404/405), authorise the role (403), the shutdown gate for writes
 // (503), then the route's handler, which checks the agent against the
 // token's agents (403). Writes are logged, and so are refused reads.
-// Every client-supplied value in a log line goes through logSafe.
+// Every client-supplied value in a log line goes through logSafe. Every
+// answer is reported to the Observer.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.authenticate(w, r)
+	began := time.Now()
+	h, pattern := s.mux.Handler(r)
+	sw := &statusWriter{ResponseWriter: w}
+	rec := &requestRecord{action: s.actions[pattern]}
+	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
+	defer s.observe(r, pattern, rec, sw, began)
+	who, ok := s.authenticate(sw, r)
 	if !ok {
 		return
 	}
-	h, pattern := s.mux.Handler(r)
+	rec.who = who
 	if pattern == "" {
-		serveMiss(w, r, h)
+		serveMiss(sw, r, h)
 		return
 	}
-	rec := &requestRecord{who: who, action: s.actions[pattern]}
-	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
-	sw := &statusWriter{ResponseWriter: w}
 	write := isWrite(r.Method)
 	switch {
 	case !s.authorise(sw, r, who, pattern):
@@ -388,10 +485,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.mux.ServeHTTP(sw, r)
 	}
-	status := sw.status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := sw.code()
 	switch {
 	case write:
 		level := slog.LevelInfo
@@ -406,6 +500,41 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// observe reports an answered request to the Observer: its route and
+// status and, for the Alertmanager receiver naming a configured agent,
+// the notification's outcome. Route and agent labels stay bounded: a
+// route is a pattern of ours or RouteOther, an agent a configured one.
+func (s *Server) observe(r *http.Request, pattern string, rec *requestRecord, sw *statusWriter, began time.Time) {
+	obs := s.o.Observer
+	if obs == nil {
+		return
+	}
+	status := sw.code()
+	route := pattern
+	if _, ours := s.needs[pattern]; !ours {
+		route = RouteOther
+	}
+	obs.HTTPRequest(route, status, time.Since(began))
+	if route != alertmanagerRoute {
+		return
+	}
+	name, _ := strings.CutPrefix(r.URL.Path, "/v1/alertmanager/")
+	if _, err := s.driver.Agent(name); err != nil {
+		return // an unknown agent: its name is the client's, not ours
+	}
+	switch {
+	case status == http.StatusAccepted:
+		obs.AlertmanagerNotification(name, OutcomeAccepted)
+		if rec.truncated > 0 {
+			obs.AlertmanagerNotification(name, OutcomeTruncated)
+		}
+	case status == http.StatusOK:
+		obs.AlertmanagerNotification(name, OutcomeDuplicate)
+	case status >= 400 && status < 500:
+		obs.AlertmanagerNotification(name, OutcomeRejected)
+	}
+}
+
 // requestRecord is what the handlers need to know about a request's
 // caller, and what they tell the request log.
 type requestRecord struct {
@@ -413,6 +542,9 @@ type requestRecord struct {
 	action string
 	agent  string
 	result string
+	// truncated counts the alerts an accepted Alertmanager notification
+	// left out.
+	truncated int
 }
 
 type recordKey struct{}
@@ -448,6 +580,14 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// code is the status written, 200 when none was (net/http's default).
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
 
 // serveMiss answers a request no route matched. The mux's own answer is
 // plain text; 404 and 405 become JSON errors (keeping Allow), anything

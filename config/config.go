@@ -136,6 +136,10 @@ type API struct {
 	// OpenPaths are served without a token. Default /healthz, /readyz,
 	// /metrics. Add "/" to open the status page to browsers.
 	OpenPaths []string `yaml:"open_paths"`
+	// AlertmanagerMaxBytes bounds an Alertmanager webhook payload the
+	// receiver reads (413 beyond). Default 4194304 (4 MiB). What is queued
+	// is cut to nats.max_message_bytes, the least severe alerts left out.
+	AlertmanagerMaxBytes int `yaml:"alertmanager_max_bytes"`
 }
 
 // Token is a bearer token. Its value comes from an environment variable or
@@ -281,7 +285,11 @@ type Agent struct {
 	// an agent sleeps until a real wake source, so a restart costs no
 	// turn).
 	WakeOnStart bool `yaml:"wake_on_start"`
-	Turn        Turn `yaml:"turn"`
+	// WakeOnResolved makes an Alertmanager notification whose alerts are
+	// all resolved wake the agent (default false: it waits, deferred, for
+	// the next turn).
+	WakeOnResolved bool `yaml:"wake_on_resolved"`
+	Turn           Turn `yaml:"turn"`
 }
 
 // Subscription binds an existing NATS subject to the agent.

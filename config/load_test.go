@@ -129,7 +129,7 @@ agents:
 		`config.yaml:10: models.fake.script[1].usage: unknown key "inputs"; did you mean "input"?`,
 		`config.yaml:14: agents[0].sleep: unknown key "mni"; did you mean "min"?`,
 		`config.yaml:18: agents[0].schedules[0]: unknown key "tz" (known keys: name, cron, timezone, prompt, overlap, jitter, enabled)`,
-		`config.yaml:19: agents[0]: unknown key "colour" (known keys: name, model, instruction, tools, publish, http_get, http_get_allow_private, subscribe, schedules, sleep, budgets, watchdog, limits, subagents, inbox, wake_on_start, turn)`,
+		`config.yaml:19: agents[0]: unknown key "colour" (known keys: name, model, instruction, tools, publish, http_get, http_get_allow_private, subscribe, schedules, sleep, budgets, watchdog, limits, subagents, inbox, wake_on_start, wake_on_resolved, turn)`,
 	})
 }
 
@@ -446,6 +446,8 @@ agents:
 		{"nats.duplicate_window", c.NATS.DuplicateWindow.D(), 2 * time.Minute},
 		{"store.url", c.Store.URL, "nats://"},
 		{"api.listen", c.API.Listen, "127.0.0.1:8080"},
+		{"api.alertmanager_max_bytes", c.API.AlertmanagerMaxBytes, 4 << 20},
+		{"agents[].wake_on_resolved", a.WakeOnResolved, false},
 		{"models.fake.model", c.Models["fake"].Model, "fake"},
 		{"inbox.cap", a.Inbox.Cap, 256},
 		{"turn.timeout", a.Turn.Timeout.D(), 10 * time.Minute},

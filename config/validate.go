@@ -154,6 +154,7 @@ func (v *validator) config(c *Config) {
 			v.agentPattern(c, p.key("agents").index(j), pat)
 		}
 	}
+	v.atLeastOne(root.key("api", "alertmanager_max_bytes"), c.API.AlertmanagerMaxBytes)
 	apiOK := v.listen(root.key("api", "listen"), c.API.Listen, false)
 	natsOK := c.NATS.URL != "" || v.listen(root.key("nats", "listen"), c.NATS.Listen, true)
 	if apiOK && len(c.API.Tokens) == 0 && !IsLoopback(c.API.Listen) {

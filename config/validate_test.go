@@ -371,6 +371,20 @@ agents:
 			},
 		},
 		{
+			name: "alertmanager max bytes",
+			yaml: `
+api:
+  alertmanager_max_bytes: -1
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake, wake_on_resolved: true}
+`,
+			want: []string{
+				"config.yaml:2: api.alertmanager_max_bytes: must be at least 1; got -1",
+			},
+		},
+		{
 			name: "store url without scheme",
 			yaml: `
 store: {url: "localhost:6379"}

@@ -179,20 +179,24 @@ func (a *Agent) Send(m inbox.Message) {
 	if m.Received.IsZero() {
 		m.Received = a.clock.Now()
 	}
-	if a.settleHandled(m) {
-		return
-	}
 	if m.Kind == "" {
 		m.Kind = inbox.Wake
 	}
-	wake := a.inbox.Push(m)
-	queued := map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source}
-	if m.Redelivered {
-		queued["redelivered"] = true
+	wake, queued := a.pushUnlessHandled(m)
+	if !queued {
+		return
 	}
-	a.emit(events.MessageQueued, queued)
+	data := map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source}
+	if m.Redelivered {
+		data["redelivered"] = true
+	}
+	a.emit(events.MessageQueued, data)
 	if wake {
-		a.Wake(Cause{Source: SourceInbox, At: m.Received})
+		src := SourceInbox
+		if m.Via == inbox.ViaAlertmanager {
+			src = SourceAlertmanager
+		}
+		a.Wake(Cause{Source: src, At: m.Received})
 	}
 }
 
@@ -507,7 +511,7 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 // owed. Callers hold mu.
 func (a *Agent) staleLocked() bool {
 	for _, c := range a.causes {
-		if c.Source != SourceInbox {
+		if !c.Source.message() {
 			return false
 		}
 	}

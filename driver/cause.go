@@ -20,7 +20,15 @@ const (
 	SourceStartup   Source = "startup"
 	// SourceRetry: the automatic retry of a failed turn.
 	SourceRetry Source = "retry"
+	// SourceAlertmanager: a message that came through the Alertmanager
+	// receiver (inbox.Message.Via is inbox.ViaAlertmanager). Otherwise it
+	// is an inbox message like any other.
+	SourceAlertmanager Source = "alertmanager"
 )
+
+// message reports whether the cause is a wake message in the inbox: the
+// message carries it, so it is not kept or retried on its own.
+func (s Source) message() bool { return s == SourceInbox || s == SourceAlertmanager }
 
 // Cause is one reason to wake. Several causes that arrive before a turn
 // starts are coalesced into that turn.
@@ -47,6 +55,8 @@ func (c Cause) describe() string {
 	switch c.Source {
 	case SourceInbox:
 		b.WriteString("inbox message")
+	case SourceAlertmanager:
+		b.WriteString("Alertmanager notification")
 	case SourceTimer:
 		b.WriteString("timer you requested")
 	case SourceSchedule:

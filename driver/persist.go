@@ -150,21 +150,26 @@ func (a *Agent) remember(n uint64, ids []string) {
 	}
 }
 
-// settleHandled acks m without queueing it if a recorded turn already
-// handled it (a redelivery after the worker died between recording the
-// turn and acking); it reports whether it did.
-func (a *Agent) settleHandled(m inbox.Message) bool {
-	if m.ID == "" || m.Receipt == nil {
-		return false
-	}
+// pushUnlessHandled queues m, unless a recorded turn already handled it (a
+// redelivery after the worker died between recording the turn and
+// acking): then m is acked as a duplicate instead. The check and the push
+// are one step under mu, as restoreTurns' load and purge are, so a
+// message arriving while the agent restores is either purged or seen as
+// handled — never queued after the purge. It reports whether m should
+// wake the agent and whether it was queued.
+func (a *Agent) pushUnlessHandled(m inbox.Message) (wake, queued bool) {
 	a.mu.Lock()
 	n, done := a.handled[m.ID]
-	a.mu.Unlock()
+	done = done && m.ID != "" && m.Receipt != nil
 	if !done {
-		return false
+		wake = a.inbox.Push(m)
 	}
-	a.duplicate(m, n)
-	return true
+	a.mu.Unlock()
+	if done {
+		a.duplicate(m, n)
+		return false, false
+	}
+	return wake, true
 }
 
 func (a *Agent) duplicate(m inbox.Message, n uint64) {
@@ -189,11 +194,12 @@ func (a *Agent) restoreTurns(ctx context.Context) error {
 		}
 	}
 	known := maps.Clone(a.handled)
-	a.mu.Unlock()
-	for _, m := range a.inbox.Remove(func(m inbox.Message) bool {
+	settled := a.inbox.Remove(func(m inbox.Message) bool {
 		_, done := known[m.ID]
 		return done && m.ID != "" && m.Receipt != nil
-	}) {
+	})
+	a.mu.Unlock()
+	for _, m := range settled {
 		a.duplicate(m, known[m.ID])
 	}
 	return nil

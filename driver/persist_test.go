@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,7 +26,9 @@ func restart(t *testing.T, st store.Store, c *clock.Fake) (*Agent, *events.Subsc
 	}
 	bus := events.NewBus(0, nil)
 	sub := bus.Subscribe(100, nil)
-	d, err := New(Deps{Clock: c, Store: st, Events: bus}, []Spec{{Name: "tester", Model: m, Tools: []string{"schedule_next_turn"}}})
+	// The same history window as the harness's agent: a restart does not
+	// change the config.
+	d, err := New(Deps{Clock: c, Store: st, Events: bus}, []Spec{{Name: "tester", Model: m, Tools: []string{"schedule_next_turn"}, HistoryTurns: 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +175,7 @@ func TestTurnCounterAndHandledIDsSurviveRestart(t *testing.T) {
 			if n := e.Data["turn"]; n != uint64(3) {
 				t.Fatalf("the turn after a restart is number %v, want 3", n)
 			}
-			if e.Data["messages"] != 1 {
+			if ids, _ := e.Data["ids"].([]string); e.Data["messages"] != 1 || slices.Contains(ids, "job-1") {
 				t.Fatalf("job-1 ran again: %v", e.Data)
 			}
 			break
@@ -207,14 +210,16 @@ func TestHandledMessageAlreadyQueuedAtRestoreIsSettled(t *testing.T) {
 	m.Receipt = again
 	b, _ := d.Agent("tester")
 	b.Send(m) // queued before the agent knows its history
+	armed := c.Armed()
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Shutdown(context.Background()) })
-	for range 2 {
-		waitFor(t, "a restore retry armed", func() bool { return c.Timers() > 0 })
-		c.Advance(time.Minute)
-	}
+	waitArmed(t, armed) // the first failed restore armed its retry
+	armed = c.Armed()
+	c.Advance(time.Second)
+	waitArmed(t, armed) // the second, twice as late
+	c.Advance(2 * time.Second)
 	waitFor(t, "the redelivery settled at restore", func() bool { return again.handled.Load() == 1 })
 	if s := b.Status(); s.InboxPending != 0 || s.Turns != 1 {
 		t.Fatalf("after restore: %+v", s)

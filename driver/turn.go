@@ -259,7 +259,7 @@ func (a *Agent) afterFailure(causes []Cause, outcome string) time.Duration {
 	}
 	var kept []Cause
 	for _, c := range causes {
-		if c.Source == SourceInbox || c.Source == SourceRetry {
+		if c.Source.message() || c.Source == SourceRetry {
 			continue // the requeued messages carry these; a retry is added below
 		}
 		if blamed(outcome) {

@@ -1,12 +1,17 @@
 package inbox
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAlertmanagerFixtureRendersExactly(t *testing.T) {
@@ -19,13 +24,14 @@ func TestAlertmanagerFixtureRendersExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Firing before resolved whatever the input order; the group label
-	// (cluster) only in the header; times in UTC to the second; the
-	// description stands in for a missing summary, on one line.
-	const want = `Alertmanager notification [FIRING:2, RESOLVED:1] receiver=oncall group={cluster="payments"}
-- FIRING HighCPU severity=critical instance=web-3 job=node prometheus=monitoring/k8s since 2026-11-29T07:58:00Z: CPU above 95% for 10m
-- FIRING HighCPU severity=critical instance=web-4 job=node prometheus=monitoring/k8s since 2026-11-29T07:59:10Z: CPU above 95% for 10m
-- RESOLVED DiskFull severity=warning device=/dev/nvme0n1p2 instance=db-1 job=node mountpoint=/var prometheus=monitoring/k8s since 2026-11-29T06:00:00Z (ended 2026-11-29T07:30:00Z): /var on db-1 is above 90% (currently 91.2%)
+	// Firing before resolved whatever the input order, newest first; the
+	// group label (cluster) and the common labels only in the header;
+	// times in UTC to the second; the description stands in for a missing
+	// summary, on one line.
+	const want = `Alertmanager notification [FIRING:2, RESOLVED:1] receiver=oncall group={cluster="payments"} common={job="node", prometheus="monitoring/k8s"}
+- FIRING HighCPU severity=critical instance=web-4 since 2026-11-29T07:59:10Z: CPU above 95% for 10m
+- FIRING HighCPU severity=critical instance=web-3 since 2026-11-29T07:58:00Z: CPU above 95% for 10m
+- RESOLVED DiskFull severity=warning device=/dev/nvme0n1p2 instance=db-1 mountpoint=/var since 2026-11-29T06:00:00Z (ended 2026-11-29T07:30:00Z): /var on db-1 is above 90% (currently 91.2%)
 (3 more alerts truncated by Alertmanager)`
 	if b.Text != want {
 		t.Errorf("Text:\n%s\nwant:\n%s", b.Text, want)
@@ -34,9 +40,10 @@ func TestAlertmanagerFixtureRendersExactly(t *testing.T) {
 		t.Errorf("Format %q From %q AllResolved %v, want alertmanager, alertmanager, false", b.Format, b.From, b.AllResolved)
 	}
 	// Pinned: a redelivery after an upgrade must still match the id a
-	// previous version recorded.
-	if b.ID != "alertmanager:cd2722223d909748" {
-		t.Errorf("ID = %q, want the pinned alertmanager:cd2722223d909748", b.ID)
+	// previous version recorded. (It changed once, when startsAt joined
+	// the id, so that a re-fired alert is a new notification.)
+	if b.ID != "alertmanager:f7f0ebad32188d25" {
+		t.Errorf("ID = %q, want the pinned alertmanager:f7f0ebad32188d25", b.ID)
 	}
 	wantAttrs := map[string]string{
 		"status":    "firing",
@@ -135,12 +142,13 @@ func TestAlertmanagerOrdersFiringBeforeResolved(t *testing.T) {
 		amTestAlert("firing", "F2", 4),
 		amTestAlert("pending", "Odd", 5), // not resolved: shown as firing
 	))
+	// Firing, then resolved; in each, newest first (no severity here).
 	want := []string{
-		"- FIRING F1 instance=host-2 since 2026-11-29T07:02:00Z",
-		"- FIRING F2 instance=host-4 since 2026-11-29T07:04:00Z",
 		"- FIRING Odd instance=host-5 since 2026-11-29T07:05:00Z",
-		"- RESOLVED R1 instance=host-1 since 2026-11-29T07:01:00Z (ended 2026-11-29T09:00:00Z)",
+		"- FIRING F2 instance=host-4 since 2026-11-29T07:04:00Z",
+		"- FIRING F1 instance=host-2 since 2026-11-29T07:02:00Z",
 		"- RESOLVED R2 instance=host-3 since 2026-11-29T07:03:00Z (ended 2026-11-29T09:00:00Z)",
+		"- RESOLVED R1 instance=host-1 since 2026-11-29T07:01:00Z (ended 2026-11-29T09:00:00Z)",
 	}
 	if got := alertLines(b.Text); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("alert lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -180,35 +188,25 @@ func TestAlertmanagerGroupLabelCap(t *testing.T) {
 	}
 }
 
-func TestAlertmanagerAlertCap(t *testing.T) {
+// ParseBody shows every alert: its body is already bounded by the NATS
+// limit, so nothing is left out and no truncated attribute is set.
+func TestAlertmanagerParseBodyShowsEveryAlert(t *testing.T) {
 	t.Parallel()
 	var alerts []amAlertJSON
-	for i := range 60 {
-		status := "firing"
-		if i < 5 {
-			status = "resolved" // first in input, last in output, so cut
-		}
-		alerts = append(alerts, amTestAlert(status, fmt.Sprintf("A%02d", i), i))
+	for i := range 120 {
+		alerts = append(alerts, amTestAlert("firing", fmt.Sprintf("A%03d", i), i))
 	}
 	p := amTestPayload(alerts...)
 	p.TruncatedAlerts = 1
 	b := parseAM(t, p)
-	lines := alertLines(b.Text)
-	if len(lines) != amMaxAlerts {
-		t.Fatalf("%d alert lines, want %d", len(lines), amMaxAlerts)
+	if n := len(alertLines(b.Text)); n != 120 {
+		t.Fatalf("%d alert lines, want 120", n)
 	}
-	if !strings.HasPrefix(lines[0], "- FIRING A05 ") || !strings.HasPrefix(lines[49], "- FIRING A54 ") {
-		t.Fatalf("first and last shown = %q, %q; want A05 and A54", lines[0], lines[49])
+	if strings.Contains(b.Text, "not shown") || b.Attributes[AttrTruncated] != "" {
+		t.Fatalf("ParseBody left alerts out: %q", b.Attributes)
 	}
-	if strings.Contains(b.Text, "RESOLVED A") {
-		t.Fatal("resolved alerts rendered past the cap")
-	}
-	wantTail := "\n(10 more alerts not shown)\n(1 more alert truncated by Alertmanager)"
-	if !strings.HasSuffix(b.Text, wantTail) {
-		t.Fatalf("text ends %q, want %q", b.Text[len(b.Text)-80:], wantTail)
-	}
-	if !strings.HasPrefix(b.Text, "Alertmanager notification [FIRING:55, RESOLVED:5]") {
-		t.Fatalf("header counts every alert, got %q", strings.SplitN(b.Text, "\n", 2)[0])
+	if !strings.HasSuffix(b.Text, "\n(1 more alert truncated by Alertmanager)") {
+		t.Fatalf("text ends %q", b.Text[len(b.Text)-60:])
 	}
 }
 
@@ -291,6 +289,18 @@ func TestAlertmanagerID(t *testing.T) {
 		{"alert removed", func(p *amPayloadJSON) { p.Alerts = p.Alerts[:1] }, false},
 		{"group key", func(p *amPayloadJSON) { p.GroupKey = `{}:{alertname="Other"}` }, false},
 		{"fingerprint", func(p *amPayloadJSON) { p.Alerts[0].Fingerprint = "ffffffffffffffff" }, false},
+		// An alert that resolved and fired again: same fingerprint, a new
+		// startsAt. It is a new notification, not a repeat.
+		{"re-fired (new startsAt)", func(p *amPayloadJSON) { p.Alerts[0].StartsAt = "2026-11-29T08:15:00Z" }, false},
+		{"startsAt to the nanosecond", func(p *amPayloadJSON) { p.Alerts[0].StartsAt = "2026-11-29T07:01:00.000000001Z" }, false},
+		// One instant written another way is the same alert.
+		{"startsAt in another zone", func(p *amPayloadJSON) { p.Alerts[0].StartsAt = "2026-11-29T08:01:00+01:00" }, true},
+		// A repeat (repeat_interval) of a group still firing: same alerts,
+		// same startsAt; only what the id ignores may differ.
+		{"repeat with a new endsAt and annotations", func(p *amPayloadJSON) {
+			p.Alerts[1].EndsAt = "2026-11-29T12:00:00Z"
+			p.Alerts[1].Annotations = map[string]string{"description": "value now 99%"}
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,5 +414,192 @@ func TestAlertmanagerExtraFieldsAreIgnored(t *testing.T) {
 		`- FIRING "High memory usage" team=blue since 2021-10-12T07:51:03Z: zone us-1`
 	if b.Text != want {
 		t.Fatalf("Text:\n%s\nwant:\n%s", b.Text, want)
+	}
+}
+
+// severities cycles the severity labels a large group's alerts carry;
+// "page" is not a known severity and ranks with none.
+var severities = []string{"warning", "critical", "info", "", "error", "page"}
+
+// bigGroup returns n alerts: severities cycling, every third resolved,
+// each starting a minute after the previous, with a long summary.
+func bigGroup(n int) []amAlertJSON {
+	base := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
+	var alerts []amAlertJSON
+	for i := range n {
+		status := "firing"
+		if i%3 == 2 {
+			status = "resolved"
+		}
+		a := amTestAlert(status, fmt.Sprintf("Alert%04d", i), i)
+		a.StartsAt = base.Add(time.Duration(i) * time.Minute).Format(time.RFC3339)
+		if sev := severities[i%len(severities)]; sev != "" {
+			a.Labels["severity"] = sev
+		}
+		a.Labels["namespace"] = "payments"
+		a.Annotations = map[string]string{"summary": strings.Repeat("the service is degraded and needs a look ", 8)}
+		alerts = append(alerts, a)
+	}
+	return alerts
+}
+
+// rank is the keep order the receiver promises, computed independently:
+// severity critical > error > warning > info > none (anything else),
+// then newest startsAt, then firing before resolved.
+func rank(a amAlertJSON) (int, string, int) {
+	sev := map[string]int{"critical": 0, "error": 1, "warning": 2, "info": 3}
+	r, ok := sev[a.Labels["severity"]]
+	if !ok {
+		r = 4
+	}
+	status := 0
+	if a.Status == "resolved" {
+		status = 1
+	}
+	return r, a.StartsAt, status
+}
+
+func TestParseAlertmanagerKeepsTheMostSevereAndNewest(t *testing.T) {
+	t.Parallel()
+	alerts := bigGroup(150)
+	data, err := json.Marshal(amTestPayload(alerts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 16 << 10
+	fits := func(b Body) bool { return len(b.Text) <= limit }
+	n, err := ParseAlertmanager(data, fits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := n.Body
+	lines := alertLines(b.Text)
+	shown := len(lines)
+	if n.Alerts != 150 || n.Truncated != 150-shown || shown == 0 || n.Truncated == 0 {
+		t.Fatalf("alerts %d, truncated %d, lines %d: want all 150 counted and some, not all, left out", n.Alerts, n.Truncated, shown)
+	}
+	if len(b.Text) > limit {
+		t.Fatalf("text is %d bytes, over the %d that fit", len(b.Text), limit)
+	}
+	// As many as fit: one more alert would not.
+	if more := mustPrepare(t, data).body(shown + 1); fits(more) {
+		t.Fatalf("%d alerts shown, but %d fit", shown, shown+1)
+	}
+	if b.Attributes[AttrTruncated] != strconv.Itoa(n.Truncated) {
+		t.Fatalf("truncated attribute %q, want %d", b.Attributes[AttrTruncated], n.Truncated)
+	}
+	if !strings.HasPrefix(b.Text, "Alertmanager notification [FIRING:100, RESOLVED:50]") {
+		t.Fatalf("header does not count every alert: %q", strings.SplitN(b.Text, "\n", 2)[0])
+	}
+
+	// The alerts kept are the first of the promised order; the rest are
+	// counted by severity and status in the closing line.
+	order := slices.Clone(alerts)
+	slices.SortStableFunc(order, func(x, y amAlertJSON) int {
+		xr, xs, xst := rank(x)
+		yr, ys, yst := rank(y)
+		return cmp.Or(cmp.Compare(xr, yr), -cmp.Compare(xs, ys), cmp.Compare(xst, yst))
+	})
+	kept := map[string]bool{}
+	for _, a := range order[:shown] {
+		kept[a.Labels["alertname"]] = true
+	}
+	for _, l := range lines {
+		name := strings.Fields(l)[2]
+		if !kept[name] {
+			t.Errorf("%s shown, but it is not among the %d most severe and newest", name, shown)
+		}
+	}
+	for _, a := range alerts {
+		if a.Labels["severity"] == "critical" && !kept[a.Labels["alertname"]] {
+			t.Errorf("critical %s left out while less severe alerts are shown", a.Labels["alertname"])
+		}
+	}
+	bySev := map[string]int{}
+	status := map[string]int{}
+	for _, a := range order[shown:] {
+		r, _, _ := rank(a)
+		bySev[[]string{"critical", "error", "warning", "info", "none"}[r]]++
+		status[a.Status]++
+	}
+	var sevs, sts []string
+	for _, s := range []string{"critical", "error", "warning", "info", "none"} {
+		if bySev[s] > 0 {
+			sevs = append(sevs, fmt.Sprintf("%s %d", s, bySev[s]))
+		}
+	}
+	for _, s := range []string{"firing", "resolved"} {
+		if status[s] > 0 {
+			sts = append(sts, fmt.Sprintf("%s %d", s, status[s]))
+		}
+	}
+	want := fmt.Sprintf("\n(%d more alerts not shown: %s; %s)", n.Truncated, strings.Join(sevs, ", "), strings.Join(sts, ", "))
+	if !strings.HasSuffix(b.Text, want) {
+		t.Fatalf("text ends\n%q\nwant\n%q", b.Text[len(b.Text)-120:], want)
+	}
+	// Firing lines come before resolved ones.
+	if i, j := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "- RESOLVED") }),
+		slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "- FIRING") }); i >= 0 && j > i {
+		t.Fatal("a resolved alert is listed before a firing one")
+	}
+	// One notification, one id, however much of it is shown.
+	if all, err := ParseBody(data, 0); err != nil || all.ID != b.ID {
+		t.Fatalf("ParseBody id %q (%v), ParseAlertmanager id %q", all.ID, err, b.ID)
+	}
+}
+
+func mustPrepare(t *testing.T, data []byte) *amRendering {
+	t.Helper()
+	p, rej := decodeAlertmanager(data, 0)
+	if rej != nil {
+		t.Fatal(rej)
+	}
+	return p.prepare()
+}
+
+func TestParseAlertmanagerShowsEverythingThatFits(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/alertmanager_firing.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ParseAlertmanager(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseBody(data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Body.Text != b.Text || n.Body.ID != b.ID || !maps.Equal(n.Body.Attributes, b.Attributes) || n.Truncated != 0 || n.Alerts != 3 {
+		t.Fatalf("ParseAlertmanager %+v\ndiffers from ParseBody %+v", n, b)
+	}
+	if n.GroupKey != `{}/{team="payments"}:{cluster="payments"}` {
+		t.Fatalf("group key %q", n.GroupKey)
+	}
+}
+
+func TestParseAlertmanagerRejects(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		body   string
+		fits   func(Body) bool
+		reason string
+	}{
+		{`{"text": "an envelope"}`, nil, RejectInvalidJSON},
+		{`[{"status": "firing"}]`, nil, RejectInvalidJSON},
+		{`{"status": "firing", "alerts": 3}`, nil, RejectInvalidJSON},
+		{`{"status": "firing", "alerts": [}`, nil, RejectInvalidJSON},
+		{`{"status": "firing", "alerts": []}`, nil, RejectNoText},
+		{" \n", nil, RejectEmpty},
+		{"{\"status\": \"firing\", \"alerts\": [\xff]}", nil, RejectInvalidUTF8},
+		// Nothing fits, not even the header.
+		{`{"status": "firing", "alerts": [{"status": "firing", "labels": {"alertname": "X"}}]}`, func(Body) bool { return false }, RejectTooLarge},
+	} {
+		_, err := ParseAlertmanager([]byte(c.body), c.fits)
+		var rej *RejectError
+		if !errors.As(err, &rej) || rej.Reason != c.reason {
+			t.Errorf("%q: error %v, want reason %s", c.body, err, c.reason)
+		}
 	}
 }

@@ -32,7 +32,9 @@ type Body struct {
 	// they are; any other value is kept as its compact JSON text (1.50 →
 	// "1.50", true → "true", null → "null", {"a": 1} → `{"a":1}`). For
 	// Alertmanager: status, receiver, group_key, and alertname when all
-	// alerts share one; each only when non-empty. nil when there are none.
+	// alerts share one; each only when non-empty; and truncated, the count
+	// of alerts left out, when ParseAlertmanager left any out. nil when
+	// there are none.
 	Attributes map[string]string
 	// Format is how the body was read: FormatEnvelope, FormatText or
 	// FormatAlertmanager.
@@ -113,15 +115,19 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 //     scalars — is plain text: only objects are parsed as JSON.
 //
 // An Alertmanager payload is rendered as compact, deterministic text for
-// the model (see Body.Text): a header with the counts, receiver and group
-// labels, then one line per alert, firing before resolved, each group in
-// input order, at most 50 alerts. A payload with no alerts is RejectNoText.
-// Its ID is derived from the group key, status, and each alert's identity
-// and status, so Alertmanager's retries of one notification share an ID and
-// a change in the alert set or any alert's status gives a new one. A
-// repeat notification (repeat_interval) with nothing changed cannot be told
-// from a retry and gets the same ID too: how long that suppresses it is up
-// to whoever dedups on the ID.
+// the model (see Body.Text): a header with the counts, receiver, group
+// labels and common labels, then one line per alert, firing before
+// resolved, each most severe and newest first. ParseBody shows every alert
+// (the body is already bounded by maxBytes); ParseAlertmanager, for the
+// HTTP receiver, shows as many as fit one message. A payload with no
+// alerts is RejectNoText. Its ID is derived from the group key, status,
+// and each alert's identity, status and startsAt, so Alertmanager's
+// retries of one notification share an ID, while a change in the alert
+// set, in any alert's status, or an alert that resolved and fired again
+// (a new startsAt) gives a new one. A repeat notification
+// (repeat_interval) with nothing changed cannot be told from a retry and
+// gets the same ID too: how long that suppresses it is up to whoever
+// dedups on the ID.
 //
 // The error, when not nil, is always a *RejectError. ParseBody never returns
 // a Body with empty Text, never panics, and does not retain data.

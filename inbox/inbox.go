@@ -32,6 +32,14 @@ type Message struct {
 	// Source says where it came from: "api", "nats:alerts.prod.db",
 	// "subagent:scan-1".
 	Source string
+	// Via names the worker receiver the message came through when that
+	// decides its wake source: ViaAlertmanager for the Alertmanager
+	// receiver (the driver then wakes with source "alertmanager"), "" for
+	// anything else. Set by the API, or by the NATS binding from the
+	// Agent-Worker-Via header the API's publish carries. Any NATS
+	// publisher can set that header too: Via only labels the wake (metrics,
+	// the prompt's wake line) and grants nothing.
+	Via string
 	// From is the sender's self-declared name; untrusted.
 	From string
 	Text string

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
@@ -38,7 +39,7 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 		want[`agent_worker_turns_total{agent="oncall",outcome="`+o+`"}`] = 1
 	}
 	for _, s := range []driver.Source{driver.SourceInbox, driver.SourceTimer, driver.SourceHeartbeat, driver.SourceSchedule,
-		driver.SourceOperator, driver.SourceSubagent, driver.SourceStartup, driver.SourceRetry} {
+		driver.SourceOperator, driver.SourceSubagent, driver.SourceStartup, driver.SourceRetry, driver.SourceAlertmanager} {
 		add("oncall", events.Wake, map[string]any{"source": string(s)})
 		want[`agent_worker_wakes_total{agent="oncall",source="`+string(s)+`"}`] = 1
 	}
@@ -102,6 +103,16 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 		want[`agent_worker_schedule_runs_total{agent="oncall",outcome="`+o+`",schedule="morning"}`] = 1
 	}
 	want[`agent_worker_schedule_last_run_timestamp_seconds{agent="oncall",schedule="morning"}`] = float64(t0.Unix())
+
+	// The operator API reports to the metrics directly (api.Observer).
+	var _ api.Observer = m
+	for _, o := range []string{api.OutcomeAccepted, api.OutcomeDuplicate, api.OutcomeRejected, api.OutcomeTruncated} {
+		m.AlertmanagerNotification("oncall", o)
+		want[`agent_worker_alertmanager_notifications_total{agent="oncall",outcome="`+o+`"}`] = 1
+	}
+	m.HTTPRequest(api.RouteOther, 404, 0)
+	want[`agent_worker_http_requests_total{code="404",route="`+api.RouteOther+`"}`] = 1
+	want[`agent_worker_http_request_duration_seconds_count{route="`+api.RouteOther+`"}`] = 1
 
 	observe(t, m, evs...)
 	got := series(t, m.Registry())

@@ -1,8 +1,10 @@
 // Package metrics owns the worker's Prometheus registry and every
 // agent_worker_* metric: it counts what the in-process event bus reports
 // (turns, wakes, messages, model calls, tools, guardrails, watchdog,
-// schedules) and asks a Source for gauges at scrape time. It reads events
-// and never drives an agent.
+// schedules), counts what the operator API reports through its Observer
+// (requests by route and code, Alertmanager notifications by outcome), and
+// asks a Source for gauges at scrape time. It reads events and never
+// drives an agent.
 //
 // Label values are bounded by the configuration, never by model output or
 // message content: agents, models, tools and schedules come from the

@@ -8,7 +8,7 @@ var (
 	// one of the others.
 	turnOutcomes = []string{"completed", "failed", "timeout", "interrupted", "halted", "shutdown", "capped", "unavailable"}
 	// driver.Source*.
-	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup", "retry"}
+	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup", "retry", "alertmanager"}
 	// The reasons of the driver's retry-scheduled event.
 	retryReasons = []string{"failure", "outage"}
 	// The reasons of the driver's throttled event.
@@ -31,6 +31,8 @@ var (
 	subagentOutcomes = []string{"completed", "failed", "stopped", "timeout"}
 	// scheduler.Outcome*.
 	scheduleOutcomes = []string{"fired", "missed", "skipped_overlap", "skipped_paused", "skipped_halted"}
+	// api.Outcome*: what the Alertmanager receiver did with a notification.
+	alertmanagerOutcomes = []string{"accepted", "duplicate", "rejected", "truncated"}
 )
 
 // tokenTypes maps the model-usage data keys to the type label of

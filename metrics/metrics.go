@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -67,6 +68,12 @@ type Metrics struct {
 	subagents      *prometheus.CounterVec
 	scheduleRuns   *prometheus.CounterVec
 	scheduleLast   *prometheus.GaugeVec
+
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+	amNotifications *prometheus.CounterVec
+	// routes bounds the route label (SetHTTPRoutes); nil until set.
+	routes atomic.Pointer[map[string]bool]
 }
 
 // Histogram buckets, in seconds. A turn is one or more model calls with
@@ -77,6 +84,10 @@ type Metrics struct {
 var (
 	turnBuckets        = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
 	wakeLatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// An API request is a lookup or a publish awaiting JetStream's ack:
+	// milliseconds; seconds only when NATS or the store is slow. Event
+	// streams last as long as the client stays (+Inf).
+	httpBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 )
 
 // New returns the metrics of a worker running agents, on a registry of
@@ -171,6 +182,15 @@ func New(agents []AgentInfo, src Source) *Metrics {
 	m.scheduleLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_last_run_timestamp_seconds",
 		Help: "When the schedule's last fired tick was due, in seconds since the Unix epoch (no series until it first fires)."},
 		[]string{"agent", "schedule"})
+	m.httpRequests = counter("http_requests_total",
+		"Operator API requests answered, by route pattern (\"POST /v1/alertmanager/{name}\"; \"other\" for a path no route matched) and status code.",
+		"route", "code")
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "http_request_duration_seconds",
+		Help:    "Time to answer operator API requests, by route pattern; an event stream counts until it ends.",
+		Buckets: httpBuckets}, []string{"route"})
+	m.amNotifications = counter("alertmanager_notifications_total",
+		"Requests to the Alertmanager receiver for a configured agent, by outcome: accepted (queued, 202), duplicate (already queued or handled, 200), rejected (a 4xx answer: bad or too large payload, unauthorized, forbidden), truncated (accepted with alerts left out to fit one message; also counted as accepted).",
+		"agent", "outcome")
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -179,6 +199,7 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		m.retries, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.scheduleRuns, m.scheduleLast,
+		m.httpRequests, m.httpDuration, m.amNotifications,
 		newGaugeCollector(m.agents, src),
 		m.drops,
 	)
@@ -248,6 +269,9 @@ func (m *Metrics) precreate() {
 			for _, o := range scheduleOutcomes {
 				m.scheduleRuns.WithLabelValues(name, s, o)
 			}
+		}
+		for _, o := range alertmanagerOutcomes {
+			m.amNotifications.WithLabelValues(name, o)
 		}
 	}
 	for _, r := range rejectReasons {

@@ -16,7 +16,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// contract is every metric of ARCHITECTURE.md plus events_dropped_total.
+// contract is every metric of ARCHITECTURE.md plus events_dropped_total
+// and the operator API's (http_*, alertmanager_notifications_total).
 var contract = []string{
 	"agent_worker_turns_total",
 	"agent_worker_turn_duration_seconds",
@@ -38,6 +39,9 @@ var contract = []string{
 	"agent_worker_schedule_last_run_timestamp_seconds",
 	"agent_worker_schedule_next_run_timestamp_seconds",
 	"agent_worker_events_dropped_total",
+	"agent_worker_http_requests_total",
+	"agent_worker_http_request_duration_seconds",
+	"agent_worker_alertmanager_notifications_total",
 }
 
 func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
@@ -49,11 +53,11 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 	counts := map[string]int{
 		"agent_worker_turns_total":                         2 * 8,
 		"agent_worker_turn_duration_seconds":               2,
-		"agent_worker_wakes_total":                         2 * 8,
+		"agent_worker_wakes_total":                         2 * 9,
 		"agent_worker_messages_redelivered_total":          2 * 2,
 		"agent_worker_turn_retries_total":                  2 * 2,
 		"agent_worker_turns_throttled_total":               2 * 2,
-		"agent_worker_wakes_dropped_total":                 2 * 8,
+		"agent_worker_wakes_dropped_total":                 2 * 9,
 		"agent_worker_dependency_up":                       0, // nil Source
 		"agent_worker_wake_latency_seconds":                2,
 		"agent_worker_messages_received_total":             2 * 2,
@@ -72,6 +76,9 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		"agent_worker_agent_state":                         0,
 		"agent_worker_subagents_running":                   0,
 		"agent_worker_schedule_next_run_timestamp_seconds": 0,
+		"agent_worker_alertmanager_notifications_total":    2 * 4,
+		"agent_worker_http_requests_total":                 0, // codes are not a fixed set
+		"agent_worker_http_request_duration_seconds":       0, // until SetHTTPRoutes
 	}
 	for name, want := range counts {
 		n, err := testutil.GatherAndCount(m.Registry(), name)
@@ -107,6 +114,8 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		`agent_worker_schedule_runs_total{agent="oncall",outcome="skipped_overlap",schedule="morning"}`: 0,
 		`agent_worker_events_dropped_total{reason="overflow"}`:                                          0,
 		`agent_worker_events_dropped_total{reason="unconfigured"}`:                                      0,
+		`agent_worker_wakes_total{agent="oncall",source="alertmanager"}`:                                0,
+		`agent_worker_alertmanager_notifications_total{agent="demo",outcome="truncated"}`:               0,
 	})
 }
 
@@ -468,6 +477,9 @@ func busy(t *testing.T) *metrics.Metrics {
 		ev("tool-call", map[string]any{"tool": "made_up", "outcome": "ok"}),
 		ev("schedule-run", map[string]any{"schedule": "morning", "outcome": "fired", "due": t0}),
 	)
+	m.SetHTTPRoutes([]string{"POST /v1/alertmanager/{name}"})
+	m.HTTPRequest("POST /v1/alertmanager/{name}", http.StatusAccepted, 20*time.Millisecond)
+	m.AlertmanagerNotification("oncall", "accepted")
 	return m
 }
 

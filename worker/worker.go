@@ -8,11 +8,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -271,15 +269,29 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	wakeOnResolved := map[string]bool{}
+	for _, a := range cfg.Agents {
+		if a.WakeOnResolved {
+			wakeOnResolved[a.Name] = true
+		}
+	}
+	var handled func(ctx context.Context, agent, id string) (bool, error)
+	if w.conn.JS != nil { // the binding checks handled ids in JetStream mode only
+		handled = func(ctx context.Context, agent, id string) (bool, error) {
+			return natsinbox.HandledID(ctx, w.store, agent, id)
+		}
+	}
 	w.api, err = api.New(api.Options{
 		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Log: o.Log, Clock: o.Clock,
-		Deliver: w.deliver,
+		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
+		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Handled: handled, Observer: w.metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	w.metrics.SetHTTPRoutes(w.api.Routes())
 	l, err := net.Listen("tcp", cfg.API.Listen)
 	if err != nil {
 		return fmt.Errorf("%w: api.listen %s: %w", ErrConfig, cfg.API.Listen, err)
@@ -298,23 +310,18 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 // deliver publishes a message that arrived over HTTP to the agent's NATS
 // subject, so it is durable (JetStream acknowledges it before the API
 // answers 202), deduplicated by its id, and reaches whichever replica owns
-// the agent.
+// the agent. The body is api.EncodeMessage's; a message that came through
+// the Alertmanager receiver carries the Agent-Worker-Via header, so the
+// agent wakes with source alertmanager. A publish JetStream acknowledges
+// as a duplicate (the stream holds that Nats-Msg-Id) returns
+// api.ErrDuplicate: nothing new was queued.
 func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) error {
 	subjects := natsbus.Subjects{Prefix: w.cfg.NATS.SubjectPrefix}
 	subject := subjects.Inbox(agent)
 	if m.Kind == inbox.Deferred {
 		subject = subjects.Deferred(agent)
 	}
-	attrs := maps.Clone(m.Attributes)
-	if attrs == nil {
-		attrs = map[string]string{}
-	}
-	attrs["via"] = m.Source
-	from := m.From
-	if from == "" {
-		from = m.Source
-	}
-	data, err := json.Marshal(map[string]any{"text": m.Text, "id": m.ID, "from": from, "attributes": attrs})
+	data, err := api.EncodeMessage(m)
 	if err != nil {
 		return err
 	}
@@ -323,13 +330,22 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	if m.ID != "" {
 		msg.Header.Set(nats.MsgIdHdr, m.ID)
 	}
+	if m.Via != "" {
+		msg.Header.Set(natsinbox.HeaderVia, m.Via)
+	}
 	if w.conn.JS == nil {
 		return w.conn.NC.PublishMsg(msg)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = w.conn.JS.PublishMsg(ctx, msg)
-	return err
+	ack, err := w.conn.JS.PublishMsg(ctx, msg)
+	if err != nil {
+		return err
+	}
+	if ack.Duplicate {
+		return fmt.Errorf("stream %s: %w", ack.Stream, api.ErrDuplicate)
+	}
+	return nil
 }
 
 // APIAddr is where the operator API listens.

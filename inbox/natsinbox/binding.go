@@ -34,6 +34,22 @@ const (
 	HeaderAgent           = "Agent-Worker-Agent"
 )
 
+// HeaderVia on an inbound message names the worker receiver it came
+// through; the worker's API sets it when it publishes an Alertmanager
+// notification ("alertmanager", inbox.ViaAlertmanager), and the binding
+// copies it into inbox.Message.Via, so the agent wakes with source
+// "alertmanager". Any other value is ignored. A NATS publisher may set it
+// too: it only labels the wake (metrics, the prompt's wake line).
+const HeaderVia = "Agent-Worker-Via"
+
+// via returns the inbox.Message.Via of a message with headers h.
+func via(h nats.Header) string {
+	if h.Get(HeaderVia) == inbox.ViaAlertmanager {
+		return inbox.ViaAlertmanager
+	}
+	return ""
+}
+
 // RejectUnknownAgent is the reject reason for input addressed to an agent
 // that is not configured.
 const RejectUnknownAgent = "unknown_agent"
@@ -466,7 +482,7 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 	b.bySeq[sk] = r
 	b.mu.Unlock()
 	a.Target.Send(inbox.Message{
-		ID: id, Kind: b.kind(a, m.Subject()), Source: "nats:" + m.Subject(), From: body.From,
+		ID: id, Kind: b.kind(a, m.Subject()), Source: "nats:" + m.Subject(), Via: via(m.Headers()), From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: meta.Timestamp, Receipt: r,
 		Redelivered: meta.NumDelivered > 1,
 	})
@@ -484,7 +500,7 @@ func (b *Binding) onCore(a *Agent, m *nats.Msg) {
 		id = body.ID
 	}
 	a.Target.Send(inbox.Message{
-		ID: id, Kind: b.kind(a, m.Subject), Source: "nats:" + m.Subject, From: body.From,
+		ID: id, Kind: b.kind(a, m.Subject), Source: "nats:" + m.Subject, Via: via(m.Header), From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(),
 	})
 }
@@ -553,6 +569,23 @@ func messageID(h nats.Header, body inbox.Body, meta *jetstream.MsgMetadata) (str
 func handledKey(agent, id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return "handled." + agent + "." + hex.EncodeToString(sum[:16])
+}
+
+// HandledID reports whether a message with id was handled by a turn of
+// agent (within the binding's HandledTTL): the check a delivery of that id
+// meets in JetStream mode, where it is acked as a duplicate without a
+// turn. A publisher asks it before publishing, so it can answer
+// "duplicate" instead of queueing a message that will be dropped. The
+// error is the store's (never store.ErrNotFound).
+func HandledID(ctx context.Context, st store.Store, agent, id string) (bool, error) {
+	_, err := st.Get(ctx, handledKey(agent, id))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	}
+	return false, err
 }
 
 func clip(s string, n int) string {

@@ -13,7 +13,8 @@
 //   - No double work: a handled message's id (Nats-Msg-Id, else the
 //     envelope's id, else the stream sequence) is recorded in the store
 //     before the ack; a redelivery or republish of it is acked without a
-//     turn.
+//     turn. HandledID asks the same question, so a publisher (the API)
+//     can answer "duplicate" instead of queueing what would be dropped.
 //   - Backpressure, not loss: the server delivers at most inbox.cap
 //     unacked messages per agent; the rest wait in the stream.
 //   - Bad input never blocks the loop: it is published to the dead-letter
@@ -21,6 +22,11 @@
 //     redelivered), logged and announced as a message-rejected event.
 //
 // In core NATS mode none of this holds: delivery is at most once.
+//
+// A message's Agent-Worker-Via header (HeaderVia), set by the API for the
+// Alertmanager receiver, becomes inbox.Message.Via, so the agent wakes
+// with source "alertmanager". A NATS publisher may set it too: it only
+// labels the wake.
 //
 // It must not run turns: it hands messages to a Target (the driver's
 // agent) and learns their fate through inbox.Receipt.

@@ -14,17 +14,26 @@ const routeOther = other
 // route patterns, api.Server.Routes) plus "other", and creates their
 // duration series, so they exist from the first scrape. Requests
 // reported before it, or for any other route, count as "other". The
-// request counter has no series until a request: its code label is not a
-// fixed set.
+// request counter's code label is not a fixed set, so only the server
+// errors alerts watch (500, 503) are created at 0 for every route — an
+// increase() over a series that starts at its first request would miss
+// that request; other codes appear with their first request.
 func (m *Metrics) SetHTTPRoutes(routes []string) {
 	set := make(map[string]bool, len(routes))
-	for _, r := range routes {
+	for _, r := range append(routes, routeOther) {
 		set[r] = true
 		m.httpDuration.WithLabelValues(r)
+		for _, code := range precreatedCodes {
+			m.httpRequests.WithLabelValues(r, code)
+		}
 	}
-	m.httpDuration.WithLabelValues(routeOther)
+	delete(set, routeOther)
 	m.routes.Store(&set)
 }
+
+// precreatedCodes are the status codes whose request series exist at 0
+// for every route.
+var precreatedCodes = []string{"500", "503"}
 
 // HTTPRequest counts one answered API request (api.Observer): route is
 // its pattern, code its status; a route not set with SetHTTPRoutes counts

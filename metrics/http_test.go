@@ -25,6 +25,11 @@ func TestHTTPRequestsByRouteAndCode(t *testing.T) {
 		`agent_worker_http_request_duration_seconds_count{route="GET /v1/agents/{name}"}`:        0,
 		`agent_worker_http_request_duration_seconds_count{route="other"}`:                        1,
 		`agent_worker_http_requests_total{code="202",route="other"}`:                             1,
+		// Server errors exist at 0 from the start, so increase() sees the
+		// first one.
+		`agent_worker_http_requests_total{code="503",route="POST /v1/alertmanager/{name}"}`: 0,
+		`agent_worker_http_requests_total{code="500",route="GET /v1/agents/{name}"}`:        0,
+		`agent_worker_http_requests_total{code="503",route="other"}`:                        0,
 	})
 	m.HTTPRequest(amRoute, http.StatusAccepted, 30*time.Millisecond)
 	m.HTTPRequest(amRoute, http.StatusAccepted, 10*time.Millisecond)
@@ -40,8 +45,8 @@ func TestHTTPRequestsByRouteAndCode(t *testing.T) {
 		`agent_worker_http_request_duration_seconds_count{route="POST /v1/alertmanager/{name}"}`: 4,
 		`agent_worker_http_request_duration_seconds_sum{route="POST /v1/alertmanager/{name}"}`:   0.041,
 	})
-	if n := testutil.CollectAndCount(m.Registry(), "agent_worker_http_requests_total"); n != 5 {
-		t.Errorf("%d request series, want 5", n)
+	if n := testutil.CollectAndCount(m.Registry(), "agent_worker_http_requests_total"); n != 5+3*2 {
+		t.Errorf("%d request series, want 5 counted and 500/503 for 3 routes", n)
 	}
 }
 

@@ -1,26 +1,44 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/scheduler"
 )
 
 // MaxTurnText bounds the text of the last turn shown in a view, in runes.
 const MaxTurnText = 500
 
-// AgentView is one agent as GET /v1/agents/{name} shows it.
+// AgentView is one agent as GET /v1/agents/{name} shows it: the owner's
+// view, whichever replica serves it.
 type AgentView struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
+	// Owner names the replica that owns the agent and built this view
+	// (its lease.holder); ServedBy the replica that answered the request.
+	// Every field but ServedBy is the same from every replica.
+	Owner    string `json:"owner,omitempty"`
+	ServedBy string `json:"served_by,omitempty"`
+	// Error, in a list only, says why the agent's owner could not be
+	// asked (state "unknown"): no replica owns it right now. GET
+	// /v1/agents/{name} answers 503 instead.
+	Error string `json:"error,omitempty"`
 	// HaltReason says why a halted agent is halted.
 	HaltReason string `json:"halt_reason,omitempty"`
 	Paused     bool   `json:"paused"`
-	// Standby: another replica holds the agent's lease and runs it; this
-	// replica's view of it may be behind.
+	// Standby: the replica that built the view does not run the agent.
+	// Views are built by the owner, so it is false unless ownership was
+	// changing at that moment.
 	Standby bool `json:"standby,omitempty"`
 	// NextWake is the earliest armed wake: the agent's timer or heartbeat,
 	// or a schedule's next fire. NextWakeCause is "timer", "heartbeat" or
@@ -53,7 +71,8 @@ type AgentView struct {
 	// Guardrails is spend against each ceiling and the trip, if any; nil
 	// when the server has no guard.
 	Guardrails *guard.Status `json:"guardrails,omitempty"`
-	// SubagentsRunning is always 0 until subagents exist.
+	// SubagentsRunning counts the agent's background subagents running
+	// on its owner.
 	SubagentsRunning int            `json:"subagents_running"`
 	Schedules        []ScheduleView `json:"schedules"`
 	LastTurn         *TurnView      `json:"last_turn,omitempty"`
@@ -85,11 +104,57 @@ type TurnView struct {
 	Text string `json:"text,omitempty"`
 }
 
+// StateUnknown is the state a list shows for an agent whose owner could
+// not be asked.
+const StateUnknown = "unknown"
+
+// SubagentCounter counts an agent's running background subagents;
+// background.Manager is one.
+type SubagentCounter interface {
+	Running(agent string) int
+}
+
+// ViewOptions are what LocalView builds an agent's view from.
+type ViewOptions struct {
+	Driver *driver.Driver // required
+	// Guard supplies spend and trips; nil: no guardrails in the view.
+	Guard *guard.Guard
+	// Scheduler supplies schedules' next fires; default
+	// Driver.Scheduler().
+	Scheduler *scheduler.Scheduler
+	// Subagents counts running subagents; nil: 0.
+	Subagents SubagentCounter
+	// Holder names this replica: the view's owner, since only the owner
+	// is asked for it.
+	Holder string
+}
+
+// LocalView returns the view function control.Options.View takes: the
+// agent's AgentView as this replica sees it, as JSON, naming this replica
+// (Holder) as its owner. control calls it on the agent's owner only, which
+// is what makes every replica show the owner's truth.
+func LocalView(o ViewOptions) func(agent string) (json.RawMessage, error) {
+	if o.Scheduler == nil && o.Driver != nil {
+		o.Scheduler = o.Driver.Scheduler()
+	}
+	return func(name string) (json.RawMessage, error) {
+		a, err := o.Driver.Agent(name)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(o.view(a))
+	}
+}
+
 // view takes a snapshot of one agent.
-func (s *Server) view(a *driver.Agent) AgentView {
+func (o ViewOptions) view(a *driver.Agent) AgentView {
 	st := a.Status()
+	owner := o.Holder // the view is built on the owner: this replica
+	if owner == "" {
+		owner = st.Owner
+	}
 	v := AgentView{
-		Name: st.Name, State: string(st.State), HaltReason: st.HaltReason, Paused: st.Paused, Standby: st.Standby,
+		Name: st.Name, State: string(st.State), Owner: owner, HaltReason: st.HaltReason, Paused: st.Paused, Standby: st.Standby,
 		NextWake: st.NextWake, NextWakeCause: st.NextWakeCause, NextWakeReason: st.NextWakeReason,
 		WaitingFor: st.WaitingFor, FailedTurns: st.FailedTurns, ThrottledUntil: st.ThrottledUntil, ThrottledBy: st.ThrottledBy,
 		TurnsPerHour: st.TurnsPerHour,
@@ -97,14 +162,17 @@ func (s *Server) view(a *driver.Agent) AgentView {
 		PendingWakes: st.PendingWakes, Turns: st.Turns, Model: a.ModelName(),
 		Schedules: []ScheduleView{},
 	}
-	if s.guard != nil {
-		if g, ok := s.guard.Status(st.Name); ok {
+	if o.Guard != nil {
+		if g, ok := o.Guard.Status(st.Name); ok {
 			v.Guardrails = &g
 		}
 	}
+	if o.Subagents != nil {
+		v.SubagentsRunning = o.Subagents.Running(st.Name)
+	}
 	for _, name := range a.Schedules() {
 		sv := ScheduleView{Name: name}
-		if next := s.sched.Next(st.Name, name); !next.IsZero() {
+		if next := o.Scheduler.Next(st.Name, name); !next.IsZero() {
 			sv.NextFire = &next
 			if v.NextWake == nil || next.Before(*v.NextWake) {
 				v.NextWake, v.NextWakeCause, v.NextWakeSchedule, v.NextWakeReason = &next, "schedule", name, "schedule "+name
@@ -126,15 +194,52 @@ func (s *Server) view(a *driver.Agent) AgentView {
 	return v
 }
 
-// views takes a snapshot of the agents who may see.
-func (s *Server) views(who caller) []AgentView {
-	agents := s.driver.Agents()
-	out := make([]AgentView, 0, len(agents))
-	for _, a := range agents {
+// viewOf asks the agent's owner for its view (here, when this replica
+// owns it). On failure it returns the HTTP status to answer with: 503
+// when no owner answered, the owner's status otherwise.
+func (s *Server) viewOf(ctx context.Context, name string) (AgentView, int, error) {
+	reply, err := s.ctl.Do(ctx, name, control.Request{Verb: control.VerbView})
+	if err != nil {
+		return AgentView{}, http.StatusServiceUnavailable, err
+	}
+	if !reply.OK {
+		return AgentView{}, reply.Status(), errors.New(reply.Error)
+	}
+	var v AgentView
+	if err := json.Unmarshal(reply.Result, &v); err != nil {
+		return AgentView{}, http.StatusBadGateway, fmt.Errorf("the view of agent %q from its owner %q is not an agent view: %w", name, reply.Owner, err)
+	}
+	v.ServedBy = s.o.Holder
+	return v, http.StatusOK, nil
+}
+
+// views takes a snapshot of the agents who may see, each from its owner
+// (asked in parallel). An agent whose owner cannot be asked is listed with
+// state "unknown" and the reason in Error, never with this replica's
+// standby state.
+func (s *Server) views(ctx context.Context, who caller) []AgentView {
+	var agents []*driver.Agent
+	for _, a := range s.driver.Agents() {
 		if who.mayAccess(a.Name()) {
-			out = append(out, s.view(a))
+			agents = append(agents, a)
 		}
 	}
+	out := make([]AgentView, len(agents))
+	var wg sync.WaitGroup
+	for i, a := range agents {
+		wg.Go(func() {
+			v, _, err := s.viewOf(ctx, a.Name())
+			if err != nil {
+				v = AgentView{Name: a.Name(), State: StateUnknown, ServedBy: s.o.Holder, Error: err.Error(),
+					Model: a.ModelName(), Schedules: []ScheduleView{}}
+				for _, n := range a.Schedules() {
+					v.Schedules = append(v.Schedules, ScheduleView{Name: n})
+				}
+			}
+			out[i] = v
+		})
+	}
+	wg.Wait()
 	return out
 }
 
@@ -160,15 +265,26 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) (*driver.Agent, b
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Agents []AgentView `json:"agents"`
-	}{s.views(record(r).who)})
+	}{s.views(r.Context(), record(r).who)})
 }
 
+// getAgent serves GET /v1/agents/{name}: the owner's view, 503 when no
+// replica owns the agent right now.
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.agent(w, r)
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.view(a))
+	v, code, err := s.viewOf(r.Context(), a.Name())
+	if err != nil {
+		if code == http.StatusServiceUnavailable {
+			noOwner(w, r, err)
+			return
+		}
+		fail(w, r, code, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // cutRunes cuts s to at most n runes, the last of them "…" when anything

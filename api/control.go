@@ -1,20 +1,21 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/guard"
 )
 
-// verb serves POST /v1/agents/{name}/{wake|pause|resume|interrupt} through
-// control.Apply, so HTTP and the NATS control subject behave alike. A verb
-// the agent's state refuses (wake of a paused or halted agent, resume of
-// a stopped one) is 409 with the reply, whose "error" says why.
+// verb serves POST /v1/agents/{name}/{wake|pause|resume|interrupt}
+// through control.Control.Do, so HTTP and the NATS control subject behave
+// alike and the verb is carried out by the agent's owner, whichever
+// replica was asked: the answer is the owner's control.Reply. A verb the
+// owner's agent state refuses (wake of a paused or halted agent, resume of
+// a stopped one) is 409 with the reply, whose "error" says why; no owner
+// answering is 503.
 func (s *Server) verb(verb string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, ok := s.agent(w, r)
@@ -45,25 +46,46 @@ func (s *Server) verb(verb string) http.HandlerFunc {
 				return
 			}
 		}
-		reply := control.Apply(a, req)
+		reply, err := s.ctl.Do(r.Context(), a.Name(), req)
+		if err != nil {
+			noOwner(w, r, err)
+			return
+		}
 		rec := record(r)
 		if !reply.OK {
 			rec.result = reply.Error
-			writeJSON(w, http.StatusConflict, reply)
+			writeJSON(w, reply.Status(), reply)
 			return
 		}
-		rec.result = "state " + reply.State
-		writeJSON(w, http.StatusOK, reply)
+		rec.result = "state " + reply.State + " on " + reply.Owner
+		writeJSON(w, reply.Status(), reply)
 	}
 }
 
-// refusal is the 409 answer to a reset that would trip again at once.
-type refusal struct {
-	Error string `json:"error"`
-	*guard.RefusedError
+// noOwner answers 503 when no replica answered for the agent: its owner
+// died and the lease has not moved yet, or NATS is out of reach. Nothing
+// was done.
+func noOwner(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("Retry-After", retryAfter)
+	fail(w, r, http.StatusServiceUnavailable, "%v", err)
 }
 
-// resetGuardrail serves POST /v1/agents/{name}/guardrails/reset.
+// replyBody answers with the owner's reply: its result (the verb's own
+// answer: a guard.ResetResult, a control.Refusal, a control.ScheduleRun)
+// under the reply's status, or {"error"} when it has none.
+func replyBody(w http.ResponseWriter, r *http.Request, reply control.Reply) {
+	if len(reply.Result) == 0 {
+		fail(w, r, reply.Status(), "%s", reply.Error)
+		return
+	}
+	record(r).result = reply.Error
+	writeJSON(w, reply.Status(), reply.Result)
+}
+
+// resetGuardrail serves POST /v1/agents/{name}/guardrails/reset. The reset
+// runs on the agent's owner, against the owner's ledger: its refusal (409
+// with spent_usd, ceiling_usd, min_add_budget_usd) or its result (200)
+// come back as the owner answered them.
 func (s *Server) resetGuardrail(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.agent(w, r)
 	if !ok {
@@ -84,28 +106,20 @@ func (s *Server) resetGuardrail(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, http.StatusNotFound, "this worker has no guardrails")
 		return
 	}
-	if _, ok := s.guard.Status(a.Name()); !ok {
-		fail(w, r, http.StatusNotFound, "agent %q has no guardrails", a.Name())
-		return
-	}
-	res, err := s.guard.Reset(a.Name(), body.Guardrail, body.AddBudgetUSD)
-	if refused, ok := errors.AsType[*guard.RefusedError](err); ok {
-		record(r).result = err.Error()
-		writeJSON(w, http.StatusConflict, refusal{Error: err.Error(), RefusedError: refused})
-		return
-	}
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbReset, Guardrail: body.Guardrail, AddBudgetUSD: body.AddBudgetUSD})
 	if err != nil {
-		// Unknown guardrail, a negative amount, budget for a guardrail
-		// that takes none, or no ceiling configured: the request is wrong.
-		fail(w, r, http.StatusBadRequest, "%v", err)
+		noOwner(w, r, err)
 		return
 	}
-	record(r).result = "reset " + body.Guardrail
-	writeJSON(w, http.StatusOK, res)
+	replyBody(w, r, reply)
+	if reply.OK {
+		record(r).result = "reset " + body.Guardrail + " on " + reply.Owner
+	}
 }
 
 // runSchedule serves POST /v1/agents/{name}/schedules/{schedule}/run: the
-// schedule fires now, as its cron would, through the agent's gate.
+// schedule fires now on the agent's owner, as its cron would, through the
+// agent's gate there.
 func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.agent(w, r)
 	if !ok {
@@ -120,29 +134,13 @@ func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &body, false) {
 		return
 	}
-	if gate := a.Gate(); gate != "" {
-		fail(w, r, http.StatusConflict, "agent %q is %s: the schedule was not run", a.Name(), gate)
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbRunSchedule, Schedule: name})
+	if err != nil {
+		noOwner(w, r, err)
 		return
 	}
-	if err := s.sched.RunNow(a.Name(), name); err != nil {
-		// The gate may have closed since the check; otherwise the
-		// schedule is configured but disabled.
-		if gate := a.Gate(); gate != "" {
-			fail(w, r, http.StatusConflict, "agent %q is %s: the schedule was not run", a.Name(), gate)
-			return
-		}
-		fail(w, r, http.StatusNotFound, "%v", err)
-		return
+	replyBody(w, r, reply)
+	if reply.OK {
+		record(r).result = "fired " + name + " on " + reply.Owner
 	}
-	record(r).result = "fired " + name
-	resp := struct {
-		Queued   bool       `json:"queued"`
-		Agent    string     `json:"agent"`
-		Schedule string     `json:"schedule"`
-		NextFire *time.Time `json:"next_fire,omitempty"`
-	}{Queued: true, Agent: a.Name(), Schedule: name}
-	if next := s.sched.Next(a.Name(), name); !next.IsZero() {
-		resp.NextFire = &next
-	}
-	writeJSON(w, http.StatusAccepted, resp)
 }

@@ -18,8 +18,8 @@
 //	GET  /readyz                                     open, or read|operate 200, or 503 with the reasons
 //	GET  /metrics                                    open, or read|operate Options.Metrics (404 when nil)
 //	GET  /                                           read|operate          the status page (HTML)
-//	GET  /v1/agents                                  read|operate          {"agents": [AgentView...]}
-//	GET  /v1/agents/{name}                           read|operate          AgentView
+//	GET  /v1/agents                                  read|operate          {"agents": [AgentView...]} (owners' views)
+//	GET  /v1/agents/{name}                           read|operate          AgentView (the owner's; 503 no owner)
 //	GET  /v1/agents/{name}/events                    read|operate          Server-Sent Events of one agent
 //	GET  /v1/events                                  read|operate          Server-Sent Events of every agent
 //	POST /v1/agents/{name}/messages                  ingest|operate        {"text","wake","id","from","attributes"} → 202 (200 duplicate)
@@ -29,7 +29,10 @@
 //	POST /v1/agents/{name}/resume                    operate               {"message"} → 200 control.Reply
 //	POST /v1/agents/{name}/interrupt                 operate               {"hold": true} → 200 control.Reply
 //	POST /v1/agents/{name}/guardrails/reset          operate               {"guardrail","add_budget_usd"} → 200 guard.ResetResult (409 on re-trip)
-//	POST /v1/agents/{name}/schedules/{schedule}/run  operate               → 202 (404 unknown schedule, 409 gated)
+//	POST /v1/agents/{name}/schedules/{schedule}/run  operate               → 202 control.ScheduleRun (404 unknown schedule, 409 gated)
+//
+// Every verb and view above may also answer 503 {"error": "no replica
+// owns agent x right now (...)"} (see Replicas below).
 //
 // read is GET only. ingest may only queue messages, the two POST routes
 // marked so, and may not read anything (not even the agent it posts
@@ -56,6 +59,32 @@
 //
 // A token without agents, and every request on a server without tokens,
 // may act on every agent.
+//
+// # Replicas: one owner, one truth
+//
+// Several replicas may serve the same agents; each agent has one owner at
+// a time (its lease). Whichever replica a request reaches:
+//
+//   - The verbs (wake, pause, resume, interrupt, guardrail reset, schedule
+//     run) are carried out by the agent's owner and answered with the
+//     owner's result (Options.Control: control.Control.Do, which applies
+//     the verb here when this replica owns the agent and otherwise
+//     forwards it on the agent's NATS control subject, where only the
+//     owner answers). A refused reset's 409 carries the owner's numbers.
+//   - The views (GET /v1/agents, GET /v1/agents/{name}, the status page,
+//     and so `agent-worker status`) are the owner's: identical from every
+//     replica but for "served_by", the replica that answered; "owner"
+//     names the owner. subagents_running counts the owner's subagents.
+//   - When no owner answers within the control timeout (2s by default) —
+//     its owner died and the lease has not moved yet — verbs and GET
+//     /v1/agents/{name} answer 503 {"error": "no replica owns agent x
+//     right now (...)"} with Retry-After, and do nothing; a list shows the
+//     agent with state "unknown" and the reason in "error". Never a
+//     standby's state, never a success nothing backs.
+//
+// Messages need no owner: they are published to the agent's durable NATS
+// subject (Options.Deliver), which its owner consumes. Event streams are
+// this replica's own events.
 //
 // # Queueing: answers and duplicates
 //

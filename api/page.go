@@ -22,14 +22,21 @@ func parsePage() (*template.Template, error) {
 // pageData is what the status page renders.
 type pageData struct {
 	Generated string
-	NotReady  []string
-	Agents    []pageRow
+	// ServedBy names the replica that rendered the page; every row is
+	// its agent's owner's view.
+	ServedBy string
+	NotReady []string
+	Agents   []pageRow
 }
 
 // pageRow is one agent's row, formatted for reading.
 type pageRow struct {
-	Name       string
-	State      string
+	Name  string
+	State string
+	// Owner names the replica that owns and runs the agent.
+	Owner string
+	// HaltReason says why a halted agent is halted, or why its state is
+	// unknown (no owner answered).
 	HaltReason string
 	NextWake   string // "" when none
 	WakeCause  string
@@ -60,12 +67,13 @@ type pageTurn struct {
 	Text     string
 }
 
-// statusPage serves GET /: an HTML table of the agents the caller may see
-// that refreshes itself every five seconds. No script, no external assets.
+// statusPage serves GET /: an HTML table of the agents the caller may see,
+// each as its owner sees it and naming the owner, that refreshes itself
+// every five seconds. No script, no external assets.
 func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
-	data := pageData{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), NotReady: s.notReady()}
-	for _, v := range s.views(record(r).who) {
+	data := pageData{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), ServedBy: s.o.Holder, NotReady: s.notReady()}
+	for _, v := range s.views(r.Context(), record(r).who) {
 		data.Agents = append(data.Agents, pageRowOf(v, now))
 	}
 	var buf bytes.Buffer
@@ -85,8 +93,11 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 
 func pageRowOf(v AgentView, now time.Time) pageRow {
 	row := pageRow{
-		Name: v.Name, State: v.State, HaltReason: v.HaltReason,
+		Name: v.Name, State: v.State, Owner: v.Owner, HaltReason: v.HaltReason,
 		Inbox: v.InboxPending, InboxCap: v.InboxCap, Deferred: v.DeferredPending,
+	}
+	if v.Error != "" {
+		row.HaltReason = v.Error
 	}
 	if v.NextWake != nil {
 		row.NextWake = relTime(*v.NextWake, now)

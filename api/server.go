@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
@@ -187,6 +188,23 @@ type Options struct {
 	Handled func(ctx context.Context, agent, id string) (bool, error)
 	// Observer, when set, is told about every request (metrics).
 	Observer Observer
+	// Control carries the operator verbs and the agent views to each
+	// agent's owner (control.Control.Do): the worker's forwards them over
+	// NATS to whichever replica owns the agent, so every replica answers
+	// with the owner's result, and 503 when no owner answers. Nil: a
+	// local one over Driver, Guard and Scheduler in which this process
+	// owns every agent.
+	Control *control.Control
+	// Subagents is the subagent manager (background.Manager). Its
+	// Running counts each agent's subagents in the views this server
+	// builds itself (Control nil; the worker hands it to its Control's
+	// view, LocalView, instead, so the count is the owner's); when it
+	// also implements Subagents it serves the subagent routes. Nil: 0,
+	// and the subagent routes answer 404.
+	Subagents SubagentCounter
+	// Holder names this replica (lease.holder): served_by in every view,
+	// and the owner in the views it builds itself.
+	Holder string
 }
 
 // ErrDuplicate is what Options.Deliver wraps when the transport recognised
@@ -197,6 +215,7 @@ var ErrDuplicate = errors.New("a message with this id is already queued")
 type Server struct {
 	o       Options
 	driver  *driver.Driver
+	ctl     *control.Control
 	guard   *guard.Guard
 	sched   *scheduler.Scheduler
 	bus     *events.Bus
@@ -275,8 +294,16 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: status page template: %w", err)
 	}
+	ctl := o.Control
+	if ctl == nil {
+		ctl, err = control.New(control.Options{Driver: o.Driver, Guard: o.Guard, Scheduler: o.Scheduler, Holder: o.Holder, Log: o.Log,
+			View: LocalView(ViewOptions{Driver: o.Driver, Guard: o.Guard, Scheduler: o.Scheduler, Subagents: o.Subagents, Holder: o.Holder})})
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+	}
 	s := &Server{
-		o: o, driver: o.Driver, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
+		o: o, driver: o.Driver, ctl: ctl, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
 		log: o.Log, clock: o.Clock, open: map[string]bool{},
 		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access{},
 		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
@@ -355,6 +382,8 @@ func (s *Server) routes() {
 	}
 	post("/v1/agents/{name}/guardrails/reset", "guardrail-reset", s.resetGuardrail)
 	post("/v1/agents/{name}/schedules/{schedule}/run", "schedule-run", s.runSchedule)
+	get("/v1/agents/{name}/subagents", s.listSubagents)
+	post("/v1/agents/{name}/subagents/{id}/stop", "subagent-stop", s.stopSubagent)
 	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
 	// Queueing a message is all an ingest token may do.
 	s.needs["POST /v1/agents/{name}/messages"] = accessIngest

@@ -27,7 +27,10 @@ type Config struct {
 	Pricing    map[string]Price `yaml:"pricing"`
 	Lease      Lease            `yaml:"lease"`
 	Guardrails Guardrails       `yaml:"guardrails"`
-	Agents     []Agent          `yaml:"agents"`
+	// Subagents is this replica's share of running every agent's
+	// subagents (agents[].subagents bounds each agent's own).
+	Subagents ReplicaSubagents `yaml:"subagents"`
+	Agents    []Agent          `yaml:"agents"`
 
 	// File is the path the configuration was read from ("" for the
 	// embedded default). Not a YAML key.
@@ -290,6 +293,12 @@ type Agent struct {
 	// the next turn).
 	WakeOnResolved bool `yaml:"wake_on_resolved"`
 	Turn           Turn `yaml:"turn"`
+	// ReplicaAffinity pins the agent to the replicas whose lease.holder
+	// it matches: a holder name or a glob ("eu-*"). Only a matching
+	// replica takes the agent while one is live; if none is, any replica
+	// takes it once its lease expires, and hands it back when a matching
+	// one returns. Empty: any replica.
+	ReplicaAffinity string `yaml:"replica_affinity"`
 }
 
 // Subscription binds an existing NATS subject to the agent.
@@ -403,6 +412,17 @@ type Subagents struct {
 	Instruction string `yaml:"instruction"`
 }
 
+// ReplicaSubagents is how many subagents, of any agent, this replica runs.
+// With JetStream, subagents are jobs in a work queue that every replica
+// takes from while it has room, wherever their parent runs.
+type ReplicaSubagents struct {
+	// MaxPerReplica is how many subagents this replica runs at once; 0
+	// runs none here (its agents' subagents run on other replicas).
+	// Default 8. Without JetStream every subagent runs on its parent's
+	// replica and only agents[].subagents.max bounds them.
+	MaxPerReplica *int `yaml:"max_per_replica"`
+}
+
 // Lease gives each agent one owner among replicas sharing a store.
 type Lease struct {
 	// Holder names this replica. Default: the host name (a pod's name),
@@ -411,6 +431,11 @@ type Lease struct {
 	// TTL is how long a lease outlives its holder. A dead replica's agents
 	// move within TTL plus a third of it. Default 15s.
 	TTL Duration `yaml:"ttl"`
+	// Heartbeat is how often this replica announces itself to the others
+	// on <nats.subject_prefix>._members; a replica not heard from for 3
+	// heartbeats is taken as gone, and the agents are divided among the
+	// replicas heard from. At most a third of TTL. Default 1s.
+	Heartbeat Duration `yaml:"heartbeat"`
 }
 
 // Guardrails are worker-wide guardrail settings.

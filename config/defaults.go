@@ -14,6 +14,7 @@ func applyDefaults(c *Config) {
 	setString(&c.Log.Format, "text")
 	setString(&c.Guardrails.Timezone, "UTC")
 	setDuration(&c.Lease.TTL, 15*time.Second)
+	setDuration(&c.Lease.Heartbeat, time.Second)
 	setString(&c.Log.Level, "info")
 
 	setString(&c.NATS.Listen, "127.0.0.1:4222")
@@ -23,6 +24,11 @@ func applyDefaults(c *Config) {
 	setBool(&c.NATS.JetStream, true)
 	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
 	setDuration(&c.NATS.AckWait, 10*time.Second)
+
+	if c.Subagents.MaxPerReplica == nil {
+		eight := 8
+		c.Subagents.MaxPerReplica = &eight
+	}
 
 	setString(&c.Store.URL, "nats://")
 	setString(&c.API.Listen, "127.0.0.1:8080")

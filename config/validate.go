@@ -125,10 +125,21 @@ func (v *validator) config(c *Config) {
 	if c.Guardrails.WorkerDailyUSD < 0 {
 		v.at(root.key("guardrails", "worker_daily_usd"), "must not be negative; got %v", c.Guardrails.WorkerDailyUSD)
 	}
+	if n := c.Subagents.MaxPerReplica; n != nil && *n < 0 {
+		v.at(root.key("subagents", "max_per_replica"), "must not be negative; got %d", *n)
+	}
 	v.duration(root.key("nats", "duplicate_window"), c.NATS.DuplicateWindow)
 	v.duration(root.key("nats", "ack_wait"), c.NATS.AckWait)
 	if c.Lease.TTL > 0 && c.Lease.TTL.D() < 3*time.Second {
 		v.at(root.key("lease", "ttl"), "must be at least 3s; got %v", c.Lease.TTL.D())
+	}
+	switch hb := c.Lease.Heartbeat.D(); {
+	case hb < 0:
+		v.duration(root.key("lease", "heartbeat"), c.Lease.Heartbeat)
+	case hb > 0 && hb < 50*time.Millisecond:
+		v.at(root.key("lease", "heartbeat"), "must be at least 50ms; got %v", hb)
+	case hb > 0 && c.Lease.TTL > 0 && 3*hb > c.Lease.TTL.D():
+		v.at(root.key("lease", "heartbeat"), "must be at most a third of lease.ttl (%v), so a dead replica is noticed before its leases expire; got %v", c.Lease.TTL.D(), hb)
 	}
 	if c.NATS.AckWait > 0 && c.NATS.AckWait.D() < time.Second {
 		v.at(root.key("nats", "ack_wait"), "must be at least 1s; got %v", c.NATS.AckWait.D())
@@ -303,6 +314,12 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 		v.at(p.key("model"), "unknown model %q: no models are defined", a.Model)
 	case !ok:
 		v.at(p.key("model"), "unknown model %q (models: %s)", a.Model, strings.Join(sortedKeys(c.Models), ", "))
+	}
+
+	if a.ReplicaAffinity != "" {
+		if _, err := pathpkg.Match(a.ReplicaAffinity, ""); err != nil {
+			v.at(p.key("replica_affinity"), "bad glob %q: %v", a.ReplicaAffinity, err)
+		}
 	}
 
 	for i, t := range a.Tools {

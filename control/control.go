@@ -1,18 +1,70 @@
 // Package control is the operator's verbs on an agent — pause, resume,
-// interrupt, wake — as one request/reply shape shared by every transport
-// (the NATS control subject here, the HTTP API later). It goes through the
-// driver's own methods, so it cannot bypass the gate.
+// interrupt, wake, guardrail reset, schedule run and the agent's view — as
+// one request/reply shape shared by every transport (the NATS control
+// subject and the HTTP API). It goes through the driver's, the guard's and
+// the scheduler's own methods, so it cannot bypass the gate.
+//
+// # One owner, one truth
+//
+// Several replicas may run the same agents; each agent has one owner at a
+// time (its lease). A verb is carried out by the owner, wherever it was
+// sent, and answered with the owner's result:
+//
+//   - Control.Do applies the verb here when this replica owns the agent
+//     (Options.Owner), without a round trip; otherwise it forwards it as
+//     a NATS request on the agent's control subject
+//     (<prefix>.<agent>.control) and returns the reply.
+//   - Control.ServeNATS keeps one wildcard subscription on every replica
+//     and answers only for the agents this replica owns. For any other
+//     agent (standby, unknown) it stays silent — no reply at all — so a
+//     requester gets the owner's reply and never a standby's.
+//   - When no owner answers within Options.Timeout (DefaultTimeout), or
+//     nobody listens on the subject at all, Do returns an error wrapping
+//     ErrNoOwner: never a made-up success.
+//
+// # Wire protocol
+//
+// A request is a JSON Request; a reply a JSON Reply. Verbs:
+//
+//	verb          request fields                 reply (code, result)
+//	pause         -                              200 state
+//	resume        message                        200 state; 409 stopped
+//	interrupt     hold (default true)            200 state, turn_running
+//	wake          message                        200; 409 paused, halted or stopped
+//	reset         guardrail, add_budget_usd      200 result guard.ResetResult;
+//	                                             409 result Refusal (the owner's numbers);
+//	                                             400 bad guardrail or amount; 404 no guardrails;
+//	                                             503 not loaded yet / not the owner
+//	run_schedule  schedule                       202 result ScheduleRun; 404 unknown schedule;
+//	                                             409 gated
+//	view          -                              200 result: the owner's agent view (JSON)
+//
+// Every reply names the replica that answered (owner) and carries code,
+// the HTTP status the outcome maps to; ok is code < 300. Any verb on an
+// agent the answering replica is still taking over (its driver not yet in
+// step with the lease) is 503: retry.
+//
+// Not guaranteed: replicas of an older version answer every agent's
+// control subject, standby or not, so during a rolling upgrade a request
+// may still get a stale standby's reply.
 package control
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/scheduler"
 )
 
 // Verbs.
@@ -21,7 +73,38 @@ const (
 	VerbResume    = "resume"
 	VerbInterrupt = "interrupt"
 	VerbWake      = "wake"
+	// VerbReset lifts a guardrail trip and/or adds budget (guard.Reset).
+	VerbReset = "reset"
+	// VerbRunSchedule fires one of the agent's schedules now.
+	VerbRunSchedule = "run_schedule"
+	// VerbView returns the agent's view as its owner sees it.
+	VerbView = "view"
 )
+
+// DefaultTimeout bounds a forwarded request: how long Do waits for the
+// owner's reply before it gives up with ErrNoOwner.
+const DefaultTimeout = 2 * time.Second
+
+// ErrNoOwner is matched (errors.Is) by Do's error when no replica
+// answered for the agent: none owns it right now (its owner died and the
+// lease has not moved yet), or NATS is out of reach. The error itself is
+// a *NoOwnerError.
+var ErrNoOwner = errors.New("no replica owns the agent right now")
+
+// NoOwnerError says which agent had no owner to answer, and why.
+type NoOwnerError struct {
+	Agent string
+	// Why in words: no responder, no answer within the timeout, NATS down.
+	Why string
+}
+
+// Error reads "no replica owns agent "x" right now (why)".
+func (e *NoOwnerError) Error() string {
+	return fmt.Sprintf("no replica owns agent %q right now (%s)", e.Agent, e.Why)
+}
+
+// Unwrap makes errors.Is(err, ErrNoOwner) hold.
+func (e *NoOwnerError) Unwrap() error { return ErrNoOwner }
 
 // Request is an operator's request.
 type Request struct {
@@ -31,6 +114,11 @@ type Request struct {
 	Message string `json:"message,omitempty"`
 	// Hold, with interrupt, also pauses the agent. Default true.
 	Hold *bool `json:"hold,omitempty"`
+	// Guardrail and AddBudgetUSD go with reset.
+	Guardrail    string  `json:"guardrail,omitempty"`
+	AddBudgetUSD float64 `json:"add_budget_usd,omitempty"`
+	// Schedule goes with run_schedule.
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // Reply answers a Request.
@@ -43,17 +131,195 @@ type Reply struct {
 	// TurnRunning, for interrupt: whether a turn was cancelled.
 	TurnRunning *bool  `json:"turn_running,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Code is the HTTP status the outcome maps to (see the package
+	// documentation). A reply without one (an older replica) means 200
+	// when OK and 409 otherwise.
+	Code int `json:"code,omitempty"`
+	// Owner names the replica that carried the verb out (its
+	// lease.holder).
+	Owner string `json:"owner,omitempty"`
+	// Result is the verb's payload: guard.ResetResult or Refusal for
+	// reset, ScheduleRun for run_schedule, the agent view for view.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// Apply carries out req on a.
-func Apply(a *driver.Agent, req Request) Reply {
-	r := Reply{Agent: a.Name(), Verb: req.Verb}
+// Status is the HTTP status r maps to.
+func (r Reply) Status() int {
+	switch {
+	case r.Code != 0:
+		return r.Code
+	case r.OK:
+		return http.StatusOK
+	}
+	return http.StatusConflict
+}
+
+// Refusal is the result of a reset that would trip again at once (409):
+// the owner's spend, ceiling and the least budget that would do.
+type Refusal struct {
+	Error string `json:"error"`
+	*guard.RefusedError
+}
+
+// ScheduleRun is the result of run_schedule (202).
+type ScheduleRun struct {
+	Queued   bool       `json:"queued"`
+	Agent    string     `json:"agent"`
+	Schedule string     `json:"schedule"`
+	NextFire *time.Time `json:"next_fire,omitempty"`
+}
+
+// Owner says whether this replica owns an agent: holds its lease, so it
+// alone runs it and writes its durable state. lease.Manager's Held is
+// one, through an adapter.
+type Owner interface {
+	Owns(agent string) bool
+}
+
+// Options configure a Control.
+type Options struct {
+	// Driver is required.
+	Driver *driver.Driver
+	// Guard serves reset; nil: reset answers 404.
+	Guard *guard.Guard
+	// Scheduler serves run_schedule; default Driver.Scheduler().
+	Scheduler *scheduler.Scheduler
+	// View returns the agent's view as this replica sees it, as JSON
+	// (the api package supplies it: api.LocalView). It is called on the
+	// owner only. Nil: view answers 404.
+	View func(agent string) (json.RawMessage, error)
+	// Owner says which agents this replica owns. Nil: it owns every
+	// agent (one replica): Do never forwards and ServeNATS answers for
+	// every agent.
+	Owner Owner
+	// Holder names this replica in replies (lease.holder).
+	Holder string
+	// Conn reaches the other replicas; nil: Do cannot forward, and an
+	// agent not owned here is ErrNoOwner.
+	Conn     *nats.Conn
+	Subjects natsbus.Subjects
+	// Timeout bounds a forwarded request; default DefaultTimeout.
+	Timeout time.Duration
+	Log     *slog.Logger // default: discard
+}
+
+// Control carries operator verbs to agents' owners. It is safe for
+// concurrent use.
+type Control struct {
+	o Options
+}
+
+// New checks o and returns a Control.
+func New(o Options) (*Control, error) {
+	if o.Driver == nil {
+		return nil, errors.New("control: a driver is required")
+	}
+	if o.Scheduler == nil {
+		o.Scheduler = o.Driver.Scheduler()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Control{o: o}, nil
+}
+
+// Holder names this replica (Options.Holder).
+func (c *Control) Holder() string { return c.o.Holder }
+
+// owns reports whether this replica owns agent.
+func (c *Control) owns(agent string) bool { return c.o.Owner == nil || c.o.Owner.Owns(agent) }
+
+// Do carries req out on agent's owner and returns the owner's reply: here
+// when this replica owns the agent, otherwise over NATS. The error, which
+// wraps ErrNoOwner, says why no owner answered (no responder, timeout,
+// NATS down); a reply with OK false is the owner's refusal, not an error.
+func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, error) {
+	if c.owns(agent) {
+		return c.Apply(agent, req), nil
+	}
+	if c.o.Conn == nil {
+		return Reply{}, &NoOwnerError{Agent: agent, Why: "this replica does not, and has no NATS connection to reach one that does"}
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
+	subject := c.o.Subjects.Control(agent)
+	m, err := c.o.Conn.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		why := "NATS: " + err.Error()
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			why = "no replica listens on " + subject
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+			why = fmt.Sprintf("no owner answered on %s within %s", subject, c.o.Timeout)
+		}
+		return Reply{}, &NoOwnerError{Agent: agent, Why: why}
+	}
+	var r Reply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return Reply{}, fmt.Errorf("the owner of agent %q sent a reply that is not JSON: %w", agent, err)
+	}
+	return r, nil
+}
+
+// Apply carries req out on agent here, as its owner. It refuses (503) an
+// agent this replica does not own or is still taking over, so a verb never
+// acts on a standby.
+func (c *Control) Apply(agent string, req Request) Reply {
+	r := Reply{Agent: agent, Verb: req.Verb, Owner: c.o.Holder}
+	a, err := c.o.Driver.Agent(agent)
+	if err != nil {
+		return r.fail(http.StatusNotFound, "%v", err)
+	}
+	if !c.owns(agent) || a.Standby() {
+		return r.fail(http.StatusServiceUnavailable, "replica %q does not run agent %q right now (it is changing owner); retry", c.o.Holder, agent)
+	}
+	switch req.Verb {
+	case VerbReset:
+		r = c.reset(r, agent, req)
+	case VerbRunSchedule:
+		r = c.runSchedule(r, a, req.Schedule)
+	case VerbView:
+		r = c.view(r, agent)
+	default:
+		r = apply(r, a, req)
+	}
+	r.OK = r.Code < 300
+	if r.State == "" {
+		r.State = string(a.State())
+	}
+	return r
+}
+
+func (r Reply) fail(code int, format string, args ...any) Reply {
+	r.Code, r.Error, r.OK = code, fmt.Sprintf(format, args...), false
+	return r
+}
+
+func (r Reply) result(code int, v any) Reply {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return r.fail(http.StatusInternalServerError, "encode result: %v", err)
+	}
+	r.Code, r.Result = code, data
+	return r
+}
+
+// apply carries out the driver's own verbs.
+func apply(r Reply, a *driver.Agent, req Request) Reply {
+	r.Code = http.StatusOK
 	switch req.Verb {
 	case VerbPause:
 		a.Pause()
 	case VerbResume:
 		if err := a.Resume(req.Message); err != nil {
-			r.Error = err.Error()
+			r = r.fail(http.StatusConflict, "%v", err)
 		}
 	case VerbInterrupt:
 		hold := req.Hold == nil || *req.Hold
@@ -62,47 +328,107 @@ func Apply(a *driver.Agent, req Request) Reply {
 	case VerbWake:
 		switch a.State() {
 		case driver.Paused:
-			r.Error = "agent is paused: only resume runs a turn"
+			r = r.fail(http.StatusConflict, "agent is paused: only resume runs a turn")
 		case driver.Halted:
-			r.Error = "agent is halted by a guardrail: reset it first"
+			r = r.fail(http.StatusConflict, "agent is halted by a guardrail: reset it first")
 		case driver.Stopped:
-			r.Error = "agent is stopped"
+			r = r.fail(http.StatusConflict, "agent is stopped")
 		default:
 			a.Wake(driver.Cause{Source: driver.SourceOperator, Instruction: req.Message})
 		}
 	default:
-		r.Error = fmt.Sprintf("unknown verb %q (want pause, resume, interrupt or wake)", req.Verb)
+		r = r.fail(http.StatusBadRequest, "unknown verb %q (want %s, %s, %s, %s, %s, %s or %s)", req.Verb,
+			VerbPause, VerbResume, VerbInterrupt, VerbWake, VerbReset, VerbRunSchedule, VerbView)
 	}
-	r.OK = r.Error == ""
-	r.State = string(a.State())
+	return r
+}
+
+// reset lifts a guardrail on the owner, against the owner's ledger.
+func (c *Control) reset(r Reply, agent string, req Request) Reply {
+	g := c.o.Guard
+	switch {
+	case g == nil:
+		return r.fail(http.StatusNotFound, "this worker has no guardrails")
+	case req.Guardrail == "":
+		return r.fail(http.StatusBadRequest, `"guardrail" is required: one of %s, %s, %s, %s, %s`, guard.Turn, guard.Session, guard.Daily, guard.WorkerDaily, guard.Watchdog)
+	}
+	if _, ok := g.Status(agent); !ok {
+		return r.fail(http.StatusNotFound, "agent %q has no guardrails", agent)
+	}
+	res, err := g.Reset(agent, req.Guardrail, req.AddBudgetUSD)
+	if refused, ok := errors.AsType[*guard.RefusedError](err); ok {
+		r = r.result(http.StatusConflict, Refusal{Error: err.Error(), RefusedError: refused})
+		r.Error = err.Error()
+		return r
+	}
+	switch {
+	case errors.Is(err, guard.ErrNotOwner), errors.Is(err, guard.ErrNotLoaded):
+		return r.fail(http.StatusServiceUnavailable, "%v", err)
+	case err != nil:
+		// Unknown guardrail, a negative amount, budget for a guardrail
+		// that takes none, or no ceiling configured: the request is wrong.
+		return r.fail(http.StatusBadRequest, "%v", err)
+	}
+	return r.result(http.StatusOK, res)
+}
+
+// runSchedule fires a schedule on the owner, through the agent's gate.
+func (c *Control) runSchedule(r Reply, a *driver.Agent, name string) Reply {
+	if !slices.Contains(a.Schedules(), name) {
+		return r.fail(http.StatusNotFound, "agent %q has no schedule %q", a.Name(), name)
+	}
+	if gate := a.Gate(); gate != "" {
+		return r.fail(http.StatusConflict, "agent %q is %s: the schedule was not run", a.Name(), gate)
+	}
+	if err := c.o.Scheduler.RunNow(a.Name(), name); err != nil {
+		// The gate may have closed since the check; otherwise the
+		// schedule is configured but disabled.
+		if gate := a.Gate(); gate != "" {
+			return r.fail(http.StatusConflict, "agent %q is %s: the schedule was not run", a.Name(), gate)
+		}
+		return r.fail(http.StatusNotFound, "%v", err)
+	}
+	run := ScheduleRun{Queued: true, Agent: a.Name(), Schedule: name}
+	if next := c.o.Scheduler.Next(a.Name(), name); !next.IsZero() {
+		run.NextFire = &next
+	}
+	return r.result(http.StatusAccepted, run)
+}
+
+// view returns the owner's view of the agent.
+func (c *Control) view(r Reply, agent string) Reply {
+	if c.o.View == nil {
+		return r.fail(http.StatusNotFound, "this replica serves no agent views")
+	}
+	v, err := c.o.View(agent)
+	if err != nil {
+		return r.fail(http.StatusInternalServerError, "view of agent %q: %v", agent, err)
+	}
+	r.Code, r.Result = http.StatusOK, v
 	return r
 }
 
 // ServeNATS answers requests on every agent's control subject until the
-// returned subscription is unsubscribed. Requests are JSON Requests;
-// replies are JSON Replies, also for errors (bad JSON, unknown agent).
-func ServeNATS(nc *nats.Conn, subjects natsbus.Subjects, d *driver.Driver, log *slog.Logger) (*nats.Subscription, error) {
+// returned subscription is unsubscribed, for the agents this replica owns
+// only: a request for any other agent gets no reply from here at all, so
+// the requester gets its owner's (or, with no owner alive, none). Requests
+// are JSON Requests; replies JSON Replies, also for errors (bad JSON).
+// Each request is handled on its own goroutine, so a slow store behind one
+// verb does not hold up the next.
+func (c *Control) ServeNATS() (*nats.Subscription, error) {
+	if c.o.Conn == nil {
+		return nil, errors.New("control: ServeNATS needs Options.Conn")
+	}
+	nc, subjects := c.o.Conn, c.o.Subjects
 	sub, err := nc.Subscribe(subjects.AllControl(), func(m *nats.Msg) {
 		name, _, _ := subjects.Agent(m.Subject)
-		var reply Reply
-		a, err := d.Agent(name)
-		var req Request
-		switch {
-		case err != nil:
-			reply = Reply{Agent: name, Error: err.Error()}
-		case json.Unmarshal(m.Data, &req) != nil:
-			reply = Reply{Agent: name, Error: `body must be JSON like {"verb": "pause"}`}
-		default:
-			reply = Apply(a, req)
+		if _, err := c.o.Driver.Agent(name); err != nil && c.o.Owner != nil {
+			return // nobody owns an agent we do not know; stay silent
 		}
-		log.Info("control request", "agent", name, "verb", req.Verb, "ok", reply.OK, "error", reply.Error)
-		if m.Reply == "" {
-			return
+		if !c.owns(name) {
+			return // silent: the owner answers
 		}
-		data, _ := json.Marshal(reply)
-		if err := m.Respond(data); err != nil {
-			log.Warn("control reply failed", "agent", name, "error", err)
-		}
+		go c.serve(m, name)
 	})
 	if err != nil {
 		return nil, err
@@ -113,4 +439,27 @@ func ServeNATS(nc *nats.Conn, subjects natsbus.Subjects, d *driver.Driver, log *
 		return nil, err
 	}
 	return sub, nil
+}
+
+// serve answers one request for an agent this replica owns.
+func (c *Control) serve(m *nats.Msg, name string) {
+	var req Request
+	var reply Reply
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		reply = Reply{Agent: name, Owner: c.o.Holder}.fail(http.StatusBadRequest, `body must be JSON like {"verb": "pause"}`)
+	} else {
+		reply = c.Apply(name, req)
+	}
+	level := slog.LevelInfo
+	if req.Verb == VerbView {
+		level = slog.LevelDebug
+	}
+	c.o.Log.Log(context.Background(), level, "control request", "agent", name, "verb", req.Verb, "ok", reply.OK, "code", reply.Code, "error", reply.Error)
+	if m.Reply == "" {
+		return
+	}
+	data, _ := json.Marshal(reply)
+	if err := m.Respond(data); err != nil {
+		c.o.Log.Warn("control reply failed", "agent", name, "error", err)
+	}
 }

@@ -91,6 +91,11 @@ type Agent struct {
 	// turn was recorded (the worker died before the ack) is acked, not
 	// run twice.
 	handled map[string]uint64
+
+	// releasing: Release closed the gate for a handover; SetOwned opens
+	// it again. owner: the lease holder as last told (SetOwner).
+	releasing bool
+	owner     string
 }
 
 type wakeRequest struct {
@@ -192,13 +197,23 @@ func (a *Agent) Send(m inbox.Message) {
 	}
 	a.emit(events.MessageQueued, data)
 	if wake {
-		src := SourceInbox
-		if m.Via == inbox.ViaAlertmanager {
-			src = SourceAlertmanager
+		c := Cause{Source: SourceInbox, At: m.Received}
+		switch m.Via {
+		case inbox.ViaAlertmanager:
+			c.Source = SourceAlertmanager
+		case ViaSubagent:
+			c.Source, c.Name = SourceSubagent, m.From
 		}
-		a.Wake(Cause{Source: src, At: m.Received})
+		a.Wake(c)
 	}
 }
+
+// ViaSubagent is inbox.Message.Via of a background subagent's report that
+// arrived over NATS (the binding maps the Agent-Worker-Via header
+// natsinbox.ViaSubagent to it): Send wakes the agent with source subagent,
+// named by the message's From (the subagent's id), as Report does for a
+// report made in this process. Like any Via it only labels the wake.
+const ViaSubagent = "subagent"
 
 func (a *Agent) onDrop(m inbox.Message, reason string) {
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason)
@@ -447,7 +462,7 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 		a.consecutive = 0
 		return turnStart{}, false
 	}
-	if a.stopping || a.paused || a.halt != "" || !a.restored || a.standby {
+	if a.stopping || a.paused || a.halt != "" || !a.restored || a.standby || a.releasing {
 		return turnStart{}, false
 	}
 	if a.health != nil {
@@ -563,7 +578,9 @@ func (a *Agent) Gate() string {
 	switch {
 	case a.stopping:
 		return "stopped"
-	case a.standby:
+	case a.standby, a.releasing:
+		// Releasing: the next owner serves the timers and ticks (a tick's
+		// replace overlap must not cancel the turn being let finish).
 		return "standby"
 	case a.halt != "":
 		return "halted"
@@ -610,10 +627,12 @@ var ErrLeaseLost = errors.New("lease lost: this replica no longer owns the agent
 // SetOwned says whether this replica holds the agent's lease. Gaining it
 // reloads the agent's durable state before its next turn; losing it
 // cancels the running turn (its messages go back; the consumer releases
-// them) and stops turns here.
+// them) and stops turns here — after a Release there is none to cancel.
+// Either way it ends a Release's closed gate.
 func (a *Agent) SetOwned(owned bool) {
 	a.mu.Lock()
 	was := !a.standby
+	a.releasing = false // a handover ended (false) or was called off (true)
 	a.standby = !owned
 	if owned && !was {
 		a.restored = false
@@ -630,6 +649,52 @@ func (a *Agent) SetOwned(owned bool) {
 		a.emit(events.Ownership, map[string]any{"owned": owned})
 	}
 	a.poke()
+}
+
+// Release prepares a handover of the agent to another replica without
+// aborting anything: it closes the gate, so no new turn starts here (Gate
+// says "standby", so the scheduler leaves timers and ticks to the next
+// owner), and waits until no turn runs. The running turn, if any, is
+// never cancelled by it: it finishes, is recorded and its messages are
+// settled as usual. It returns nil once nothing runs; the gate then stays
+// closed until SetOwned — false when the handover completes (nothing is
+// cancelled, since nothing runs), true when it is called off. If ctx ends
+// first, the gate opens again and ctx's error is returned.
+//
+// Not guaranteed: causes that wait while the gate is closed (a wake, a
+// failed turn's retry) stay with this replica; messages do not (the
+// binding releases them to the next owner).
+func (a *Agent) Release(ctx context.Context) error {
+	a.mu.Lock()
+	a.releasing = true
+	a.mu.Unlock()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		a.mu.Lock()
+		running := a.running
+		a.mu.Unlock()
+		if !running {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			a.mu.Lock()
+			a.releasing = false
+			a.mu.Unlock()
+			a.poke()
+			return ctx.Err()
+		}
+	}
+}
+
+// SetOwner records which replica holds the agent's lease (its holder
+// name; "" none known), for Status.
+func (a *Agent) SetOwner(holder string) {
+	a.mu.Lock()
+	a.owner = holder
+	a.mu.Unlock()
 }
 
 // letGo gives up messages when this replica no longer owns the agent: the

@@ -24,6 +24,15 @@
 //     turns is dropped, logged and announced as an event.
 //   - Shutdown starts no new turn, lets running turns finish until its
 //     context ends, then cancels them.
+//   - Handover: Release starts no new turn and waits for the running one
+//     without ever cancelling it; SetOwned(false) afterwards cancels
+//     nothing. Losing the lease (SetOwned(false) without Release) cancels
+//     the running turn at once: another replica may own the agent already.
+//   - Fenced writes: an agent's durable state (its pause) is written only
+//     by the replica that owns it — not in standby, and owned according
+//     to the scheduler's Owner (scheduler.Options.Owner; the worker's is
+//     the lease manager). Elsewhere the write is refused and logged
+//     (ErrNotOwner) and the stored state stays the owner's.
 //
 // Not guaranteed: a turn that was cancelled may already have run tools
 // with side effects; its messages will be seen again (at-least-once).

@@ -163,7 +163,8 @@ type Deps struct {
 	Leased bool
 	// Scheduler fires the agents' schedules and timers. Default: one over
 	// Store and Clock. The driver adds its agents, starts it in Start and
-	// stops it in Shutdown.
+	// stops it in Shutdown. Its Owner (scheduler.Options.Owner) also fences
+	// the agents' own durable writes (pause): see Scheduler.Owns.
 	Scheduler *scheduler.Scheduler
 	// Health, when set, holds turns while a dependency is down. Call
 	// Driver.Recovered when it is back.

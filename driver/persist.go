@@ -21,10 +21,26 @@ type pausedRecord struct {
 
 func (a *Agent) key(what string) string { return "agent." + a.spec.Name + "." + what }
 
+// ErrNotOwner is returned, and logged, instead of writing the durable
+// state of an agent this replica does not own.
+var ErrNotOwner = errors.New("not the owner: another replica owns this agent's state")
+
+// owns reports whether this replica may write the agent's durable state:
+// it is not standing by, and the scheduler's Owner (the lease manager, in
+// the worker) says this replica holds the agent. Callers must not hold mu.
+func (a *Agent) owns() bool {
+	return !a.Standby() && a.sched.Owns(a.spec.Name)
+}
+
 // persist writes v (or deletes the key when v is nil). A failure is logged
 // loudly: the in-memory state still holds, but would not survive a
-// restart.
-func (a *Agent) persist(what string, v any) {
+// restart. Fenced: on a replica that does not own the agent nothing is
+// written — the owner's stored state stays — and ErrNotOwner is returned.
+func (a *Agent) persist(what string, v any) error {
+	if !a.owns() {
+		a.log.Warn("agent state not written: this replica does not own the agent", "what", what)
+		return fmt.Errorf("agent %q %s: %w", a.spec.Name, what, ErrNotOwner)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var err error
@@ -37,11 +53,13 @@ func (a *Agent) persist(what string, v any) {
 	if err != nil {
 		a.log.Error("could not persist agent state; it will not survive a restart", "what", what, "error", err)
 	}
+	return err
 }
 
 // syncPause stores the current pause state. Writes are serialised and
 // each writes the state as it is when it runs, so the last write is
-// always the latest state, however pause and resume interleave.
+// always the latest state, however pause and resume interleave. Only the
+// owner writes it (persist).
 func (a *Agent) syncPause() {
 	a.persistMu.Lock()
 	defer a.persistMu.Unlock()
@@ -49,9 +67,9 @@ func (a *Agent) syncPause() {
 	paused := a.paused
 	a.mu.Unlock()
 	if paused {
-		a.persist("paused", pausedRecord{Since: a.clock.Now()})
+		_ = a.persist("paused", pausedRecord{Since: a.clock.Now()})
 	} else {
-		a.persist("paused", nil)
+		_ = a.persist("paused", nil)
 	}
 }
 

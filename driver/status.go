@@ -11,6 +11,9 @@ type Status struct {
 	Paused     bool   `json:"paused"`
 	// Standby: another replica holds the agent's lease and runs it.
 	Standby bool `json:"standby,omitempty"`
+	// Owner is the lease holder name of the replica that owns the agent
+	// as this replica last saw it ("" unknown, or not leased).
+	Owner string `json:"owner,omitempty"`
 	// NextWake is when the agent wakes by itself next (nil: only a
 	// message or an operator wakes it), NextWakeCause what wakes it then
 	// ("timer", "heartbeat", "retry") and NextWakeReason why, in words.
@@ -48,6 +51,7 @@ func (a *Agent) Status() Status {
 		HaltReason:   a.halt,
 		Paused:       a.paused,
 		Standby:      a.standby,
+		Owner:        a.owner,
 		InboxPending: w,
 		Deferred:     d,
 		InboxCap:     a.inbox.Cap(),

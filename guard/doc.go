@@ -15,7 +15,19 @@
 //     restored before the agent runs again.
 //   - An unpriced model costs $0 and no cost ceiling binds it; its turns
 //     are still bounded by the caps.
+//   - Fenced writes: with Options.Owner set (several replicas), an
+//     agent's ledger is written only by the replica that owns the agent
+//     and only after it has loaded the stored ledger (Restore). A
+//     standby's ledger — never restored, or stale since it lost the
+//     agent — is never written over the owner's: the write is refused and
+//     logged, and Reset returns ErrNotOwner or ErrNotLoaded without
+//     changing anything.
 //
 // Not guaranteed: a model call already in flight when a ceiling is
 // crossed by another agent (worker-wide ceiling) completes and is charged.
+// A replica that loses an agent and wins it back before Restore runs
+// again could reset from its old ledger in that moment (the driver
+// restores at once on acquiring). The worker-wide ledger (guard._worker)
+// is per replica: replicas owning different agents each write their own
+// view of it.
 package guard

@@ -58,7 +58,30 @@ type Options struct {
 	Location *time.Location
 	// WorkerDailyUSD is the ceiling across all agents per day; 0 = none.
 	WorkerDailyUSD float64
+	// Owner fences the guard's writes: an agent's ledger is stored (and
+	// Reset changes it) only while Owner says this replica owns the
+	// agent. Nil: this process owns every agent (one replica).
+	Owner Owner
 }
+
+// Owner says whether this replica owns an agent (holds its lease), so it
+// alone may write the agent's durable state. The worker's is backed by
+// lease.Manager.Held.
+type Owner interface {
+	Owns(agent string) bool
+}
+
+// Errors Reset (and the writes behind it) return instead of writing a
+// ledger that is not the agent's truth.
+var (
+	// ErrNotOwner: another replica owns the agent; its ledger here is not
+	// the durable one and is never written.
+	ErrNotOwner = errors.New("not the owner: another replica owns this agent's guardrail state")
+	// ErrNotLoaded: this replica owns the agent but has not loaded its
+	// stored ledger yet (Restore); writing now would overwrite the stored
+	// spend with an empty ledger.
+	ErrNotLoaded = errors.New("the agent's stored guardrail state is not loaded yet; retry")
+)
 
 // Trip is a crossed guardrail.
 type Trip struct {
@@ -227,22 +250,44 @@ func (g *Guard) Restore(ctx context.Context, agent string) error {
 	return nil
 }
 
+// writable reports why the agent's ledger must not be written now (nil:
+// it may be): this replica does not own the agent, or owns it but has not
+// loaded its stored ledger. A ledger found not owned is marked not loaded,
+// so it is written again only after Restore re-reads the store. Callers
+// hold mu.
+func (g *Guard) writable(l *ledger) error {
+	if g.o.Owner != nil && !g.o.Owner.Owns(l.name) {
+		l.restored = false
+		return fmt.Errorf("agent %q: %w", l.name, ErrNotOwner)
+	}
+	if !l.restored {
+		return fmt.Errorf("agent %q: %w", l.name, ErrNotLoaded)
+	}
+	return nil
+}
+
 // save stores the agent's and the worker's ledgers. Callers hold mu;
 // the write is quick (a local or nearby store) and keeps the order of
-// updates.
-func (g *Guard) save(l *ledger) {
+// updates. It writes nothing, logs and returns the reason, when the
+// ledger is not writable here (see writable): only the owner, once it has
+// loaded the stored ledger, ever writes it, so a standby's stale or empty
+// ledger never overwrites the owner's spend.
+func (g *Guard) save(l *ledger) error {
+	if err := g.writable(l); err != nil {
+		g.o.Log.Warn("guardrail state not written", "agent", l.name, "reason", err)
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if l != nil {
-		data, _ := json.Marshal(l.st)
-		if _, err := g.o.Store.Put(ctx, agentKey(l.name), data); err != nil {
-			g.o.Log.Error("could not store spend; it will not survive a restart", "agent", l.name, "error", err)
-		}
+	data, _ := json.Marshal(l.st)
+	if _, err := g.o.Store.Put(ctx, agentKey(l.name), data); err != nil {
+		g.o.Log.Error("could not store spend; it will not survive a restart", "agent", l.name, "error", err)
 	}
-	data, _ := json.Marshal(g.worker)
+	data, _ = json.Marshal(g.worker)
 	if _, err := g.o.Store.Put(ctx, workerKey, data); err != nil {
 		g.o.Log.Error("could not store worker-wide spend", "error", err)
 	}
+	return nil
 }
 
 // rollDay starts a new day's ledger when the calendar day changed; a
@@ -280,7 +325,7 @@ func (g *Guard) Admit(_ context.Context, agent string) error {
 		return nil
 	}
 	if g.rollDay(l) {
-		g.save(l)
+		_ = g.save(l)
 	}
 	if t := l.st.Trip; t != nil {
 		return fmt.Errorf("%w: %s", ErrTripped, t.Reason)
@@ -350,7 +395,7 @@ func (g *Guard) tripLocked(l *ledger, t *Trip) {
 		l.st.Trip = t
 		halt = []*ledger{l}
 	}
-	g.save(l)
+	_ = g.save(l)
 	g.o.Log.Warn("guardrail tripped: agent halted", "agent", l.name, "guardrail", t.Guardrail, "spent_usd", t.Spent, "ceiling_usd", t.Ceiling, "reason", t.Reason)
 	for _, x := range halt {
 		g.emit(x.name, EventTripped, map[string]any{"guardrail": t.Guardrail, "reason": t.Reason, "spent_usd": t.Spent, "ceiling_usd": t.Ceiling})
@@ -411,7 +456,9 @@ func (g *Guard) newDay() {
 		if (wasDaily || workerTripped) && l.st.Trip == nil {
 			reopen = append(reopen, l)
 		}
-		g.save(l)
+		if g.o.Owner == nil || g.o.Owner.Owns(l.name) {
+			_ = g.save(l) // another replica's agent is its owner's to roll
+		}
 	}
 	g.mu.Unlock()
 	for _, l := range reopen {
@@ -434,7 +481,7 @@ func (g *Guard) Charge(agent string, usd float64) {
 		if t := g.crossed(l, l.inTurn); t != nil && l.st.Trip == nil && g.worker.Trip == nil {
 			g.tripLocked(l, t)
 		} else {
-			g.save(l)
+			_ = g.save(l)
 		}
 	}
 }

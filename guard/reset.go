@@ -39,6 +39,12 @@ type ResetResult struct {
 // *RefusedError. turn_usd and watchdog trips clear (a new turn starts at
 // $0; the watchdog's detectors start over); adding budget to them is an
 // error.
+//
+// Only the agent's owner, once it has loaded the stored ledger, resets:
+// elsewhere Reset changes nothing and returns an error wrapping
+// ErrNotOwner (another replica owns the agent) or ErrNotLoaded (not
+// restored yet), so the refusal's numbers and the stored spend are always
+// the owner's.
 func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, error) {
 	if addUSD < 0 || math.IsNaN(addUSD) || math.IsInf(addUSD, 0) {
 		return ResetResult{}, fmt.Errorf("add_budget_usd must be a non-negative number; got %v", addUSD)
@@ -48,6 +54,10 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 	l := g.agents[agent]
 	if l == nil {
 		return ResetResult{}, fmt.Errorf("%w: agent %q", ErrUnknown, agent)
+	}
+	if err := g.writable(l); err != nil {
+		g.o.Log.Warn("guardrail reset refused", "agent", agent, "guardrail", guardrail, "reason", err)
+		return ResetResult{}, fmt.Errorf("reset of %s refused: %w", guardrail, err)
 	}
 	g.rollDay(l)
 	res := ResetResult{Guardrail: guardrail, AddedUSD: addUSD}
@@ -83,7 +93,9 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 				g.reopenLocked(x, guardrail)
 			}
 		}
-		g.save(l)
+		if err := g.save(l); err != nil {
+			return ResetResult{}, err
+		}
 		return res, nil
 	case Turn, Watchdog:
 		if addUSD > 0 {
@@ -97,7 +109,9 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 		res.Cleared = true
 		g.reopenLocked(l, guardrail)
 	}
-	g.save(l)
+	if err := g.save(l); err != nil {
+		return ResetResult{}, err
+	}
 	return res, nil
 }
 

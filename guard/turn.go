@@ -129,7 +129,7 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 		g.tripLocked(l, t)
 		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
 	}
-	g.save(l)
+	_ = g.save(l)
 	if lim := l.limits.TokensPerTurn; lim > 0 && l.tokens >= lim {
 		return g.capLocked(l, "tokens_per_turn", fmt.Sprintf("%d tokens", lim))
 	}

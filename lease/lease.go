@@ -13,14 +13,32 @@
 // reconnect); the replica adopts that record's revision as its fencing
 // token and keeps the lease.
 //
+// Spreading. With Options.Assign (package membership: rendezvous hashing
+// over the live replicas), a replica takes a free lease only if the agent
+// is placed on it, and hands over a lease it holds once the agent is
+// placed on another live replica: it stops starting turns for the agent,
+// lets a running turn finish (OnDrain), lets the agent go (OnLose with
+// HandedOver), expires the lease at once naming the new owner, and tells
+// it (OnReleased), which takes it without waiting for its next round
+// (Kick). A free lease its placed replica leaves untaken for a whole TTL
+// is taken by any eligible replica, so replicas that disagree about the
+// membership for a while cannot strand an agent; it is not handed back to
+// that replica until the membership changes (Rebalance) or a few TTLs
+// pass.
+//
 // Guarantees: at most one replica believes it holds a lease at a time,
 // provided replicas' clocks differ by less than TTL - RenewEvery and each
 // replica's Holder is unique; when a holder dies, another replica takes
-// over within TTL + RenewEvery; a renewal whose reply is lost does not
-// cost the holder its lease.
+// over within TTL + RenewEvery (with Assign: provided the others drop the
+// dead replica from their membership within that time too); a renewal
+// whose reply is lost does not cost the holder its lease; a handover
+// never cancels a running turn (the lease is renewed while it finishes),
+// and is called off if the placement changes again before it completes.
 // Not guaranteed: a holder cut off from the store keeps running until a
 // renewal round finds TTL - RenewEvery passed since its last confirmed
-// renewal (one the store is known to have applied).
+// renewal (one the store is known to have applied); a handover is not
+// bounded in time (it waits for the running turn, which its turn timeout
+// bounds); a lost lease still cancels the running turn at once (fencing).
 package lease
 
 import (
@@ -37,6 +55,35 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 )
 
+// Reason says why this replica gained or lost an agent.
+type Reason string
+
+// Ownership changes.
+const (
+	// Acquired: this replica took the lease (free, expired, released to
+	// it, or its own from before a restart).
+	Acquired Reason = "acquired"
+	// Released: this replica let the lease go as it stopped.
+	Released Reason = "released"
+	// Lost: another replica holds it now, or this one could not renew it
+	// in time. The running turn is cancelled at once.
+	Lost Reason = "lost"
+	// HandedOver: the agent is placed on another live replica; this one
+	// let its running turn finish and released the lease to it.
+	HandedOver Reason = "handed_over"
+)
+
+// Placement is where this replica's view of the membership puts an agent.
+type Placement struct {
+	// Owner is the replica that should hold the agent; "" means no view:
+	// any replica may take it when it is free, as without Assign.
+	Owner string
+	// Eligible: this replica may take the agent when Owner leaves it free
+	// for a whole TTL (false for a pinned agent whose affinity this
+	// replica does not match while a replica that matches it is live).
+	Eligible bool
+}
+
 // Options configure a Manager.
 type Options struct {
 	Store store.Store // required
@@ -52,26 +99,63 @@ type Options struct {
 	// Default TTL/3.
 	RenewEvery time.Duration
 	// OnAcquire and OnLose are told when this replica gains or loses an
-	// agent. They run on the manager's goroutine, in order, and must not
-	// block for long.
+	// agent. They run one at a time, in order, and must not block for
+	// long. OnLose with HandedOver follows a successful OnDrain: nothing
+	// runs for the agent any more.
 	OnAcquire func(agent string)
-	OnLose    func(agent string)
+	OnLose    func(agent string, why Reason)
+	// Assign says where the agent belongs. Nil: every replica takes any
+	// free lease (a hot standby).
+	Assign func(agent string) Placement
+	// OnDrain prepares a handover on a goroutine of its own: stop starting
+	// turns for the agent and return once none runs (never cancelling
+	// one). If ctx ends first (the handover was called off) it must undo
+	// that and return ctx's error. Nil: nothing to wait for.
+	OnDrain func(ctx context.Context, agent string) error
+	// OnUndrain undoes a successful OnDrain when the handover is called
+	// off afterwards (the placement changed back); the agent stays here.
+	OnUndrain func(agent string)
+	// OnReleased is told after this replica expired a lease it let go of
+	// (handover or Stop), with the replica the agent is placed on ("" if
+	// none), so that it can be told to take the lease at once.
+	OnReleased func(agent, to string)
+	// OnOwner is told who holds an agent's lease, as far as this replica
+	// has seen ("" none), whenever that changes.
+	OnOwner func(agent, holder string)
 }
 
 // record is a lease in the store, under lease.<agent>.
 type record struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`
+	// To names the replica a released lease was released for.
+	To string `json:"to,omitempty"`
 }
 
 // Manager holds this replica's leases.
 type Manager struct {
 	o      Options
 	agents []string
-	mu     sync.Mutex
-	held   map[string]hold
-	timer  clock.Timer
-	done   bool
+	known  map[string]bool
+	// step serialises every read-modify-write of a lease and the
+	// callbacks that follow it.
+	step sync.Mutex
+
+	mu      sync.Mutex
+	held    map[string]hold
+	handing map[string]*handover
+	owners  map[string]string
+	expiry  map[string]clock.Timer // kicks armed for when a lease expires
+	// stuck: agents taken because the replica they are placed on left
+	// them free for a TTL; not handed back to it until the membership
+	// changes (Rebalance) or stuckFor passes.
+	stuck   map[string]stuckOn
+	timer   clock.Timer
+	done    bool
+	started time.Time
+	// rebalancing: a Rebalance round runs; again: another was asked for.
+	rebalancing, again bool
+	wg                 sync.WaitGroup
 }
 
 // hold is a lease this replica holds: the revision of its record (the
@@ -81,6 +165,27 @@ type Manager struct {
 type hold struct {
 	rev     uint64
 	renewed time.Time
+}
+
+// stuckOn is the replica that left an agent free, and until when it is
+// not handed back to it.
+type stuckOn struct {
+	owner string
+	until time.Time
+}
+
+// stuckFor is how many TTLs an agent taken from a replica that left it
+// free stays here, membership unchanged, before a handover to it is tried
+// again.
+const stuckFor = 4
+
+// handover is an agent being handed to another replica. It stays in
+// Manager.handing until its goroutine ends, called off or not, so that at
+// most one handover of an agent is under way.
+type handover struct {
+	to     string
+	cancel context.CancelFunc
+	off    bool // called off; the goroutine is ending
 }
 
 // New returns a Manager for agents; Start it.
@@ -102,14 +207,22 @@ func New(agents []string, o Options) (*Manager, error) {
 	}
 	as := append([]string(nil), agents...)
 	sort.Strings(as)
-	return &Manager{o: o, agents: as, held: map[string]hold{}}, nil
+	known := make(map[string]bool, len(as))
+	for _, a := range as {
+		known[a] = true
+	}
+	return &Manager{o: o, agents: as, known: known, held: map[string]hold{}, handing: map[string]*handover{},
+		owners: map[string]string{}, expiry: map[string]clock.Timer{}, stuck: map[string]stuckOn{}}, nil
 }
 
 func key(agent string) string { return "lease." + agent }
 
-// Start takes every free lease now and then keeps renewing and seeking
-// them every RenewEvery until Stop.
+// Start takes every free lease placed here now and then keeps renewing
+// and seeking them every RenewEvery until Stop.
 func (m *Manager) Start(ctx context.Context) {
+	m.mu.Lock()
+	m.started = m.o.Clock.Now()
+	m.mu.Unlock()
 	m.round(ctx)
 	m.arm()
 }
@@ -134,23 +247,108 @@ func (m *Manager) Held(agent string) bool {
 	return ok
 }
 
-// round renews held leases and tries to take free or expired ones.
+// HeldAgents returns the agents whose leases this replica holds, sorted.
+func (m *Manager) HeldAgents() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.held))
+	for a := range m.held {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Kick looks at one agent's lease now, on a goroutine of its own, instead
+// of at the next round: a replica released it for this one. Before Start
+// and after Stop it does nothing.
+func (m *Manager) Kick(agent string) {
+	if !m.known[agent] {
+		return
+	}
+	m.mu.Lock()
+	if m.done || m.started.IsZero() {
+		m.mu.Unlock()
+		return
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		m.stepOne(context.Background(), agent)
+	}()
+}
+
+// Rebalance runs a round now, on a goroutine of its own: the membership
+// changed, so placements may have (and a replica that left an agent free
+// may take it now). Calls while one runs fold into one more round. Before
+// Start and after Stop it does nothing.
+func (m *Manager) Rebalance() {
+	m.mu.Lock()
+	clear(m.stuck)
+	if m.done || m.started.IsZero() {
+		m.mu.Unlock()
+		return // Start runs the first round
+	}
+	if m.rebalancing {
+		m.again = true
+		m.mu.Unlock()
+		return
+	}
+	m.rebalancing = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		for {
+			m.round(context.Background())
+			m.mu.Lock()
+			if !m.again || m.done {
+				m.rebalancing, m.again = false, false
+				m.mu.Unlock()
+				return
+			}
+			m.again = false
+			m.mu.Unlock()
+		}
+	}()
+}
+
+// round renews held leases, takes free ones placed here, and starts or
+// calls off handovers.
 func (m *Manager) round(ctx context.Context) {
 	for _, a := range m.agents {
-		ctx, cancel := context.WithTimeout(ctx, m.o.RenewEvery)
-		gained, lost := m.step(ctx, a)
-		cancel()
-		if gained && m.o.OnAcquire != nil {
-			m.o.OnAcquire(a)
-		}
-		if lost && m.o.OnLose != nil {
-			m.o.OnLose(a)
-		}
+		m.stepOne(ctx, a)
 	}
 }
 
-// step renews or seeks one agent's lease.
-func (m *Manager) step(ctx context.Context, agent string) (gained, lost bool) {
+// stepOne renews or seeks one agent's lease, tells the callbacks, and
+// looks at its placement.
+func (m *Manager) stepOne(ctx context.Context, agent string) {
+	m.step.Lock()
+	defer m.step.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.o.RenewEvery)
+	gained, lost := m.renewOrSeek(ctx, agent)
+	cancel()
+	if gained {
+		m.setOwner(agent, m.o.Holder)
+		if m.o.OnAcquire != nil {
+			m.o.OnAcquire(agent)
+		}
+	}
+	if lost {
+		m.setOwner(agent, "")
+		if m.o.OnLose != nil {
+			m.o.OnLose(agent, Lost)
+		}
+	}
+	if m.Held(agent) {
+		m.placeHeld(agent)
+	}
+}
+
+// renewOrSeek renews or seeks one agent's lease. Callers hold m.step.
+func (m *Manager) renewOrSeek(ctx context.Context, agent string) (gained, lost bool) {
 	m.mu.Lock()
 	h, holding := m.held[agent]
 	done := m.done
@@ -178,8 +376,24 @@ func (m *Manager) step(ctx context.Context, agent string) (gained, lost bool) {
 		return false, m.unconfirmed(agent, h, now, err)
 	}
 	rec, err := m.o.Store.Get(ctx, key(agent))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, false
+	}
+	var cur record
+	if found && json.Unmarshal(rec.Value, &cur) != nil {
+		cur = record{} // unreadable: free
+	}
+	if found && cur.Holder != "" && cur.Holder != m.o.Holder && now.Before(cur.Expires) {
+		m.setOwner(agent, cur.Holder)
+		m.expectExpiry(agent, cur, now)
+		return false, false // held by a live replica
+	}
+	if !m.mayTake(agent, cur, found, now) {
+		m.setOwner(agent, "")
+		return false, false
+	}
+	if !found {
 		newRev, err := m.o.Store.Create(ctx, key(agent), mine, 0)
 		if err != nil {
 			return false, false // another replica was quicker, or the store is down
@@ -187,20 +401,184 @@ func (m *Manager) step(ctx context.Context, agent string) (gained, lost bool) {
 		m.setHeld(agent, hold{rev: newRev, renewed: now})
 		m.o.Log.Info("lease taken", "agent", agent, "holder", m.o.Holder)
 		return true, false
-	case err != nil:
-		return false, false
-	}
-	var cur record
-	if json.Unmarshal(rec.Value, &cur) == nil && cur.Holder != m.o.Holder && now.Before(cur.Expires) {
-		return false, false // held by a live replica
 	}
 	newRev, err := m.o.Store.Update(ctx, key(agent), mine, rec.Revision)
 	if err != nil {
 		return false, false
 	}
 	m.setHeld(agent, hold{rev: newRev, renewed: now})
-	m.o.Log.Info("lease taken over", "agent", agent, "holder", m.o.Holder, "previous", cur.Holder, "expired", cur.Expires)
+	if cur.Holder == "" {
+		m.o.Log.Info("lease taken", "agent", agent, "holder", m.o.Holder, "released_for", cur.To)
+	} else {
+		m.o.Log.Info("lease taken over", "agent", agent, "holder", m.o.Holder, "previous", cur.Holder, "expired", cur.Expires)
+	}
 	return true, false
+}
+
+// mayTake decides whether this replica takes a free lease (absent,
+// released, expired, or its own from before a restart).
+func (m *Manager) mayTake(agent string, cur record, found bool, now time.Time) bool {
+	if found && cur.Holder == m.o.Holder {
+		return true // ours: a restarted replica takes its leases back at once
+	}
+	if m.o.Assign == nil {
+		return true
+	}
+	p := m.o.Assign(agent)
+	switch {
+	case p.Owner == "" || p.Owner == m.o.Holder:
+		return true
+	case !p.Eligible:
+		return false
+	case cur.To == m.o.Holder:
+		return true // released for this replica by one that saw it so
+	}
+	// Placed on another live replica: leave it that one, unless it has
+	// stayed free for a whole TTL (replicas disagree about who is live,
+	// or the placed one is stuck).
+	m.mu.Lock()
+	since := m.started
+	m.mu.Unlock()
+	if found && cur.Expires.After(since) {
+		since = cur.Expires
+	}
+	if now.Before(since.Add(m.o.TTL)) {
+		return false
+	}
+	m.o.Log.Warn("lease free for a whole ttl and the replica it is placed on did not take it; taking it here", "agent", agent, "placed_on", p.Owner)
+	m.mu.Lock()
+	m.stuck[agent] = stuckOn{owner: p.Owner, until: now.Add(stuckFor * m.o.TTL)}
+	m.mu.Unlock()
+	return true
+}
+
+// expectExpiry arms a kick for when a lease held by another replica
+// expires, if the agent is placed here: its holder may have died, and the
+// lease should move as soon as it is free rather than at the next round.
+func (m *Manager) expectExpiry(agent string, cur record, now time.Time) {
+	if m.o.Assign == nil || m.o.Assign(agent).Owner != m.o.Holder {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done || m.expiry[agent] != nil {
+		return
+	}
+	m.expiry[agent] = m.o.Clock.AfterFunc(cur.Expires.Sub(now)+10*time.Millisecond, func() {
+		m.mu.Lock()
+		delete(m.expiry, agent)
+		m.mu.Unlock()
+		if !m.Held(agent) {
+			m.Kick(agent)
+		}
+	})
+}
+
+// placeHeld starts a handover of a held agent that is placed on another
+// replica, or calls off one whose placement changed. Callers hold m.step.
+func (m *Manager) placeHeld(agent string) {
+	if m.o.Assign == nil {
+		return
+	}
+	owner := m.o.Assign(agent).Owner
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.handing[agent]
+	if st, ok := m.stuck[agent]; ok && (st.owner != owner || !now.Before(st.until)) {
+		delete(m.stuck, agent)
+	}
+	_, stuck := m.stuck[agent]
+	switch {
+	case m.done:
+	case h != nil && h.to != owner && !h.off:
+		m.o.Log.Info("handover called off: the agent's placement changed", "agent", agent, "was_for", h.to, "placed_on", owner)
+		h.off = true
+		h.cancel()
+	case h == nil && owner != "" && owner != m.o.Holder && !stuck:
+		ctx, cancel := context.WithCancel(context.Background())
+		h = &handover{to: owner, cancel: cancel}
+		m.handing[agent] = h
+		m.wg.Add(1)
+		go m.handOver(ctx, agent, h)
+	}
+}
+
+// handOver drains the agent, then lets it go and releases its lease for
+// h.to. The lease is renewed meanwhile by the rounds.
+func (m *Manager) handOver(ctx context.Context, agent string, h *handover) {
+	defer m.wg.Done()
+	defer func() {
+		m.mu.Lock()
+		if m.handing[agent] == h {
+			delete(m.handing, agent)
+		}
+		m.mu.Unlock()
+		h.cancel()
+	}()
+	m.o.Log.Info("handing agent over: no new turn starts here; a running turn may finish", "agent", agent, "to", h.to)
+	if m.o.OnDrain != nil {
+		if err := m.o.OnDrain(ctx, agent); err != nil {
+			m.o.Log.Info("handover called off while the turn finished; the agent stays", "agent", agent, "to", h.to, "error", err)
+			return
+		}
+	}
+	m.step.Lock()
+	defer m.step.Unlock()
+	m.mu.Lock()
+	hd, holding := m.held[agent]
+	done := m.done
+	m.mu.Unlock()
+	if !holding || done {
+		return // lost meanwhile (OnLose was told), or stopping (Stop releases it)
+	}
+	if ctx.Err() != nil || m.o.Assign(agent).Owner != h.to {
+		m.o.Log.Info("handover called off; the agent stays", "agent", agent, "was_for", h.to)
+		if m.o.OnUndrain != nil {
+			m.o.OnUndrain(agent)
+		}
+		return
+	}
+	if m.o.OnLose != nil {
+		m.o.OnLose(agent, HandedOver)
+	}
+	m.drop(agent)
+	ectx, cancel := context.WithTimeout(context.Background(), m.o.RenewEvery)
+	m.expire(ectx, agent, hd.rev, h.to)
+	cancel()
+	m.setOwner(agent, "")
+	m.o.Log.Info("agent handed over: lease released", "agent", agent, "to", h.to)
+	if m.o.OnReleased != nil {
+		m.o.OnReleased(agent, h.to)
+	}
+}
+
+// expire writes a released record over our lease (revision rev) so that
+// another replica may take it at once: to, if set, names the replica it is
+// released for. A conflict is settled like a renewal's: a record that
+// still names us is our own write whose reply was lost, and is expired at
+// its revision; one naming anyone else means someone holds it already.
+func (m *Manager) expire(ctx context.Context, agent string, rev uint64, to string) {
+	gone, _ := json.Marshal(record{Holder: "", Expires: m.o.Clock.Now(), To: to})
+	for range 3 {
+		_, err := m.o.Store.Update(ctx, key(agent), gone, rev)
+		if err == nil || errors.Is(err, store.ErrNotFound) {
+			return
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			m.o.Log.Warn("could not release a lease; it expires by itself", "agent", agent, "error", fmt.Sprint(err))
+			return
+		}
+		e, gerr := m.o.Store.Get(ctx, key(agent))
+		if gerr != nil {
+			return
+		}
+		var cur record
+		if json.Unmarshal(e.Value, &cur) != nil || cur.Holder != m.o.Holder {
+			return
+		}
+		rev = e.Revision
+	}
 }
 
 // recheck settles a renewal that conflicted. The lease is lost only if
@@ -286,32 +664,71 @@ func (m *Manager) setHeld(agent string, h hold) {
 	m.held[agent] = h
 }
 
+// drop forgets a held lease and calls off its handover, if any.
 func (m *Manager) drop(agent string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.held, agent)
+	if h := m.handing[agent]; h != nil {
+		h.off = true
+		h.cancel()
+	}
 }
 
-// Stop stops renewing and releases held leases so another replica can
-// take them at once (their agents are told lost first).
+// setOwner records who holds the agent and tells OnOwner of a change.
+func (m *Manager) setOwner(agent, holder string) {
+	m.mu.Lock()
+	prev, seen := m.owners[agent]
+	m.owners[agent] = holder
+	m.mu.Unlock()
+	if (!seen || prev != holder) && m.o.OnOwner != nil {
+		m.o.OnOwner(agent, holder)
+	}
+}
+
+// Stop stops renewing, calls off handovers in progress, and releases held
+// leases (their agents are told Released first) so another replica can
+// take them at once: each is expired naming the replica it is placed on,
+// and OnReleased is told.
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
 	m.done = true
 	if m.timer != nil {
 		m.timer.Stop()
 	}
+	for a, t := range m.expiry {
+		t.Stop()
+		delete(m.expiry, a)
+	}
+	for _, h := range m.handing {
+		h.off = true
+		h.cancel()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.step.Lock()
+	defer m.step.Unlock()
+	m.mu.Lock()
 	held := m.held
 	m.held = map[string]hold{}
 	m.mu.Unlock()
-	for a, h := range held {
-		if m.o.OnLose != nil {
-			m.o.OnLose(a)
+	for _, a := range m.agents {
+		h, ok := held[a]
+		if !ok {
+			continue
 		}
-		// Expire it now rather than delete: a CAS that fails means
-		// someone else already holds it, which is fine.
-		gone, _ := json.Marshal(record{Holder: "", Expires: time.Time{}})
-		if _, err := m.o.Store.Update(ctx, key(a), gone, h.rev); err != nil && !errors.Is(err, store.ErrConflict) {
-			m.o.Log.Warn("could not release a lease; it expires by itself", "agent", a, "error", fmt.Sprint(err))
+		if m.o.OnLose != nil {
+			m.o.OnLose(a, Released)
+		}
+		to := ""
+		if m.o.Assign != nil {
+			if to = m.o.Assign(a).Owner; to == m.o.Holder {
+				to = ""
+			}
+		}
+		m.expire(ctx, a, h.rev, to)
+		if m.o.OnReleased != nil {
+			m.o.OnReleased(a, to)
 		}
 	}
 }

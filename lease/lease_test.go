@@ -29,7 +29,7 @@ func replica(t *testing.T, name string, st store.Store, c *clock.Fake, l *log) *
 	t.Helper()
 	m, err := New([]string{"a", "b"}, Options{Store: st, Clock: c, Holder: name, TTL: 15 * time.Second,
 		OnAcquire: func(agent string) { l.add(name + "+" + agent) },
-		OnLose:    func(agent string) { l.add(name + "-" + agent) },
+		OnLose:    func(agent string, _ Reason) { l.add(name + "-" + agent) },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -72,6 +72,7 @@ type Metrics struct {
 	httpRequests    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	amNotifications *prometheus.CounterVec
+	ownership       *prometheus.CounterVec
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 }
@@ -191,6 +192,9 @@ func New(agents []AgentInfo, src Source) *Metrics {
 	m.amNotifications = counter("alertmanager_notifications_total",
 		"Requests to the Alertmanager receiver for a configured agent, by outcome: accepted (queued, 202), duplicate (already queued or handled, 200), rejected (a 4xx answer: bad or too large payload, unauthorized, forbidden), truncated (accepted with alerts left out to fit one message; also counted as accepted).",
 		"agent", "outcome")
+	m.ownership = counter("ownership_changes_total",
+		"Times this replica gained or gave up an agent, by reason: acquired (took its lease), released (let it go as it stopped), lost (another replica holds the lease, or it could not be renewed in time; a running turn was cancelled), handed_over (the agent is placed on another replica; its running turn finished first).",
+		"agent", "reason")
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -199,7 +203,7 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		m.retries, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.scheduleRuns, m.scheduleLast,
-		m.httpRequests, m.httpDuration, m.amNotifications,
+		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
 		newGaugeCollector(m.agents, src),
 		m.drops,
 	)
@@ -272,6 +276,9 @@ func (m *Metrics) precreate() {
 		}
 		for _, o := range alertmanagerOutcomes {
 			m.amNotifications.WithLabelValues(name, o)
+		}
+		for _, r := range ownershipReasons {
+			m.ownership.WithLabelValues(name, r)
 		}
 	}
 	for _, r := range rejectReasons {

@@ -20,6 +20,12 @@ type DependencySource interface {
 	Dependencies() []Dependency
 }
 
+// ReplicaSource reports how many replicas (this one included) this
+// replica sees live (agent_worker_replicas); it must not block.
+type ReplicaSource interface {
+	Replicas() int
+}
+
 // Dependency is one dependency's state: Name is fixed by the worker
 // ("nats", "jetstream_storage", "store").
 type Dependency struct {
@@ -30,8 +36,16 @@ type Dependency struct {
 // AgentGauges is one agent's gauges at the moment of a scrape. Agents not
 // passed to New, and schedules not in their AgentInfo, are not reported;
 // when one agent appears twice, the first wins.
+//
+// Owner-only gauges: an agent in Standby (another replica owns it) reports
+// agent_worker_agent_owned 0 and nothing else — its state, inbox,
+// subagents and next schedule runs are the owner's to report — so that a
+// sum by agent over all replicas counts each agent once.
 type AgentGauges struct {
 	Name string
+	// Standby: another replica owns the agent (its lease); only
+	// agent_worker_agent_owned is reported, as 0.
+	Standby bool
 	// State is one of sleeping, running, paused, halted, stopped,
 	// waiting; any other value reports 0 for all of them.
 	State            string
@@ -48,6 +62,7 @@ type gaugeCollector struct {
 	src                                  Source
 	pending, state, subagents, nextRunAt *prometheus.Desc
 	dependencyUp                         *prometheus.Desc
+	owned, replicas                      *prometheus.Desc
 }
 
 func newGaugeCollector(agents map[string]*agent, src Source) *gaugeCollector {
@@ -65,6 +80,10 @@ func newGaugeCollector(agents map[string]*agent, src Source) *gaugeCollector {
 			"Background subagents of the agent running now.", []string{"agent"}, nil),
 		nextRunAt: prometheus.NewDesc(name("schedule_next_run_timestamp_seconds"),
 			"When the schedule fires next, in seconds since the Unix epoch.", []string{"agent", "schedule"}, nil),
+		owned: prometheus.NewDesc(name("agent_owned"),
+			"1 while this replica owns the agent (holds its lease) and reports its per-agent gauges, 0 while another replica does; summed by agent over the replicas it is 1.", []string{"agent"}, nil),
+		replicas: prometheus.NewDesc(name("replicas"),
+			"Replicas this replica sees live (itself included) through the membership heartbeats; the agents are divided among them.", nil, nil),
 	}
 }
 
@@ -75,6 +94,8 @@ func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.subagents
 	ch <- c.nextRunAt
 	ch <- c.dependencyUp
+	ch <- c.owned
+	ch <- c.replicas
 }
 
 // Collect implements prometheus.Collector.
@@ -91,6 +112,9 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.dependencyUp, prometheus.GaugeValue, v, d.Name)
 		}
 	}
+	if rs, ok := c.src.(ReplicaSource); ok {
+		ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, float64(rs.Replicas()))
+	}
 	seen := map[string]bool{}
 	for _, g := range c.src.Gauges() {
 		a := c.agents[g.Name]
@@ -98,6 +122,11 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		seen[g.Name] = true
+		if g.Standby {
+			ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, 0, g.Name)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, 1, g.Name)
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(g.InboxPending), g.Name)
 		ch <- prometheus.MustNewConstMetric(c.subagents, prometheus.GaugeValue, float64(g.SubagentsRunning), g.Name)
 		for _, s := range agentStates {

@@ -20,6 +20,14 @@ type StreamSpec struct {
 	DuplicateWindow time.Duration
 	// MaxAge bounds how long an unhandled message is kept. Default 7 days.
 	MaxAge time.Duration
+	// WorkQueue makes a work-queue stream (each message is removed once
+	// one consumer acks it; consumers' filters must not overlap) instead
+	// of the agents' input stream's interest retention. The subagent jobs
+	// and charges stream is one.
+	WorkQueue bool
+	// Description is the stream's description. Default: the input
+	// stream's.
+	Description string
 }
 
 // managedKey marks, in the stream's metadata, a stream agent-worker
@@ -36,20 +44,32 @@ var ErrStreamConflict = errors.New("stream conflict")
 // storage differ (which JetStream cannot change in place), is an error
 // wrapping ErrStreamConflict that says what differs; nothing is changed.
 //
-// The stream uses interest retention: a message is removed once every
-// agent that it is for has acked it, so handled input does not pile up.
+// The input stream uses interest retention: a message is removed once
+// every agent that it is for has acked it, so handled input does not pile
+// up. A spec with WorkQueue uses work-queue retention instead: a message
+// is removed once one consumer acked it.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, log *slog.Logger) (jetstream.Stream, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if spec.MaxAge == 0 {
 		spec.MaxAge = 7 * 24 * time.Hour
+	}
+	if spec.Description == "" {
+		spec.Description = "agent-worker: agents' inbox and deferred input"
+	}
+	retention := jetstream.InterestPolicy
+	if spec.WorkQueue {
+		retention = jetstream.WorkQueuePolicy
 	}
 	subjects := slices.Clone(spec.Subjects)
 	slices.Sort(subjects)
 	subjects = slices.Compact(subjects)
 	want := jetstream.StreamConfig{
 		Name:        spec.Name,
-		Description: "agent-worker: agents' inbox and deferred input",
+		Description: spec.Description,
 		Subjects:    subjects,
-		Retention:   jetstream.InterestPolicy,
+		Retention:   retention,
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      spec.MaxAge,

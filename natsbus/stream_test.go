@@ -65,3 +65,29 @@ func TestEmbeddedServerRefusesABusyPort(t *testing.T) {
 		t.Fatalf("second server on %s: err = %v", port, err)
 	}
 }
+
+func TestEnsureStreamWorkQueue(t *testing.T) {
+	t.Parallel()
+	c := embedded(t)
+	ctx := context.Background()
+	spec := StreamSpec{Name: "AGENTS_SUBAGENTS", Subjects: []string{"agents._subagents.jobs", "agents._subagents.charges.*"}, WorkQueue: true}
+	s, err := EnsureStream(ctx, c.JS, spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Retention; got != jetstream.WorkQueuePolicy {
+		t.Fatalf("retention %v", got)
+	}
+	if _, err := EnsureStream(ctx, c.JS, spec, nil); err != nil {
+		t.Fatalf("second EnsureStream (idempotent): %v", err)
+	}
+	// The input stream's retention is not changed in place.
+	_, err = EnsureStream(ctx, c.JS, StreamSpec{Name: "AGENTS_SUBAGENTS", Subjects: spec.Subjects}, nil)
+	if !errors.Is(err, ErrStreamConflict) || !strings.Contains(err.Error(), "retention") {
+		t.Fatalf("retention change: %v", err)
+	}
+	sub := Subjects{Prefix: "agents"}
+	if p, ok := sub.SubagentParent(sub.SubagentAdmit("oncall")); !ok || p != "oncall" {
+		t.Fatalf("SubagentParent = %q %v", p, ok)
+	}
+}

@@ -10,7 +10,59 @@ import "strings"
 //	<prefix>.<agent>.control        operator verbs, request/reply
 //	<prefix>.<agent>.events.<type>  what the agent did
 //	<prefix>.<agent>.dlq            rejected input, with a reason header
+//
+// and the subagents' (package background), under the reserved token
+// "_subagents":
+//
+//	<prefix>._subagents.jobs              subagent jobs (work-queue stream)
+//	<prefix>._subagents.charges.<parent>  a subagent's spend, for the parent's owner (work-queue stream)
+//	<prefix>._subagents.notice.<parent>   halt and stop notices to the replicas running the parent's subagents
+//	<prefix>._subagents.admit.<parent>    may the parent's subagents call their model? request/reply, the owner answers
 type Subjects struct{ Prefix string }
+
+// subagentsToken is the agent-position token of the subagent subjects.
+const subagentsToken = "_subagents"
+
+// SubagentJobs is the subject subagent jobs are queued on.
+func (s Subjects) SubagentJobs() string { return s.Prefix + "." + subagentsToken + ".jobs" }
+
+// SubagentCharges is the subject the spend of parent's subagents is sent
+// on, for parent's owner to charge.
+func (s Subjects) SubagentCharges(parent string) string {
+	return s.Prefix + "." + subagentsToken + ".charges." + parent
+}
+
+// AllSubagentCharges matches every parent's charges subject.
+func (s Subjects) AllSubagentCharges() string { return s.SubagentCharges("*") }
+
+// SubagentNotice is the subject of halt and stop notices for parent's
+// subagents.
+func (s Subjects) SubagentNotice(parent string) string {
+	return s.Prefix + "." + subagentsToken + ".notice." + parent
+}
+
+// AllSubagentNotices matches every parent's notice subject.
+func (s Subjects) AllSubagentNotices() string { return s.SubagentNotice("*") }
+
+// SubagentAdmit is the request subject on which parent's owner admits (or
+// refuses) its subagents' model calls.
+func (s Subjects) SubagentAdmit(parent string) string {
+	return s.Prefix + "." + subagentsToken + ".admit." + parent
+}
+
+// AllSubagentAdmits matches every parent's admit subject.
+func (s Subjects) AllSubagentAdmits() string { return s.SubagentAdmit("*") }
+
+// SubagentParent returns the parent token of a charges, notice or admit
+// subject.
+func (s Subjects) SubagentParent(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, s.Prefix+"."+subagentsToken+".")
+	if !ok {
+		return "", false
+	}
+	_, parent, ok := strings.Cut(rest, ".")
+	return parent, ok && parent != "" && !strings.Contains(parent, ".")
+}
 
 // UnknownAgent is the agent token of the dead-letter subject for input
 // addressed to an agent that is not configured.

@@ -19,6 +19,11 @@
 //   - Timers are durable: the pending timer of each agent is stored, and
 //     after a restart it fires at its time (at once if it fell due while
 //     the worker was down).
+//   - Fenced writes: with Options.Owner set (several replicas), an
+//     agent's stored timer and last handled tick are written, and its
+//     ticks claimed, only by the replica that owns the agent; anywhere
+//     else the write is refused and logged (ErrNotOwner), so a standby
+//     never replaces the owner's timer.
 //
 // Not guaranteed: a tick claimed by a scheduler that then dies before
 // delivering it is lost, not retried.

@@ -98,7 +98,23 @@ type Options struct {
 	// MaxMissed bounds how many missed ticks are counted one by one after
 	// downtime (the rest are summed in one log line). Default 1000.
 	MaxMissed int
+	// Owner fences the scheduler's writes of an agent's durable state
+	// (its timer, the last tick handled) and its claims of ticks: they are
+	// made only while Owner says this replica owns the agent. Nil: this
+	// process owns every agent (one replica).
+	Owner Owner
 }
+
+// Owner says whether this replica owns an agent (holds its lease), so it
+// alone may write the agent's durable state.
+type Owner interface {
+	Owns(agent string) bool
+}
+
+// Owns reports whether this replica may write agent's durable state:
+// Options.Owner says it owns the agent, or no Owner is configured. The
+// driver consults it for the agent's own writes too (pause).
+func (s *Scheduler) Owns(agent string) bool { return s.o.Owner == nil || s.o.Owner.Owns(agent) }
 
 // Scheduler owns every agent's schedules and timer.
 type Scheduler struct {
@@ -347,7 +363,7 @@ func (s *Scheduler) tick(e *entry, due time.Time) {
 // claimAndFire returns the tick's outcome, or "" if another scheduler
 // claimed it.
 func (s *Scheduler) claimAndFire(ctx context.Context, e *entry, due time.Time) string {
-	if e.agent.target.Gate() == "standby" {
+	if e.agent.target.Gate() == "standby" || !s.Owns(e.agent.name) {
 		return "" // another replica owns the agent and fires its ticks
 	}
 	ttl := max(10*time.Minute, 2*intervalAt(e.cron, due))
@@ -436,6 +452,10 @@ func (s *Scheduler) countMissed(ctx context.Context, e *entry) error {
 	}
 	if n > 0 {
 		s.o.Log.Warn("ticks missed while no scheduler ran; not backfilled", "agent", e.agent.name, "schedule", e.s.Name, "missed", n, "since", last)
+		if !s.Owns(e.agent.name) {
+			s.o.Log.Warn("last tick not written: this replica does not own the agent", "agent", e.agent.name, "schedule", e.s.Name)
+			return nil
+		}
 		if data, err := json.Marshal(latest); err == nil {
 			_, _ = s.o.Store.Put(ctx, lastKey(e.agent.name, e.s.Name), data)
 		}

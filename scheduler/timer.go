@@ -21,7 +21,8 @@ func timerKey(agent string) string { return "timer." + agent }
 // SetTimer arms the agent's one pending timer for at, replacing any
 // earlier one, and stores it so a restart keeps it. heartbeat marks the
 // agent's own heartbeat rather than a model request. A store failure is
-// logged: the timer still fires in this process.
+// logged: the timer still fires in this process. On a replica that does
+// not own the agent (Owns) nothing is stored: the owner's timer stays.
 func (s *Scheduler) SetTimer(agent string, at time.Time, heartbeat bool) {
 	s.mu.Lock()
 	a := s.agents[agent]
@@ -32,7 +33,7 @@ func (s *Scheduler) SetTimer(agent string, at time.Time, heartbeat bool) {
 	}
 	s.armTimer(a, at, heartbeat)
 	s.mu.Unlock()
-	s.persistTimer(agent, &timerRecord{At: at, Heartbeat: heartbeat})
+	_ = s.persistTimer(agent, &timerRecord{At: at, Heartbeat: heartbeat})
 }
 
 // NextTimer returns the agent's pending timer.
@@ -66,7 +67,7 @@ func (s *Scheduler) timerFired(a *agentEntry, pt *pendingTimer) {
 	}
 	a.timer = nil
 	s.mu.Unlock()
-	if a.target.Gate() == "standby" {
+	if a.target.Gate() == "standby" || !s.Owns(a.name) {
 		return // the owning replica serves the stored timer
 	}
 	s.timerServed(a.name, pt.at)
@@ -88,11 +89,21 @@ func (s *Scheduler) timerServed(agent string, at time.Time) {
 		return
 	}
 	if rec != nil && rec.At.Equal(at) {
-		s.persistTimer(agent, nil)
+		_ = s.persistTimer(agent, nil)
 	}
 }
 
-func (s *Scheduler) persistTimer(agent string, rec *timerRecord) {
+// ErrNotOwner is returned, and logged, instead of writing the durable
+// state of an agent this replica does not own.
+var ErrNotOwner = errors.New("not the owner: another replica owns this agent's timers")
+
+// persistTimer stores (rec nil: deletes) the agent's timer, only if this
+// replica owns the agent.
+func (s *Scheduler) persistTimer(agent string, rec *timerRecord) error {
+	if !s.Owns(agent) {
+		s.o.Log.Warn("timer not written: this replica does not own the agent", "agent", agent)
+		return fmt.Errorf("agent %q: %w", agent, ErrNotOwner)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var err error
@@ -105,6 +116,7 @@ func (s *Scheduler) persistTimer(agent string, rec *timerRecord) {
 	if err != nil {
 		s.o.Log.Error("could not store the agent's timer; it will not survive a restart", "agent", agent, "error", err)
 	}
+	return err
 }
 
 func (s *Scheduler) loadTimer(ctx context.Context, agent string) (*timerRecord, error) {

@@ -20,7 +20,9 @@ func TestOneReplicaRunsAnAgentAndAnotherTakesOverWhenItDies(t *testing.T) {
 	ns := runServer(t, port, dir)
 	t.Cleanup(ns.Shutdown)
 	cfg := func(holder string) setup {
-		return setup{natsURL: ns.ClientURL(), top: fmt.Sprintf("lease: {holder: %s, ttl: 3s}\n", holder)}
+		// Pinned to r1: r2 stands by, and takes the agent only when no
+		// replica matching the affinity is left.
+		return setup{natsURL: ns.ClientURL(), top: fmt.Sprintf("lease: {holder: %s, ttl: 3s}\n", holder), agent: "    replica_affinity: r1"}
 	}
 	rec1, rec2 := newRecorder(), newRecorder()
 	r1 := start(t, writeConfig(t, cfg("r1")), rec1, nil)
@@ -63,7 +65,9 @@ func TestAPIMessagesTravelThroughNATS(t *testing.T) {
 	ns := runServer(t, port, dir)
 	t.Cleanup(ns.Shutdown)
 	cfg := func(holder string) setup {
-		return setup{natsURL: ns.ClientURL(), top: fmt.Sprintf("lease: {holder: %s, ttl: 3s}\n", holder)}
+		// Pinned to r1: r2 stands by, and takes the agent only when no
+		// replica matching the affinity is left.
+		return setup{natsURL: ns.ClientURL(), top: fmt.Sprintf("lease: {holder: %s, ttl: 3s}\n", holder), agent: "    replica_affinity: r1"}
 	}
 	rec1, rec2 := newRecorder(), newRecorder()
 	r1 := start(t, writeConfig(t, cfg("r1")), rec1, nil)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -78,8 +79,13 @@ type Worker struct {
 	metrics     *metrics.Metrics
 	stopMetrics func()
 	control     *nats.Subscription
+	ctl         *control.Control // carries verbs and views to each agent's owner
+	owner       leaseOwner       // fences durable writes: owned = lease held
 	stopEv      func()
 	cancel      context.CancelFunc
+
+	// spread shares the agents with the other replicas (membership.go).
+	spread spread
 }
 
 // Start brings the worker up: NATS (embedded or external), the state
@@ -127,13 +133,13 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	sched := scheduler.New(scheduler.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus})
+	sched := scheduler.New(scheduler.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus, Owner: &w.owner})
 	loc, err := time.LoadLocation(cfg.Guardrails.Timezone)
 	if err != nil {
 		return nil, fmt.Errorf("%w: guardrails.timezone: %w", ErrConfig, err)
 	}
 	w.guard = guard.New(guard.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus,
-		Prices: guard.NewPrices(cfg.Pricing), Location: loc, WorkerDailyUSD: cfg.Guardrails.WorkerDailyUSD})
+		Prices: guard.NewPrices(cfg.Pricing), Location: loc, WorkerDailyUSD: cfg.Guardrails.WorkerDailyUSD, Owner: &w.owner})
 	for i, a := range cfg.Agents {
 		w.guard.AddAgent(a.Name, specs[i].Model.Name(), guard.Limits{
 			TurnUSD: a.Budgets.TurnUSD, SessionUSD: a.Budgets.SessionUSD, DailyUSD: a.Budgets.DailyUSD,
@@ -145,9 +151,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		wd.AddAgent(a.Name, a.Watchdog.Mode, watchdog.Config{Repeat: a.Watchdog.Repeat, CycleRepeats: a.Watchdog.CycleRepeats,
 			Dominant: a.Watchdog.Dominant, Window: a.Watchdog.Window, Failures: a.Watchdog.Failures, TurnRepeat: a.Watchdog.TurnRepeat})
 	}
-	w.subagents = background.New(background.Options{Clock: o.Clock, Log: o.Log, Events: w.bus, Charger: w.guard})
+	w.subagents = background.New(w.subagentOptions(cfg, o))
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd},
+		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd, w.subagents.Guard()},
 		Subagents: w.subagents, Leased: true, Health: w.health}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -161,7 +167,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
 			Tools: a.Tools, Schedules: ag.Schedules()})
 	}
-	w.metrics = metrics.New(infos, gauges{w.driver, w.subagents, w.health})
+	w.metrics = metrics.New(infos, gauges{w.driver, w.subagents, w.health, &w.spread})
 	w.stopMetrics = w.metrics.Observe(w.bus)
 	w.health.OnChange(func(up bool) {
 		if up {
@@ -188,7 +194,17 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, err
 	}
-	w.control, err = control.ServeNATS(w.conn.NC, subjects, w.driver, o.Log)
+	// Every replica listens on every agent's control subject and answers
+	// for the agents it owns only; verbs sent to any replica (HTTP or NATS)
+	// reach the owner.
+	holder := holderName(cfg)
+	w.ctl, err = control.New(control.Options{Driver: w.driver, Guard: w.guard, Scheduler: sched, Owner: &w.owner,
+		Holder: holder, Conn: w.conn.NC, Subjects: subjects, Log: o.Log,
+		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder})})
+	if err != nil {
+		return nil, err
+	}
+	w.control, err = w.ctl.ServeNATS()
 	if err != nil {
 		return nil, fmt.Errorf("serve %s: %w", subjects.AllControl(), err)
 	}
@@ -226,40 +242,32 @@ func (w *Worker) Guard() *guard.Guard { return w.guard }
 func (w *Worker) Store() store.Store { return w.store }
 
 // startLeases takes the agents' leases: this replica runs, consumes and
-// fires timers for the agents it holds, and takes over the agents of a
-// replica that dies.
+// fires timers for the agents it holds. The replicas that share the NATS
+// know each other (membership heartbeats) and divide the agents evenly;
+// this one takes over the agents of a replica that dies, and hands agents
+// over gracefully to one that joins (membership.go).
 func (w *Worker) startLeases(ctx context.Context, cfg *config.Config, o Options) error {
-	holder := cfg.Lease.Holder
-	if holder == "" {
-		holder, _ = os.Hostname()
-	}
-	if holder == "" {
-		holder = fmt.Sprintf("agent-worker-%d", os.Getpid())
-	}
+	w.spread.init(w, cfg, o.Log)
+	s := &w.spread
 	names := make([]string, 0, len(cfg.Agents))
 	for _, a := range cfg.Agents {
 		names = append(names, a.Name)
 	}
 	var err error
-	w.leases, err = lease.New(names, lease.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Holder: holder, TTL: cfg.Lease.TTL.D(),
-		OnAcquire: func(agent string) {
-			if err := w.binding.Bind(context.Background(), agent); err != nil {
-				o.Log.Error("cannot consume for an agent this replica owns", "agent", agent, "error", err)
-			}
-			a, _ := w.driver.Agent(agent)
-			a.SetOwned(true)
-		},
-		OnLose: func(agent string) {
-			a, _ := w.driver.Agent(agent)
-			a.SetOwned(false)
-			w.binding.Unbind(agent)
-		},
+	w.leases, err = lease.New(names, lease.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Holder: s.holder, TTL: cfg.Lease.TTL.D(),
+		Assign: s.place, OnAcquire: s.acquired, OnLose: s.lost, OnDrain: s.drain, OnUndrain: s.undrain,
+		OnReleased: s.released, OnOwner: s.owner,
 	})
 	if err != nil {
 		return err
 	}
+	w.owner.set(w.leases) // before Start: an agent acquired is owned for its writes at once
+	if err = s.startMembership(ctx, cfg, names, w.leases); err != nil {
+		return fmt.Errorf("membership: %w", err)
+	}
 	w.leases.Start(ctx)
-	o.Log.Info("leases", "holder", holder, "ttl", cfg.Lease.TTL.D())
+	o.Log.Info("leases", "holder", s.holder, "ttl", cfg.Lease.TTL.D(), "heartbeat", cfg.Lease.Heartbeat.D(),
+		"replicas", s.Replicas(), "owned", len(w.leases.HeldAgents()))
 	return nil
 }
 
@@ -284,6 +292,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 	w.api, err = api.New(api.Options{
 		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus,
+		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(),
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
 		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Handled: handled, Observer: w.metrics,
@@ -422,6 +431,12 @@ func (w *Worker) Stop(grace context.Context) {
 		_ = w.control.Unsubscribe()
 		w.control = nil
 	}
+	if w.leases != nil {
+		// The others place this replica's agents among themselves now;
+		// each is handed over as soon as its running turn has finished.
+		w.spread.leave()
+		w.leases.Rebalance()
+	}
 	subsStopped := make(chan struct{})
 	go func() {
 		defer close(subsStopped)
@@ -435,7 +450,7 @@ func (w *Worker) Stop(grace context.Context) {
 	<-subsStopped
 	if w.leases != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		w.leases.Stop(ctx) // another replica may take the agents at once
+		w.leases.Stop(ctx) // released to the replicas they are placed on, who take them at once
 		cancel()
 		w.leases = nil
 	}
@@ -448,10 +463,12 @@ func (w *Worker) Stop(grace context.Context) {
 // teardown releases what Start acquired, in reverse order.
 func (w *Worker) teardown() {
 	if w.leases != nil {
+		w.spread.leave()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		w.leases.Stop(ctx)
 		cancel()
 	}
+	w.spread.close()
 	if w.api != nil && w.apiDone != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = w.api.Shutdown(ctx)
@@ -469,6 +486,11 @@ func (w *Worker) teardown() {
 	}
 	if w.stopEv != nil {
 		w.stopEv()
+	}
+	if w.subagents != nil { // after Stop's drain a no-op; after a failed Start, stops its loops
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		w.subagents.Shutdown(ctx)
 	}
 	if w.stopMetrics != nil {
 		w.stopMetrics()
@@ -611,12 +633,51 @@ func schedules(in []config.Schedule) []scheduler.Schedule {
 	return out
 }
 
-// gauges reads the driver's agents for the metrics' scrape-time gauges.
-type gauges struct {
-	d      *driver.Driver
-	subs   *background.Manager
-	health *health.Monitor
+// holderName is this replica's name among the replicas (lease.holder;
+// default the host name, then the pid): the owner named in agent views and
+// control replies, and the lease records' holder.
+func holderName(cfg *config.Config) string {
+	holder := cfg.Lease.Holder
+	if holder == "" {
+		holder, _ = os.Hostname()
+	}
+	if holder == "" {
+		holder = fmt.Sprintf("agent-worker-%d", os.Getpid())
+	}
+	return holder
 }
+
+// leaseOwner says which agents this replica owns — those whose lease it
+// holds (lease.Manager.Held) — for the guard, the scheduler, the driver
+// (through the scheduler) and control. Before the lease manager exists,
+// and after it stopped, it owns nothing, so nothing is written. It takes
+// only the lease manager's lock, never an agent's, so the guard may ask
+// it while the driver holds the agent's.
+type leaseOwner struct {
+	m atomic.Pointer[lease.Manager]
+}
+
+func (o *leaseOwner) set(m *lease.Manager) { o.m.Store(m) }
+
+// Owns implements guard.Owner, scheduler.Owner and control.Owner.
+func (o *leaseOwner) Owns(agent string) bool {
+	m := o.m.Load()
+	return m != nil && m.Held(agent)
+}
+
+// gauges reads the driver's agents for the metrics' scrape-time gauges:
+// every agent's ownership, and the other per-agent gauges of the agents
+// this replica owns only (metrics.AgentGauges.Standby), so that summed
+// over the replicas each agent counts once.
+type gauges struct {
+	d        *driver.Driver
+	subs     *background.Manager
+	health   *health.Monitor
+	replicas *spread
+}
+
+// Replicas implements metrics.ReplicaSource.
+func (g gauges) Replicas() int { return g.replicas.Replicas() }
 
 func (g gauges) Dependencies() []metrics.Dependency {
 	var out []metrics.Dependency
@@ -634,16 +695,39 @@ func (g gauges) Gauges() []metrics.AgentGauges {
 		for _, s := range a.Schedules() {
 			next[s] = g.d.Scheduler().Next(a.Name(), s)
 		}
-		out = append(out, metrics.AgentGauges{Name: a.Name(), State: string(st.State), InboxPending: st.InboxPending + st.Deferred,
+		out = append(out, metrics.AgentGauges{Name: a.Name(), Standby: st.Standby, State: string(st.State), InboxPending: st.InboxPending + st.Deferred,
 			SubagentsRunning: g.subs.Running(a.Name()), NextSchedule: next})
 	}
 	return out
 }
 
+// subagentOptions configures the subagent manager. With JetStream its
+// subagents run anywhere: jobs in the work-queue stream
+// <nats.stream>_SUBAGENTS that every replica with room
+// (subagents.max_per_replica) takes, their reports, charges and stops
+// over NATS (package background). Without, each runs in its parent's
+// process.
+func (w *Worker) subagentOptions(cfg *config.Config, o Options) background.Options {
+	opts := background.Options{Clock: o.Clock, Log: o.Log, Events: w.bus, Charger: w.guard, Replica: holderName(cfg)}
+	if w.conn.JS == nil {
+		return opts
+	}
+	opts.MaxPerReplica = 8
+	if n := cfg.Subagents.MaxPerReplica; n != nil {
+		opts.MaxPerReplica = *n
+	}
+	opts.JetStream, opts.NATS, opts.Store = w.conn.JS, w.conn.NC, w.store
+	opts.Subjects = natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
+	opts.Stream, opts.DuplicateWindow = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D()
+	opts.AckWait, opts.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
+	return opts
+}
+
 // addSubagents registers every agent granted spawn_subagent with the
 // subagent manager: a fresh model instance per subagent (the agent's
 // model unless subagents.model names another), priced like any model,
-// and only the tools subagents.tools grants.
+// and only the tools subagents.tools grants. Then it starts the manager
+// (with JetStream: the jobs stream, and taking jobs here).
 func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options) error {
 	prices := guard.NewPrices(cfg.Pricing)
 	for _, a := range cfg.Agents {
@@ -679,7 +763,7 @@ func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options
 			},
 		})
 	}
-	return nil
+	return w.subagents.Start(ctx)
 }
 
 // subagentHost lets a subagent's report_done reach its parent's events;

@@ -35,8 +35,12 @@ the next wake's cause and reason, what a waiting agent waits for, the
 throttle, turns, failed turns, spend against the session and daily
 ceilings and the model; -o json prints the API's JSON.
 
-With AGENT, a block of "key: value" lines: state, why, next wake, inbox,
-last turn, guardrails; -o table, wide or json as for the list.
+With AGENT, a block of "key: value" lines: state, owner, why, next wake,
+inbox, last turn, guardrails; -o table, wide or json as for the list.
+
+Every agent is shown as the replica that owns it sees it (OWNER), whichever
+replica --api reaches; an agent no replica owns right now shows state
+"unknown" and why.
 
 Times are relative ("in 20s", "3m ago"), absolute too in the block.`,
 		Args: cobra.MaximumNArgs(1),
@@ -95,9 +99,9 @@ Times are relative ("in 20s", "3m ago"), absolute too in the block.`,
 // writeTable writes agents as a table; wide adds columns.
 func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"AGENT", "STATE", "NEXT WAKE", "INBOX", "DEFERRED", "LAST TURN"}
+	head := []string{"AGENT", "STATE", "OWNER", "NEXT WAKE", "INBOX", "DEFERRED", "LAST TURN"}
 	if wide {
-		head = []string{"AGENT", "STATE", "NEXT WAKE", "CAUSE", "REASON", "WAITING FOR", "THROTTLED", "TURNS", "FAILED",
+		head = []string{"AGENT", "STATE", "OWNER", "NEXT WAKE", "CAUSE", "REASON", "WAITING FOR", "THROTTLED", "TURNS", "FAILED",
 			"INBOX", "DEFERRED", "SESSION USD", "DAILY USD", "MODEL", "LAST TURN"}
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
@@ -110,7 +114,7 @@ func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) e
 		if t := a.LastTurn; t != nil {
 			last = t.Outcome + " " + relTime(t.Started, now)
 		}
-		row := []string{a.Name, a.State, next, fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending), last}
+		row := []string{a.Name, a.State, dash(a.Owner), next, fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending), last}
 		if wide {
 			cause := a.NextWakeCause
 			if a.NextWakeSchedule != "" {
@@ -124,7 +128,7 @@ func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) e
 			if g := a.Guardrails; g != nil {
 				session, daily = spendCell(g.Session), spendCell(g.Daily)
 			}
-			row = []string{a.Name, a.State, next, dash(cause), dash(a.NextWakeReason), dash(a.WaitingFor), throttled,
+			row = []string{a.Name, a.State, dash(a.Owner), next, dash(cause), dash(a.NextWakeReason), dash(a.WaitingFor), throttled,
 				fmt.Sprint(a.Turns), fmt.Sprint(a.FailedTurns), fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending),
 				session, daily, dash(a.Model), last}
 		}
@@ -140,6 +144,11 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 
 	line("agent", a.Name)
 	line("state", a.State)
+	owner := dash(a.Owner)
+	if a.ServedBy != "" {
+		owner += " (served by " + a.ServedBy + ")"
+	}
+	line("owner", owner)
 	line("why", why(a, now))
 	if a.NextWake != nil {
 		next := relTime(*a.NextWake, now) + " (" + absTime(*a.NextWake) + ")"
@@ -201,6 +210,9 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 // why says in words why the agent is in its state, or what holds it.
 func why(a api.AgentView, now time.Time) string {
 	var r []string
+	if a.Error != "" {
+		r = append(r, a.Error)
+	}
 	if a.HaltReason != "" {
 		r = append(r, a.HaltReason)
 	}

@@ -19,7 +19,7 @@ import (
 func fakeAgents(now time.Time) []api.AgentView {
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
 	return []api.AgentView{{
-		Name: "oncall", State: "sleeping", Model: "gpt-4.1-mini", Turns: 7, InboxPending: 2, DeferredPending: 1, InboxCap: 256,
+		Name: "oncall", State: "sleeping", Owner: "worker-b", ServedBy: "worker-a", Model: "gpt-4.1-mini", Turns: 7, InboxPending: 2, DeferredPending: 1, InboxCap: 256,
 		NextWake: at(20*time.Second + 400*time.Millisecond), NextWakeCause: "timer", NextWakeReason: "the wake the model asked for",
 		Guardrails: &guard.Status{Model: "gpt-4.1-mini", Priced: true,
 			Turn:    guard.Ceiling{SpentUSD: 0.0123456789, CeilingUSD: 1},
@@ -111,9 +111,9 @@ func TestStatusTable(t *testing.T) {
 	}
 	rows := fields(out)
 	want := [][]string{
-		{"AGENT", "STATE", "NEXT WAKE", "INBOX", "DEFERRED", "LAST TURN"},
-		{"oncall", "sleeping", "in 20s", "2", "1", "ok 3m ago"},
-		{"payments", "waiting", "-", "0", "0", "-"},
+		{"AGENT", "STATE", "OWNER", "NEXT WAKE", "INBOX", "DEFERRED", "LAST TURN"},
+		{"oncall", "sleeping", "worker-b", "in 20s", "2", "1", "ok 3m ago"},
+		{"payments", "waiting", "-", "-", "0", "0", "-"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows:\n%s", out)
@@ -136,9 +136,9 @@ func TestStatusWide(t *testing.T) {
 	}
 	rows := fields(out)
 	want := [][]string{
-		{"AGENT", "STATE", "NEXT WAKE", "CAUSE", "REASON", "WAITING FOR", "THROTTLED", "TURNS", "FAILED", "INBOX", "DEFERRED", "SESSION USD", "DAILY USD", "MODEL", "LAST TURN"},
-		{"oncall", "sleeping", "in 20s", "timer", "the wake the model asked for", "-", "-", "7", "0", "2", "1", "0.3/5", "1.25/-", "gpt-4.1-mini", "ok 3m ago"},
-		{"payments", "waiting", "-", "-", "-", "store: redis unreachable", "turns_per_hour in 5m", "0", "2", "0", "0", "-", "-", "gemini-2.5-flash", "-"},
+		{"AGENT", "STATE", "OWNER", "NEXT WAKE", "CAUSE", "REASON", "WAITING FOR", "THROTTLED", "TURNS", "FAILED", "INBOX", "DEFERRED", "SESSION USD", "DAILY USD", "MODEL", "LAST TURN"},
+		{"oncall", "sleeping", "worker-b", "in 20s", "timer", "the wake the model asked for", "-", "-", "7", "0", "2", "1", "0.3/5", "1.25/-", "gpt-4.1-mini", "ok 3m ago"},
+		{"payments", "waiting", "-", "-", "-", "-", "store: redis unreachable", "turns_per_hour in 5m", "0", "2", "0", "0", "-", "-", "gemini-2.5-flash", "-"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows:\n%s", out)
@@ -187,6 +187,7 @@ func TestStatusBlock(t *testing.T) {
 	wantLines(t, out,
 		"agent:       oncall",
 		"state:       sleeping",
+		"owner:       worker-b (served by worker-a)",
 		"why:         sleeping until the next wake or a message",
 		"next wake:   in 20s (", "), timer: the wake the model asked for",
 		"schedules:   hourly in 42m (",
@@ -205,6 +206,7 @@ func TestStatusBlock(t *testing.T) {
 	out, _, _ = run(env, "status", "payments", "--api", srv.URL)
 	wantLines(t, out,
 		"state:       waiting",
+		"owner:       -",
 		"why:         waiting for store: redis unreachable; it runs by itself once that is back; held back by turns_per_hour (next turn in 5m); 2 failed turn(s) in a row; retries back off",
 		"next wake:   none armed",
 		"last turn:   none yet",
@@ -282,5 +284,28 @@ func TestRelTime(t *testing.T) {
 		if got := relTime(now.Add(d), now); got != want {
 			t.Errorf("relTime(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestStatusShowsAnAgentWithoutOwner: an agent no replica owns right now
+// (the API lists it with state unknown and the reason) shows that reason
+// in the block and no owner in the table.
+func TestStatusShowsAnAgentWithoutOwner(t *testing.T) {
+	t.Parallel()
+	a := api.AgentView{Name: "oncall", State: api.StateUnknown, ServedBy: "worker-a", Model: "gpt-4.1-mini",
+		Error: `no replica owns agent "oncall" right now (no owner answered on agents.oncall.control within 2s)`}
+	var b strings.Builder
+	writeBlock(&b, a, time.Now())
+	wantLines(t, b.String(),
+		"state:       unknown",
+		"owner:       - (served by worker-a)",
+		`why:         no replica owns agent "oncall" right now (no owner answered`,
+	)
+	b.Reset()
+	if err := writeTable(&b, []api.AgentView{a}, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rows := fields(b.String()); len(rows) != 2 || strings.Join(rows[1][:3], "|") != "oncall|unknown|-" {
+		t.Fatalf("table:\n%s", b.String())
 	}
 }

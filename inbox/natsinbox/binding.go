@@ -42,12 +42,29 @@ const (
 // too: it only labels the wake (metrics, the prompt's wake line).
 const HeaderVia = "Agent-Worker-Via"
 
+// ViaSubagent as the HeaderVia value marks a background subagent's report
+// (package background publishes it to the parent's inbox subject): the
+// binding copies it into inbox.Message.Via (driver.ViaSubagent, the same
+// value) and the message's source reads "subagent:<id>", so the parent
+// wakes with source subagent, as for a report made in its own process.
+const ViaSubagent = "subagent"
+
 // via returns the inbox.Message.Via of a message with headers h.
 func via(h nats.Header) string {
-	if h.Get(HeaderVia) == inbox.ViaAlertmanager {
-		return inbox.ViaAlertmanager
+	switch v := h.Get(HeaderVia); v {
+	case inbox.ViaAlertmanager, ViaSubagent:
+		return v
 	}
 	return ""
+}
+
+// source is inbox.Message.Source of a message on subject with headers h
+// and id: "nats:<subject>", or "subagent:<id>" for a subagent's report.
+func source(subject string, h nats.Header, id string) string {
+	if via(h) == ViaSubagent && id != "" {
+		return "subagent:" + id
+	}
+	return "nats:" + subject
 }
 
 // RejectUnknownAgent is the reject reason for input addressed to an agent
@@ -306,7 +323,32 @@ func (b *Binding) consume(ctx context.Context, a *Agent, durable, what string, f
 	if err != nil {
 		return nil, fmt.Errorf("consume %s for agent %s: %w", durable, a.Name, err)
 	}
-	return cc.Stop, nil
+	return func() { b.stopConsuming(cc, a.Name, durable) }, nil
+}
+
+// drainWait bounds how long stopping a consumer waits for the messages
+// already on their way to this client.
+const drainWait = 2 * time.Second
+
+// stopConsuming stops cc without losing a message it fetched: Drain hands
+// the callback every message already delivered to this client (Stop would
+// discard them, and the server would redeliver them only after AckWait),
+// and once Closed no callback runs any more, so Unbind and Stop release
+// every waiting message — another replica gets them at once. Without a
+// connection nothing is on its way, and there is no waiting.
+func (b *Binding) stopConsuming(cc jetstream.ConsumeContext, agent, durable string) {
+	if !b.nc.IsConnected() {
+		cc.Stop()
+		return
+	}
+	cc.Drain()
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	select {
+	case <-cc.Closed():
+	case <-t.C:
+		b.opts.Log.Warn("consumer did not drain in time; messages still on their way are redelivered after the ack wait", "agent", agent, "consumer", durable, "waited", drainWait)
+	}
 }
 
 // Unbind stops consuming the agent's input and releases its waiting
@@ -482,7 +524,7 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 	b.bySeq[sk] = r
 	b.mu.Unlock()
 	a.Target.Send(inbox.Message{
-		ID: id, Kind: b.kind(a, m.Subject()), Source: "nats:" + m.Subject(), Via: via(m.Headers()), From: body.From,
+		ID: id, Kind: b.kind(a, m.Subject()), Source: source(m.Subject(), m.Headers(), id), Via: via(m.Headers()), From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: meta.Timestamp, Receipt: r,
 		Redelivered: meta.NumDelivered > 1,
 	})
@@ -500,7 +542,7 @@ func (b *Binding) onCore(a *Agent, m *nats.Msg) {
 		id = body.ID
 	}
 	a.Target.Send(inbox.Message{
-		ID: id, Kind: b.kind(a, m.Subject), Source: "nats:" + m.Subject, Via: via(m.Header), From: body.From,
+		ID: id, Kind: b.kind(a, m.Subject), Source: source(m.Subject, m.Header, id), Via: via(m.Header), From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(),
 	})
 }

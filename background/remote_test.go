@@ -1,0 +1,205 @@
+package background_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/adk/model"
+
+	"github.com/agent-worker/agent-worker/background"
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/models/scripted"
+	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/store/memory"
+)
+
+// natsServer runs a JetStream nats-server for one test.
+func natsServer(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns.ClientURL()
+}
+
+type noParent struct{}
+
+func (noParent) Report(string, inbox.Message) {}
+
+// replica is one distributed Manager on its own NATS connection.
+type replica struct {
+	m   *background.Manager
+	nc  *nats.Conn
+	bus *events.Bus
+	sub *events.Subscription
+}
+
+func newReplica(t *testing.T, url string, st store.Store, name string, maxRuns int, script []config.ScriptStep) *replica {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := events.NewBus(0, nil)
+	r := &replica{nc: nc, bus: bus, sub: bus.Subscribe(1000, nil)}
+	r.m = background.New(background.Options{Events: bus, JetStream: js, NATS: nc, Store: st, Replica: name,
+		MaxPerReplica: 1, AckWait: time.Second, MaxRuns: maxRuns, ReportMaxBytes: 4096})
+	r.m.Add("boss", noParent{}, background.Spec{Model: func() (model.LLM, error) {
+		return scripted.New("sub", config.Model{Script: script, Loop: true})
+	}})
+	if err := r.m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r.m.Shutdown(ctx)
+		nc.Close()
+	})
+	return r
+}
+
+func (r *replica) wait(t *testing.T, typ string) events.Event {
+	t.Helper()
+	timeout := time.After(deadline)
+	for {
+		select {
+		case e := <-r.sub.C:
+			if e.Type == typ {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event", typ)
+		}
+	}
+}
+
+// A subagent whose replica dies more often than MaxRuns allows is not run
+// again: the replica that receives its job next reports it failed to its
+// parent (its inbox subject, with the subagent's id as Nats-Msg-Id and the
+// subagent Via header), records it failed, and counts it.
+func TestSubagentStartedTooOftenIsReportedFailed(t *testing.T) {
+	t.Parallel()
+	url := natsServer(t)
+	st := memory.New(nil)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := natsbus.EnsureStream(t.Context(), js, natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reports, err := nc.SubscribeSync("agents.boss.inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a := newReplica(t, url, st, "a", 1, []config.ScriptStep{{Hang: true}})
+	if err := a.m.Guard().Restore(t.Context(), "boss"); err != nil { // a owns boss: it answers the admits
+		t.Fatal(err)
+	}
+	id, err := a.m.Spawn("boss", "list the open incidents")
+	if err != nil || id != "boss-sub-1" {
+		t.Fatalf("spawn: %q %v", id, err)
+	}
+	a.wait(t, background.EventStarted)
+	if n := a.m.Running("boss"); n != 1 {
+		t.Fatalf("running %d", n)
+	}
+	a.nc.Close() // a dies, as far as NATS can tell
+
+	b := newReplica(t, url, st, "b", 1, []config.ScriptStep{{Text: "never run"}})
+	f := b.wait(t, background.EventFinished)
+	if f.Data["outcome"] != background.OutcomeFailed || f.Data["run"] != 2 {
+		t.Fatalf("finished on b: %v", f.Data)
+	}
+	m, err := reports.NextMsg(deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(nats.MsgIdHdr) != "boss-sub-1" || m.Header.Get("Agent-Worker-Via") != "subagent" ||
+		!strings.Contains(string(m.Data), "Subagent boss-sub-1 failed: it was started 1 times") {
+		t.Fatalf("report %v %s", m.Header, m.Data)
+	}
+	list, err := b.m.List(t.Context(), "boss")
+	if err != nil || len(list) != 1 || list[0].State != background.OutcomeFailed || list[0].Replica != "a" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if n := b.m.Running("boss"); n != 0 {
+		t.Fatalf("running %d after it was given up", n)
+	}
+	if err := b.m.StopBy(t.Context(), "boss", id, "operator"); !errors.Is(err, background.ErrFinished) {
+		t.Fatalf("stop of a finished subagent: %v", err)
+	}
+}
+
+// A stop recorded while the subagent is still queued is reported without
+// running it.
+func TestSubagentStoppedWhileQueuedNeverRuns(t *testing.T) {
+	t.Parallel()
+	url := natsServer(t)
+	st := memory.New(nil)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := natsbus.EnsureStream(t.Context(), js, natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reports, _ := nc.SubscribeSync("agents.boss.inbox")
+
+	// The owner runs nothing; its job waits until a runner comes.
+	owner := background.New(background.Options{JetStream: js, NATS: nc, Store: st, Replica: "owner", MaxPerReplica: 0})
+	owner.Add("boss", noParent{}, background.Spec{Model: func() (model.LLM, error) { return nil, errors.New("not here") }})
+	if err := owner.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Shutdown(t.Context()) })
+	id, err := owner.Spawn("boss", "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := owner.List(t.Context(), "boss"); len(list) != 1 || list[0].State != background.StateQueued {
+		t.Fatalf("queued: %+v", list)
+	}
+	if err := owner.StopBy(t.Context(), "boss", id, "operator (token ops)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.StopBy(t.Context(), "boss", "boss-sub-7", "operator"); !errors.Is(err, background.ErrUnknown) {
+		t.Fatalf("unknown: %v", err)
+	}
+	runner := newReplica(t, url, st, "runner", 3, []config.ScriptStep{{Text: "ran anyway"}})
+	if f := runner.wait(t, background.EventFinished); f.Data["outcome"] != background.OutcomeStopped {
+		t.Fatalf("finished %v", f.Data)
+	}
+	m, err := reports.NextMsg(deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m.Data), "Subagent boss-sub-1 stopped by operator (token ops) before it started.") {
+		t.Fatalf("report %s", m.Data)
+	}
+}

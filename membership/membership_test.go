@@ -1,0 +1,157 @@
+package membership
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+func natsServer(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns.ClientURL()
+}
+
+type node struct {
+	*Members
+	nc       *nats.Conn
+	mu       sync.Mutex
+	changes  int
+	released []string
+}
+
+func join(t *testing.T, url, holder string) *node {
+	t.Helper()
+	return joinEvery(t, url, holder, 50*time.Millisecond)
+}
+
+func joinEvery(t *testing.T, url, holder string, interval time.Duration) *node {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{nc: nc}
+	m, err := Start(context.Background(), Options{Conn: nc, Subject: Subject("agents"), Holder: holder, Interval: interval,
+		Held:       func() []string { return []string{holder + "-agent"} },
+		OnChange:   func() { n.mu.Lock(); n.changes++; n.mu.Unlock() },
+		OnReleased: func(agent, from string) { n.mu.Lock(); n.released = append(n.released, agent+"<"+from); n.mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Members = m
+	t.Cleanup(func() { m.Close(); nc.Close() })
+	return n
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestMembersSeeEachOtherAndDropTheDeadAndTheLeaving(t *testing.T) {
+	t.Parallel()
+	url := natsServer(t)
+	// Heartbeats every 300ms: a member is dead after 900ms of silence,
+	// which tells a drop on leaving (at once) from one by timeout.
+	const every = 300 * time.Millisecond
+	a, b, c := joinEvery(t, url, "a", every), joinEvery(t, url, "b", every), joinEvery(t, url, "c", every)
+	all := []string{"a", "b", "c"}
+	for _, n := range []*node{a, b, c} {
+		waitUntil(t, n.Holder()+" sees all", func() bool { return slices.Equal(n.Live(), all) })
+	}
+	// The newcomer learnt of the others from their answers to its join.
+	if ms := c.Members.Members(); len(ms) != 2 || ms[0].Holder != "a" || !slices.Equal(ms[0].Agents, []string{"a-agent"}) {
+		t.Fatalf("c's members: %+v", ms)
+	}
+
+	// c leaves: dropped at once (well before 3 heartbeats).
+	start := time.Now()
+	c.Leave()
+	waitUntil(t, "c dropped on leaving", func() bool {
+		return slices.Equal(a.Live(), []string{"a", "b"}) && slices.Equal(b.Live(), []string{"a", "b"})
+	})
+	if d := time.Since(start); d >= Misses*every {
+		t.Errorf("leaving took %v to be seen: not at once", d)
+	}
+	if slices.Contains(c.Live(), "c") {
+		t.Error("a replica that left still counts itself")
+	}
+
+	// b dies (its connection is cut): dropped within 3 heartbeats and one.
+	start = time.Now()
+	b.nc.Close()
+	waitUntil(t, "b dropped", func() bool { return slices.Equal(a.Live(), []string{"a"}) })
+	if d := time.Since(start); d < Misses*every || d > 5*Misses*every {
+		t.Errorf("b dropped after %v, want after 3 heartbeats (900ms-1.2s)", d)
+	}
+	a.mu.Lock()
+	changes := a.changes
+	a.mu.Unlock()
+	if changes < 4 { // b joined, c joined, c left, b gone
+		t.Errorf("a saw %d changes, want at least 4", changes)
+	}
+}
+
+func TestReleasedNoticeReachesOnlyItsReplica(t *testing.T) {
+	t.Parallel()
+	url := natsServer(t)
+	a, b, c := join(t, url, "a"), join(t, url, "b"), join(t, url, "c")
+	a.Released("x", "b")
+	waitUntil(t, "b told", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.released) == 1 })
+	c.nc.Flush()
+	b.mu.Lock()
+	got := b.released[0]
+	b.mu.Unlock()
+	c.mu.Lock()
+	other := len(c.released)
+	c.mu.Unlock()
+	if got != "x<a" || other != 0 {
+		t.Fatalf("b got %q, c got %d notices", got, other)
+	}
+}
+
+func TestAssignerFollowsTheLiveSet(t *testing.T) {
+	t.Parallel()
+	url := natsServer(t)
+	a := join(t, url, "a")
+	agents := names("agent-", 30)
+	as := NewAssigner(a.Members, agents, nil)
+	for _, ag := range agents {
+		if as.Place(ag).Owner != "a" {
+			t.Fatal("alone, a should own everything")
+		}
+	}
+	b := join(t, url, "b")
+	waitUntil(t, "a sees b", func() bool { return len(a.Live()) == 2 })
+	n := 0
+	for _, ag := range agents {
+		if as.Place(ag).Owner == "b" {
+			n++
+		}
+	}
+	if n != 15 {
+		t.Fatalf("b placed %d agents, want 15", n)
+	}
+	_ = b
+}

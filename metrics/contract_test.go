@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/background"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
@@ -97,6 +98,8 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 		add("demo", watchdog.EventAlert, map[string]any{"signal": s})
 		want[`agent_worker_watchdog_alerts_total{agent="demo",signal="`+s+`"}`] = 1
 	}
+	add("oncall", background.EventStarted, map[string]any{"id": "oncall-sub-1", "run": 2, "replica": "r2"})
+	want[`agent_worker_subagent_reruns_total{agent="oncall"}`] = 1
 	for _, o := range []string{scheduler.OutcomeFired, scheduler.OutcomeMissed, scheduler.OutcomeSkippedOverlap,
 		scheduler.OutcomeSkippedPaused, scheduler.OutcomeSkippedHalted} {
 		add("oncall", scheduler.EventScheduleRun, map[string]any{"schedule": "morning", "outcome": o, "due": t0})

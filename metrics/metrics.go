@@ -66,6 +66,7 @@ type Metrics struct {
 	guardrailTrips *prometheus.CounterVec
 	watchdogAlerts *prometheus.CounterVec
 	subagents      *prometheus.CounterVec
+	subagentReruns *prometheus.CounterVec
 	scheduleRuns   *prometheus.CounterVec
 	scheduleLast   *prometheus.GaugeVec
 
@@ -177,6 +178,9 @@ func New(agents []AgentInfo, src Source) *Metrics {
 	m.subagents = counter("subagents_total",
 		"Subagents that finished, by outcome: completed, failed, stopped, timeout.",
 		"agent", "outcome")
+	m.subagentReruns = counter("subagent_reruns_total",
+		"Subagent jobs started again (run 2 and later) because the replica running them died or stopped before they finished.",
+		"agent")
 	m.scheduleRuns = counter("schedule_runs_total",
 		"Cron ticks of configured schedules, by outcome: fired, missed (not backfilled), skipped_overlap, skipped_paused, skipped_halted.",
 		"agent", "schedule", "outcome")
@@ -202,7 +206,7 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.redelivered, m.rejected,
 		m.retries, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls,
-		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.scheduleRuns, m.scheduleLast,
+		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
 		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
 		newGaugeCollector(m.agents, src),
 		m.drops,
@@ -269,6 +273,7 @@ func (m *Metrics) precreate() {
 		for _, o := range subagentOutcomes {
 			m.subagents.WithLabelValues(name, o)
 		}
+		m.subagentReruns.WithLabelValues(name)
 		for s := range a.schedules {
 			for _, o := range scheduleOutcomes {
 				m.scheduleRuns.WithLabelValues(name, s, o)

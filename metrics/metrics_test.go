@@ -69,6 +69,7 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		"agent_worker_guardrail_trips_total":               2 * 5,
 		"agent_worker_watchdog_alerts_total":               2 * 5,
 		"agent_worker_subagents_total":                     2 * 4,
+		"agent_worker_subagent_reruns_total":               2,
 		"agent_worker_schedule_runs_total":                 5,
 		"agent_worker_events_dropped_total":                2,
 		"agent_worker_schedule_last_run_timestamp_seconds": 0, // set on the first fire
@@ -297,6 +298,17 @@ func TestEventsUpdateMetrics(t *testing.T) {
 			`agent_worker_subagents_total{agent="oncall",outcome="completed"}`: 1,
 			`agent_worker_subagents_total{agent="oncall",outcome="timeout"}`:   1,
 			`agent_worker_subagents_total{agent="oncall",outcome="other"}`:     1,
+		},
+	}, {
+		name: "subagent runs again",
+		events: []events.Event{
+			ev("oncall", "subagent-started", map[string]any{"id": "oncall-sub-1", "run": 1}),
+			ev("oncall", "subagent-started", map[string]any{"id": "oncall-sub-2", "run": 2}),
+			ev("oncall", "subagent-started", map[string]any{"id": "oncall-sub-2", "run": int64(3)}),
+			ev("oncall", "subagent-started", map[string]any{"id": "oncall-sub-3"}), // local: no run
+		},
+		want: map[string]float64{
+			`agent_worker_subagent_reruns_total{agent="oncall"}`: 2,
 		},
 	}, {
 		name: "schedule runs",

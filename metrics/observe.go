@@ -18,6 +18,7 @@ const (
 	eventWatchdogAlert    = "watchdog-alert"    // watchdog.EventAlert
 	eventScheduleRun      = "schedule-run"      // scheduler.EventScheduleRun
 	eventSubagentFinished = "subagent-finished" // background, when it lands
+	eventSubagentStarted  = "subagent-started"  // background.EventStarted; data "run" from 1
 )
 
 // counted is every event type that updates a metric; the subscription
@@ -28,7 +29,7 @@ var counted = map[string]bool{
 	events.RetryScheduled: true, events.Throttled: true, events.WakeDropped: true,
 	eventModelUsage: true, eventModelError: true, eventModelRetry: true, eventToolCall: true,
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
-	eventScheduleRun: true, eventSubagentFinished: true,
+	eventScheduleRun: true, eventSubagentFinished: true, eventSubagentStarted: true,
 }
 
 // subscriptionBuffer is how many events may wait for the observer before
@@ -131,6 +132,10 @@ func (m *Metrics) record(e events.Event) {
 		m.watchdogAlerts.WithLabelValues(e.Agent, oneOf(text(d["signal"]), watchdogSignals)).Inc()
 	case eventSubagentFinished:
 		m.subagents.WithLabelValues(e.Agent, oneOf(text(d["outcome"]), subagentOutcomes)).Inc()
+	case eventSubagentStarted:
+		if run, ok := number(d["run"]); ok && run > 1 {
+			m.subagentReruns.WithLabelValues(e.Agent).Inc()
+		}
 	case eventScheduleRun:
 		schedule := text(d["schedule"])
 		if !a.schedules[schedule] {

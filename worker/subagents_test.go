@@ -332,6 +332,9 @@ func TestSubagentOfAKilledReplicaRunsAgain(t *testing.T) {
 	if got := value(t, scrape(t, survivor.running), "agent_worker_subagents_total", with); got != 1 {
 		t.Errorf("%s subagents_total{completed} = %v, want 1", survivor.name, got)
 	}
+	if got := value(t, scrape(t, survivor.running), "agent_worker_subagent_reruns_total", map[string]string{"agent": "triage"}); got != 1 {
+		t.Errorf("%s subagent_reruns_total = %v, want 1", survivor.name, got)
+	}
 	// The victim's run is still waiting on its model: release it and stop
 	// with no drain; it cannot report (no NATS) and hands nothing back.
 	close(victim.sub.hold)

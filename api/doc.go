@@ -30,6 +30,8 @@
 //	POST /v1/agents/{name}/interrupt                 operate               {"hold": true} → 200 control.Reply
 //	POST /v1/agents/{name}/guardrails/reset          operate               {"guardrail","add_budget_usd"} → 200 guard.ResetResult (409 on re-trip)
 //	POST /v1/agents/{name}/schedules/{schedule}/run  operate               → 202 control.ScheduleRun (404 unknown schedule, 409 gated)
+//	GET  /v1/agents/{name}/subagents                 read|operate          SubagentList: every subagent, on any replica
+//	POST /v1/agents/{name}/subagents/{id}/stop       operate               → 202 {"id","status":"stopping"} (404 unknown, 409 finished)
 //
 // Every verb and view above may also answer 503 {"error": "no replica
 // owns agent x right now (...)"} (see Replicas below).

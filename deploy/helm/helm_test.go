@@ -512,6 +512,8 @@ func TestTemplateRefuses(t *testing.T) {
 		{"grace", append([]string{"--set", "terminationGracePeriodSeconds=30"}, token...), "must be above config.shutdown_grace"},
 		{"data dir", append([]string{"--set", "config.data_dir=./data"}, token...), "config.data_dir"},
 		{"replicas embedded", append([]string{"--set", "replicaCount=2"}, token...), "replicaCount > 1"},
+		{"replicas memory store", append([]string{"--set", "replicaCount=2", "--set", "config.nats.url=nats://nats:4222",
+			"--set", "persistence.enabled=false", "--set", "config.store.url=memory://"}, token...), "a store every replica shares"},
 		{"expose loopback nats", append([]string{"--set", "service.exposeNats=true"}, token...), "service.exposeNats needs config.nats.listen"},
 		{"expose open nats", append([]string{"--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222"}, token...), "service.exposeNats needs authentication"},
 	} {

@@ -228,6 +228,9 @@ reason otherwise.
 {{- if and (gt (int .Values.replicaCount) 1) (or $embedded .Values.persistence.enabled) }}
 {{- fail "replicaCount > 1 needs an external NATS (config.nats.url) and persistence.enabled false: each replica would otherwise run its own NATS with its own state" }}
 {{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (hasPrefix "memory:" (toString (dig "store" "url" "" $cfg))) }}
+{{- fail "replicaCount > 1 needs a store every replica shares: config.store.url memory:// keeps each replica's state in its own process (leave it unset for JetStream KV on config.nats.url, or use redis://)" }}
+{{- end }}
 {{- if and .Values.service.exposeNats $embedded }}
 {{- $natsListen := toString (dig "nats" "listen" "127.0.0.1:4222" $cfg) }}
 {{- if or (include "agent-worker.isLoopback" $natsListen) (not (hasSuffix (printf ":%v" (int .Values.service.natsPort)) $natsListen)) }}

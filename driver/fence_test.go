@@ -3,10 +3,14 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
@@ -80,5 +84,39 @@ func TestOnlyTheOwnerWritesThePause(t *testing.T) {
 	}
 	if _, err := st.Get(ctx, "agent.tester.paused"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the owner's resume was not stored: %v", err)
+	}
+}
+
+// switchOwner is a lease the test takes away.
+type switchOwner struct{ lost atomic.Bool }
+
+func (s *switchOwner) Owns(string) bool { return !s.lost.Load() }
+
+// TestATurnEndingAfterItsLeaseWentRecordsNothing: the lease goes while
+// the model answers (the lease manager no longer holds it; the driver has
+// not heard yet). The turn that ends then does not write its record over
+// the new owner's history: it ends as a lost lease and its messages go
+// back. On the old code the deposed replica committed the turn.
+func TestATurnEndingAfterItsLeaseWentRecordsNothing(t *testing.T) {
+	t.Parallel()
+	lease := &switchOwner{}
+	h := newHarnessWith(t, []config.ScriptStep{text("noted")}, func(d *Deps) {
+		d.Scheduler = scheduler.New(scheduler.Options{Store: d.Store, Clock: d.Clock, Owner: lease})
+	})
+	h.holdCalls()
+	h.a.Send(wakeMsg("disk full on db-1"))
+	h.waitCall()
+	lease.lost.Store(true)
+	h.release()
+	e := h.waitEvent(events.TurnFailed)
+	if !strings.Contains(fmt.Sprint(e.Data["error"]), ErrLeaseLost.Error()) {
+		t.Errorf("turn failed with %v, want the lease lost", e.Data)
+	}
+	recent, err := h.a.hist.Recent(context.Background(), AppName, "tester", "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recent) != 0 {
+		t.Fatalf("a replica without the lease recorded %d turns", len(recent))
 	}
 }

@@ -123,6 +123,12 @@ func (a *Agent) turn(t turnStart) {
 	}
 	sum.Duration = a.clock.Now().Sub(start)
 
+	if err == nil && !a.owns() {
+		// Fenced: the lease went while the turn ran and the driver has not
+		// heard yet. Its record would land in the new owner's history.
+		a.log.Warn("turn not recorded: this replica no longer holds the agent's lease", "turn", t.n)
+		err = fmt.Errorf("record turn: %w", ErrLeaseLost)
+	}
 	if err == nil {
 		// The turn's own context is cancelled by now; recording the turn
 		// must not be. The record names the messages, so a worker that

@@ -18,6 +18,7 @@
 //	GET  /readyz                                     open, or read|operate 200, or 503 with the reasons
 //	GET  /metrics                                    open, or read|operate Options.Metrics (404 when nil)
 //	GET  /                                           read|operate          the status page (HTML)
+//	GET  /v1/replicas                                read|operate          ReplicaList: live replicas and the agents each owns
 //	GET  /v1/agents                                  read|operate          {"agents": [AgentView...]} (owners' views)
 //	GET  /v1/agents/{name}                           read|operate          AgentView (the owner's; 503 no owner)
 //	GET  /v1/agents/{name}/events                    read|operate          Server-Sent Events of one agent

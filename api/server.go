@@ -205,6 +205,10 @@ type Options struct {
 	// Holder names this replica (lease.holder): served_by in every view,
 	// and the owner in the views it builds itself.
 	Holder string
+	// Replicas lists the live replicas, this one first (GET
+	// /v1/replicas). Nil: this replica alone, owning the agents its
+	// driver does not hold in standby.
+	Replicas func() []Replica
 }
 
 // ErrDuplicate is what Options.Deliver wraps when the transport recognised
@@ -372,6 +376,7 @@ func (s *Server) routes() {
 	get("/readyz", s.readyz)
 	get("/metrics", s.metrics)
 	get("/{$}", s.statusPage)
+	get("/v1/replicas", s.listReplicas)
 	get("/v1/agents", s.listAgents)
 	get("/v1/agents/{name}", s.getAgent)
 	get("/v1/agents/{name}/events", s.agentEvents)

@@ -160,6 +160,9 @@ func Start(ctx context.Context, o Options) (*Members, error) {
 // Holder returns this replica's name.
 func (m *Members) Holder() string { return m.o.Holder }
 
+// Started returns when this replica joined (its heartbeats' start time).
+func (m *Members) Started() time.Time { return m.started }
+
 // Live returns the names of the live members, this replica included
 // (until Leave), sorted.
 func (m *Members) Live() []string {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/lease"
 	"github.com/agent-worker/agent-worker/membership"
@@ -23,6 +24,7 @@ type spread struct {
 	holder   string
 	affinity map[string]string // agent → replica_affinity
 	members  atomic.Pointer[membership.Members]
+	leases   atomic.Pointer[lease.Manager]
 	assigner atomic.Pointer[membership.Assigner]
 }
 
@@ -52,6 +54,7 @@ func (s *spread) startMembership(ctx context.Context, cfg *config.Config, names 
 		return err
 	}
 	s.members.Store(m)
+	s.leases.Store(leases)
 	s.assigner.Store(membership.NewAssigner(m, names, s.affinity))
 	return nil
 }
@@ -176,6 +179,26 @@ func (w *Worker) Members() []membership.Member {
 		return m.Members()
 	}
 	return nil
+}
+
+// replicas is api.Options.Replicas: this replica, with the agents it
+// holds, then the others as their heartbeats describe them.
+func (s *spread) replicas() []api.Replica {
+	self := api.Replica{Name: s.holder, Self: true}
+	if l := s.leases.Load(); l != nil {
+		self.Agents = l.HeldAgents()
+	}
+	m := s.members.Load()
+	if m == nil {
+		return []api.Replica{self}
+	}
+	self.Started = m.Started()
+	out := []api.Replica{self}
+	for _, x := range m.Members() {
+		seen := x.Seen
+		out = append(out, api.Replica{Name: x.Holder, Started: x.Started, LastSeen: &seen, Agents: x.Agents})
+	}
+	return out
 }
 
 // Leases returns the lease manager.

@@ -3,6 +3,7 @@ package worker
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/adk/model"
 
+	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
@@ -349,6 +351,7 @@ func TestAgentsSpreadAcrossReplicasAndMoveGracefully(t *testing.T) {
 	load, took := c.waitSpread("three replicas", deadline, 7, 13)
 	t.Logf("3 replicas: %v (spread %v after the last start)", load, took)
 	c.checkMetrics(t, 3)
+	c.checkReplicas(t, load)
 	for _, r := range c.live() {
 		for _, a := range r.w.Driver().Agents() {
 			st := a.Status()
@@ -461,6 +464,44 @@ func TestAgentsSpreadAcrossReplicasAndMoveGracefully(t *testing.T) {
 		t.Errorf("only %d agents were handed over to r3", moved)
 	}
 	c.checkMetrics(t, 3)
+}
+
+// checkReplicas polls every live replica's GET /v1/replicas until each
+// lists every live replica, itself first, owning what load says.
+func (c *fleet) checkReplicas(t *testing.T, load map[string]int) {
+	t.Helper()
+	var last string
+	ok := func() bool {
+		for _, r := range c.live() {
+			resp, err := http.Get("http://" + r.w.APIAddr() + "/v1/replicas")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list api.ReplicaList
+			err = json.NewDecoder(resp.Body).Decode(&list)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = fmt.Sprintf("%s: %+v", r.holder, list)
+			if list.ServedBy != r.holder || len(list.Replicas) != len(load) || !list.Replicas[0].Self || list.Replicas[0].Name != r.holder {
+				return false
+			}
+			for _, rep := range list.Replicas {
+				if rep.AgentsOwned != load[rep.Name] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	end := time.Now().Add(deadline)
+	for !ok() {
+		if time.Now().After(end) {
+			t.Fatalf("GET /v1/replicas never showed %v; last %s", load, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // checkMetrics polls the live replicas' /metrics until the per-agent

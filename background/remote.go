@@ -722,54 +722,46 @@ func (r *remote) running(parent string) int {
 // is not ready until its guardrails are restored here again, and its
 // charges are no longer consumed here.
 func (r *remote) ownership(parent string, _ bool) {
+	if stop, _, ok := r.newGeneration(parent, false); ok && stop != nil {
+		go stop()
+	}
+}
+
+// newGeneration starts a new ownership generation of parent, ready or
+// not, and returns the previous generation's charge consumer's stop (nil:
+// none) and the new generation. ok is false for a parent this replica
+// does not know, and for a ready generation once r is closed.
+func (r *remote) newGeneration(parent string, ready bool) (stop func(), gen int, ok bool) {
 	r.m.mu.Lock()
 	known := r.m.parents[parent] != nil
 	r.m.mu.Unlock()
 	if !known {
-		return
+		return nil, 0, false
 	}
 	r.ownMu.Lock()
+	defer r.ownMu.Unlock()
+	if r.closed && ready {
+		return nil, 0, false
+	}
 	o := r.owned[parent]
 	if o == nil {
 		o = &ownership{}
 		r.owned[parent] = o
 	}
 	o.gen++
-	o.ready = false
-	stop := o.stop
-	o.stop = nil
-	r.ownMu.Unlock()
-	if stop != nil {
-		go stop()
-	}
+	o.ready = ready
+	stop, o.stop = o.stop, nil
+	return stop, o.gen, true
 }
 
 // restored records that this replica owns parent and restored its
 // guardrails (ownerHook.Restore): its charges are consumed and applied
 // here from now on, and its admits answered.
 func (r *remote) restored(parent string) {
-	r.m.mu.Lock()
-	known := r.m.parents[parent] != nil
-	r.m.mu.Unlock()
-	if !known {
+	stop, gen, ok := r.newGeneration(parent, true)
+	if !ok {
 		return
 	}
-	r.ownMu.Lock()
-	if r.closed {
-		r.ownMu.Unlock()
-		return
-	}
-	o := r.owned[parent]
-	if o == nil {
-		o = &ownership{}
-		r.owned[parent] = o
-	}
-	o.gen++
-	o.ready = true
-	gen := o.gen
-	stop := o.stop
-	o.stop = nil
-	r.ownMu.Unlock()
 	if stop != nil {
 		stop()
 	}

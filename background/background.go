@@ -226,6 +226,10 @@ type Options struct {
 	// (default 2m).
 	Stream          string
 	DuplicateWindow time.Duration
+	// Replicas is how many copies JetStream keeps of that stream
+	// (nats.replicas; natsbus.StreamSpec.Replicas). Zero creates it with
+	// 1 and leaves an existing stream's count as it is.
+	Replicas int
 	// Replica names this replica (its lease holder) in the registry.
 	Replica string
 	// MaxPerReplica is how many subagents (of any parent) this replica

@@ -204,6 +204,7 @@ func ensureStream(ctx context.Context, o *Options) (jetstream.Stream, error) {
 		Subjects:        []string{o.Subjects.SubagentJobs(), o.Subjects.AllSubagentCharges()},
 		DuplicateWindow: o.DuplicateWindow,
 		WorkQueue:       true,
+		Replicas:        o.Replicas,
 	}, o.Log)
 }
 

@@ -75,6 +75,17 @@ type NATS struct {
 	JetStream *bool `yaml:"jetstream"`
 	// DuplicateWindow is JetStream's dedup window. Default 2m.
 	DuplicateWindow Duration `yaml:"duplicate_window"`
+	// Replicas is how many copies JetStream keeps of each stream and KV
+	// bucket the worker creates: the input stream (Stream), the subagent
+	// work queue (<Stream>_SUBAGENTS) and, with store.url nats://, the
+	// state buckets. 1, 3 or 5; default 1. It needs an external JetStream
+	// cluster (URL) of at least that many servers: with 3, every asset
+	// stays readable and writable while any one server of the three is
+	// down (two while one of five is), and a message JetStream acked is
+	// on a majority of the copies, so it is not lost with the server that
+	// took it. An existing stream or bucket created with another count is
+	// changed to this one in place.
+	Replicas int `yaml:"replicas"`
 	// AckWait is how long the server waits for an ack before redelivering
 	// a message. The worker keeps waiting messages alive with in-progress
 	// acks (every third of it), so this bounds only how soon a crashed

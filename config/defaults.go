@@ -24,6 +24,7 @@ func applyDefaults(c *Config) {
 	setBool(&c.NATS.JetStream, true)
 	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
 	setDuration(&c.NATS.AckWait, 10*time.Second)
+	setInt(&c.NATS.Replicas, 1)
 
 	if c.Subagents.MaxPerReplica == nil {
 		eight := 8

@@ -29,6 +29,10 @@ var (
 	subscribeModes  = []string{"inbox", "deferred"}
 	overlapPolicies = []string{"skip", "queue", "replace"}
 	watchdogModes   = []string{"off", "warn", "feedback", "enforce"}
+	// natsReplicas are the replica counts nats.replicas allows: JetStream
+	// takes up to 5, and an even count tolerates no more lost servers
+	// than the odd count below it.
+	natsReplicas = []int{1, 3, 5}
 
 	// namePattern is the shape of agent and schedule names: they become
 	// NATS subject tokens and metric label values.
@@ -143,6 +147,14 @@ func (v *validator) config(c *Config) {
 	}
 	if c.NATS.AckWait > 0 && c.NATS.AckWait.D() < time.Second {
 		v.at(root.key("nats", "ack_wait"), "must be at least 1s; got %v", c.NATS.AckWait.D())
+	}
+	switch n := c.NATS.Replicas; {
+	case !slices.Contains(natsReplicas, n):
+		v.at(root.key("nats", "replicas"), "must be 1, 3 or 5 (an odd number of copies, so that a majority of them outlives a lost server); got %d", n)
+	case n > 1 && c.NATS.URL == "":
+		v.at(root.key("nats", "replicas"), "%d copies need a JetStream cluster of at least %d servers, but nats.url is empty and the embedded server is a single server that holds 1; set nats.url to the cluster or nats.replicas to 1", n, n)
+	case n > 1 && c.NATS.JetStream != nil && !*c.NATS.JetStream:
+		v.at(root.key("nats", "replicas"), "copies are kept by JetStream, but nats.jetstream is false; set nats.replicas to 1 or nats.jetstream to true")
 	}
 
 	scheme, _, ok := strings.Cut(c.Store.URL, "://")

@@ -28,6 +28,21 @@ type StreamSpec struct {
 	// Description is the stream's description. Default: the input
 	// stream's.
 	Description string
+	// Replicas is how many copies JetStream keeps of the stream, each on
+	// another server of the cluster (nats.replicas): 1, 3 or 5. Zero
+	// creates the stream with 1 and leaves an existing stream's count as
+	// it is.
+	//
+	// With 3 the stream survives losing any one of its three servers (with
+	// 5, any two of five): JetStream acks a publish only once a majority of
+	// the copies stored it, so an acked message is not lost with the server
+	// that took it, and the copies left elect a new leader, so the stream
+	// stays readable and writable, its consumers (which keep as many copies
+	// as the stream) with their acks and redelivery state. Losing a
+	// majority (two of three) stops the stream, but loses nothing acked,
+	// until enough servers are back. With 1 the stream lives on one server:
+	// while it is down the agents get no input.
+	Replicas int
 }
 
 // managedKey marks, in the stream's metadata, a stream agent-worker
@@ -39,7 +54,9 @@ const managedKey = "agent-worker"
 var ErrStreamConflict = errors.New("stream conflict")
 
 // EnsureStream creates the stream or brings an existing one, created by
-// agent-worker, up to date (subjects, duplicate window, max age). A stream
+// agent-worker, up to date (subjects, duplicate window, max age, and the
+// number of replicas when spec.Replicas is set: JetStream adds or drops
+// copies in place, keeping the messages, and the change is logged). A stream
 // of the same name that agent-worker did not create, or whose retention or
 // storage differ (which JetStream cannot change in place), is an error
 // wrapping ErrStreamConflict that says what differs; nothing is changed.
@@ -58,6 +75,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	if spec.Description == "" {
 		spec.Description = "agent-worker: agents' inbox and deferred input"
 	}
+	if spec.Replicas < 0 {
+		return nil, fmt.Errorf("stream %s: replicas must not be negative; got %d", spec.Name, spec.Replicas)
+	}
 	retention := jetstream.InterestPolicy
 	if spec.WorkQueue {
 		retention = jetstream.WorkQueuePolicy
@@ -74,15 +94,16 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      spec.MaxAge,
 		Duplicates:  spec.DuplicateWindow,
+		Replicas:    max(spec.Replicas, 1),
 		Metadata:    map[string]string{managedKey: "1"},
 	}
 	s, err := js.Stream(ctx, spec.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		s, err = js.CreateStream(ctx, want)
 		if err != nil {
-			return nil, fmt.Errorf("create stream %s over %v: %w", spec.Name, subjects, err)
+			return nil, fmt.Errorf("create stream %s over %v%s: %w", spec.Name, subjects, replicasHint(err, want.Replicas), err)
 		}
-		log.Info("stream created", "stream", spec.Name, "subjects", subjects)
+		log.Info("stream created", "stream", spec.Name, "subjects", subjects, "replicas", want.Replicas)
 		return s, nil
 	}
 	if err != nil {
@@ -98,15 +119,51 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		return nil, fmt.Errorf("%w: stream %s has storage %s, agent-worker needs %s", ErrStreamConflict, spec.Name, have.Storage, want.Storage)
 	}
 	have.Subjects = slices.Sorted(slices.Values(have.Subjects))
-	if slices.Equal(have.Subjects, want.Subjects) && have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge {
+	if spec.Replicas == 0 {
+		want.Replicas = have.Replicas // zero: keep the count it has
+	}
+	sameReplicas := have.Replicas == want.Replicas
+	sameRest := slices.Equal(have.Subjects, want.Subjects) && have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge
+	if sameRest && sameReplicas {
 		return s, nil
 	}
 	upd := have
-	upd.Subjects, upd.Duplicates, upd.MaxAge = want.Subjects, want.Duplicates, want.MaxAge
+	upd.Subjects, upd.Duplicates, upd.MaxAge, upd.Replicas = want.Subjects, want.Duplicates, want.MaxAge, want.Replicas
 	s, err = js.UpdateStream(ctx, upd)
 	if err != nil {
-		return nil, fmt.Errorf("update stream %s to subjects %v: %w", spec.Name, subjects, err)
+		return nil, fmt.Errorf("update stream %s to subjects %v, %d replicas%s: %w", spec.Name, subjects, want.Replicas, replicasHint(err, want.Replicas), err)
 	}
-	log.Info("stream updated", "stream", spec.Name, "subjects", subjects, "was", have.Subjects, "duplicate_window", want.Duplicates)
+	if !sameReplicas {
+		// New copies catch up from the others in the background; the
+		// stream keeps serving meanwhile.
+		log.Info("stream replicas changed", "stream", spec.Name, "replicas", want.Replicas, "was", have.Replicas)
+	}
+	if !sameRest {
+		log.Info("stream updated", "stream", spec.Name, "subjects", subjects, "was", have.Subjects, "duplicate_window", want.Duplicates)
+	}
 	return s, nil
+}
+
+// JetStream's error codes for a replica count the servers cannot hold.
+const (
+	errCodeNoPeers               jetstream.ErrorCode = 10005 // no suitable peers for placement
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074 // replicas > 1 in non-clustered mode
+)
+
+// replicasHint explains err when it is JetStream refusing replicas copies:
+// the server is not clustered, or the cluster has too few servers (with
+// room). Otherwise it is empty.
+func replicasHint(err error, replicas int) string {
+	var apiErr *jetstream.APIError
+	if replicas <= 1 || !errors.As(err, &apiErr) {
+		return ""
+	}
+	switch apiErr.ErrorCode {
+	case errCodeReplicasNotSupported:
+		return fmt.Sprintf(" (nats.replicas is %d, but the NATS server is not part of a JetStream cluster; point nats.url at a cluster of at least %d servers or set nats.replicas to 1)", replicas, replicas)
+	case errCodeNoPeers, errCodeInsufficientResources:
+		return fmt.Sprintf(" (nats.replicas is %d: the JetStream cluster needs at least %d servers up, each with room for a copy)", replicas, replicas)
+	}
+	return ""
 }

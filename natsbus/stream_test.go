@@ -91,3 +91,34 @@ func TestEnsureStreamWorkQueue(t *testing.T) {
 		t.Fatalf("SubagentParent = %q %v", p, ok)
 	}
 }
+
+// More than one replica on a server that is not clustered (the embedded
+// one) fails and says what is needed; nothing is created.
+func TestEnsureStreamReplicasNeedACluster(t *testing.T) {
+	t.Parallel()
+	c := embedded(t)
+	ctx := context.Background()
+	_, err := EnsureStream(ctx, c.JS, StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}, Replicas: 3}, nil)
+	if err == nil || !strings.Contains(err.Error(), "nats.replicas is 3, but the NATS server is not part of a JetStream cluster") {
+		t.Fatalf("create with 3 replicas: err = %v", err)
+	}
+	if _, err := c.JS.Stream(ctx, "AGENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("stream after the failed create: %v", err)
+	}
+	// An existing R1 stream is not changed either.
+	spec := StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}, Replicas: 1}
+	if _, err := EnsureStream(ctx, c.JS, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	spec.Replicas = 3
+	if _, err := EnsureStream(ctx, c.JS, spec, nil); err == nil || !strings.Contains(err.Error(), "not part of a JetStream cluster") {
+		t.Fatalf("update to 3 replicas: err = %v", err)
+	}
+	s, err := c.JS.Stream(ctx, "AGENTS")
+	if err != nil || s.CachedInfo().Config.Replicas != 1 {
+		t.Fatalf("stream after the failed update: %v", err)
+	}
+	if _, err := EnsureStream(ctx, c.JS, StreamSpec{Name: "AGENTS", Replicas: -1}, nil); err == nil {
+		t.Fatal("negative replicas accepted")
+	}
+}

@@ -111,13 +111,13 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, err
 	}
-	w.store, err = openStore(ctx, cfg.Store, w.conn, o.Log)
+	w.store, err = openStore(ctx, cfg.Store, cfg.NATS.Replicas, w.conn, o.Log)
 	if err != nil {
 		return nil, err
 	}
 	w.health = newHealth(w.conn, w.store, o)
 	if w.conn.JS != nil {
-		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(),
+		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(), Replicas: cfg.NATS.Replicas,
 			Subjects: []string{subjects.AllInboxes(), subjects.AllDeferred()}}
 		for _, a := range cfg.Agents {
 			for _, s := range a.Subscribe {
@@ -506,8 +506,9 @@ func (w *Worker) teardown() {
 	}
 }
 
-// openStore opens the store cfg names.
-func openStore(ctx context.Context, cfg config.Store, conn *natsbus.Conn, log *slog.Logger) (store.Store, error) {
+// openStore opens the store cfg names; nats:// buckets keep replicas
+// copies (nats.replicas).
+func openStore(ctx context.Context, cfg config.Store, replicas int, conn *natsbus.Conn, log *slog.Logger) (store.Store, error) {
 	raw := cfg.URL
 	scheme, rest, _ := strings.Cut(raw, "://")
 	switch scheme {
@@ -518,7 +519,7 @@ func openStore(ctx context.Context, cfg config.Store, conn *natsbus.Conn, log *s
 		if conn.JS == nil {
 			return nil, fmt.Errorf("%w: store.url nats:// needs JetStream (nats.jetstream: true)", ErrConfig)
 		}
-		return natskv.Open(ctx, conn.JS, natskv.Options{Bucket: strings.Trim(rest, "/"), Log: log})
+		return natskv.Open(ctx, conn.JS, natskv.Options{Bucket: strings.Trim(rest, "/"), Replicas: replicas, Log: log})
 	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
 		tlsCfg, err := tlsConfig(cfg.TLS)
 		if err != nil {
@@ -718,7 +719,7 @@ func (w *Worker) subagentOptions(cfg *config.Config, o Options) background.Optio
 	}
 	opts.JetStream, opts.NATS, opts.Store = w.conn.JS, w.conn.NC, w.store
 	opts.Subjects = natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
-	opts.Stream, opts.DuplicateWindow = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D()
+	opts.Stream, opts.DuplicateWindow, opts.Replicas = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D(), cfg.NATS.Replicas
 	opts.AckWait, opts.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
 	return opts
 }

@@ -3,6 +3,9 @@
 // <Bucket>-lists, on a NATS connection the caller owns. It survives what the
 // JetStream server survives (a restart of the worker, and with file storage
 // a restart of the server), so spend, halts and pauses outlive the pod.
+// On a JetStream cluster with Options.Replicas 3 it also survives losing
+// any one of the three servers: acknowledged writes are on a majority of
+// the copies, and the rest keep serving (see Options.Replicas).
 //
 // It must not leak NATS types through the store interface: callers see
 // store.Entry, revisions as uint64 and the store sentinel errors, never a

@@ -41,8 +41,18 @@ type Options struct {
 	// Workers that share a bucket share their state.
 	Bucket string
 	// Replicas is the number of copies the JetStream cluster keeps of each
-	// bucket (1, 3 or 5). Zero means 1. Changing it on an existing bucket
-	// updates the bucket.
+	// bucket, each on another server (1, 3 or 5; nats.replicas). Zero
+	// means 1. Changing it on an existing bucket updates the bucket in
+	// place, keeping its contents, and is logged.
+	//
+	// With 3 the state survives losing any one of the three servers (with
+	// 5, any two): a write returns only once a majority of the copies
+	// stored it, so no acknowledged write is lost with a server, and the
+	// copies left elect a new leader and keep serving reads and writes,
+	// Create and Update staying atomic. Losing a majority makes the store
+	// fail (and the worker not ready) until servers are back; nothing
+	// acknowledged is lost. With 1 the state is on one server and
+	// unavailable while it is down.
 	Replicas int
 	// Storage is where the server keeps the buckets. The zero value is
 	// jetstream.FileStorage: state survives a server restart.
@@ -82,6 +92,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	if !validBucket.MatchString(opts.Bucket) {
 		return nil, fmt.Errorf("natskv: open: bucket %q: want [A-Za-z0-9_-]+", opts.Bucket)
 	}
+	if opts.Replicas < 0 {
+		return nil, fmt.Errorf("natskv: open: replicas must not be negative; got %d", opts.Replicas)
+	}
 	if opts.Replicas == 0 {
 		opts.Replicas = 1
 	}
@@ -91,7 +104,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	}
 	stateName, listsName := opts.Bucket+"-state", opts.Bucket+"-lists"
 
-	state, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	state, err := openBucket(ctx, js, log, jetstream.KeyValueConfig{
 		Bucket:      stateName,
 		Description: "agent-worker state: spend, halts, pauses, wake times, claims, leases",
 		History:     1,
@@ -103,7 +116,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	if err != nil {
 		return nil, wrap(ctx, "open bucket", stateName, err)
 	}
-	lists, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	lists, err := openBucket(ctx, js, log, jetstream.KeyValueConfig{
 		Bucket:      listsName,
 		Description: "agent-worker lists: conversation history, newest items per list",
 		History:     MaxListItems,
@@ -129,6 +142,43 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		s.maxPayload = nc.MaxPayload
 	}
 	return s, nil
+}
+
+// openBucket creates cfg's bucket or updates it to cfg, logging a change
+// of its replica count (the server adds or drops copies in place).
+func openBucket(ctx context.Context, js jetstream.JetStream, log *slog.Logger, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	was := 0
+	if st, err := js.Stream(ctx, "KV_"+cfg.Bucket); err == nil {
+		was = st.CachedInfo().Config.Replicas
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		if hint := replicasHint(err, cfg.Replicas); hint != "" {
+			err = fmt.Errorf("%w%s", err, hint)
+		}
+		return nil, err
+	}
+	if was != 0 && was != cfg.Replicas {
+		log.Info("bucket replicas changed", "store", "natskv", "bucket", cfg.Bucket, "replicas", cfg.Replicas, "was", was)
+	}
+	return kv, nil
+}
+
+// replicasHint explains err when it is JetStream refusing replicas copies:
+// the server is not clustered, or the cluster has too few servers (with
+// room). Otherwise it is empty.
+func replicasHint(err error, replicas int) string {
+	var apiErr *jetstream.APIError
+	if replicas <= 1 || !errors.As(err, &apiErr) {
+		return ""
+	}
+	switch apiErr.ErrorCode {
+	case 10074: // replicas > 1 not supported in non-clustered mode
+		return fmt.Sprintf(" (%d replicas need a JetStream cluster of at least %d servers; this server is not clustered)", replicas, replicas)
+	case 10005, 10023: // no suitable peers for placement; insufficient resources
+		return fmt.Sprintf(" (%d replicas need at least %d JetStream servers up in the cluster, each with room for a copy)", replicas, replicas)
+	}
+	return ""
 }
 
 // Close makes every later call return store.ErrClosed. It does not close

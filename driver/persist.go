@@ -173,10 +173,19 @@ func (a *Agent) remember(n uint64, ids []string) {
 // acking): then m is acked as a duplicate instead. The check and the push
 // are one step under mu, as restoreTurns' load and purge are, so a
 // message arriving while the agent restores is either purged or seen as
-// handled — never queued after the purge. It reports whether m should
-// wake the agent and whether it was queued.
+// handled — never queued after the purge. A message with a receipt on an
+// agent in standby is not queued either: its binding releases it. It
+// reports whether m should wake the agent and whether it was queued.
 func (a *Agent) pushUnlessHandled(m inbox.Message) (wake, queued bool) {
 	a.mu.Lock()
+	if a.standby && m.Receipt != nil {
+		// Bound to a consumer this replica is letting go of (it drains
+		// after the lease went): its binding releases it to the next
+		// owner. Queued here it would sit beside its own redelivery.
+		a.mu.Unlock()
+		a.log.Debug("message for an agent this replica does not own; left to its binding to release", "id", m.ID)
+		return false, false
+	}
 	n, done := a.handled[m.ID]
 	done = done && m.ID != "" && m.Receipt != nil
 	if !done {

@@ -105,3 +105,31 @@ func TestSetOwnedEndsARelease(t *testing.T) {
 	h.a.SetOwned(true)
 	h.waitEvent(events.TurnCompleted)
 }
+
+// A message from the NATS binding (it has a receipt) that reaches an agent
+// this replica no longer owns — the binding drains its consumer after the
+// lease was lost and the inbox emptied — is not queued: the binding
+// releases it to the next owner. On the old code it stayed queued, and
+// when the lease came back here the redelivered copy was queued beside
+// it: one turn handled the message twice.
+func TestAStandbyAgentQueuesNoBoundMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []config.ScriptStep{text("noted")})
+	h.a.SetOwned(false)
+	m := wakeMsg("delivered while the consumer drained")
+	r := &countingReceipt{}
+	m.ID, m.Receipt = "late-1", r
+	h.a.Send(m)
+	if s := h.a.Status(); s.InboxPending != 0 {
+		t.Fatalf("a standby agent queued a bound message: %+v", s)
+	}
+	if r.handled.Load() != 0 || r.dropped.Load() != 0 {
+		t.Fatalf("the message was settled here: handled %d, dropped %d", r.handled.Load(), r.dropped.Load())
+	}
+	// A message without a receipt (the API, core NATS) has nobody else to
+	// hand it on: it stays queued for when the agent is owned here again.
+	h.a.Send(wakeMsg("from the API"))
+	if s := h.a.Status(); s.InboxPending != 1 {
+		t.Fatalf("inbox after a receipt-less message: %+v", s)
+	}
+}

@@ -75,12 +75,12 @@ func (s *spread) place(agent string) lease.Placement {
 // run its turns here.
 func (s *spread) acquired(agent string) {
 	w := s.w
+	a, _ := w.driver.Agent(agent)
+	a.SetOwner(s.holder)
+	a.SetOwned(true) // first: a standby agent queues no consumer's message
 	if err := w.binding.Bind(context.Background(), agent); err != nil {
 		s.log.Error("cannot consume for an agent this replica owns", "agent", agent, "error", err)
 	}
-	a, _ := w.driver.Agent(agent)
-	a.SetOwner(s.holder)
-	a.SetOwned(true)
 	w.metrics.OwnershipChange(agent, string(lease.Acquired))
 	s.log.Info("agent owned here", "agent", agent, "holder", s.holder)
 	if pat := s.affinity[agent]; pat != "" && !membership.Matches(pat, s.holder) {

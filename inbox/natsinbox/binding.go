@@ -124,6 +124,10 @@ type Binding struct {
 	stream   jetstream.Stream           // nil in core NATS mode
 	// bound holds how to stop consuming each agent this replica consumes.
 	bound map[string]func()
+	// gen counts each agent's Binds and Unbinds (under mu): a delivery of
+	// an earlier generation, still in its callback when Unbind began, is
+	// released instead of reaching the agent.
+	gen map[string]uint64
 
 	mu      sync.Mutex
 	pending map[*receipt]struct{}
@@ -165,7 +169,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	if opts.AckWait == 0 {
 		opts.AckWait = 30 * time.Second
 	}
-	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, bound: map[string]func(){}, wake: make(chan struct{}, 1)}
+	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, bound: map[string]func(){}, gen: map[string]uint64{}, wake: make(chan struct{}, 1)}
 	for i := range agents {
 		b.agents[agents[i].Name] = &agents[i]
 	}
@@ -276,6 +280,10 @@ func (b *Binding) Bind(ctx context.Context, name string) error {
 			wake = append(wake, s.Subject)
 		}
 	}
+	b.mu.Lock()
+	b.gen[name]++
+	gen := b.gen[name]
+	b.mu.Unlock()
 	var stops []func()
 	stopAll := func() {
 		for _, stop := range stops {
@@ -286,7 +294,7 @@ func (b *Binding) Bind(ctx context.Context, name string) error {
 		durable, what string
 		filters       []string
 	}{{consumerName(name), "wake input", wake}, {deferredConsumerName(name), "deferred input", deferred}} {
-		stop, err := b.consume(ctx, a, c.durable, c.what, c.filters)
+		stop, err := b.consume(ctx, a, gen, c.durable, c.what, c.filters)
 		if err != nil {
 			stopAll()
 			return err
@@ -301,7 +309,7 @@ func (b *Binding) Bind(ctx context.Context, name string) error {
 
 // consume creates (or resumes) one durable consumer of the agent's input
 // and starts consuming it; it returns how to stop.
-func (b *Binding) consume(ctx context.Context, a *Agent, durable, what string, filters []string) (func(), error) {
+func (b *Binding) consume(ctx context.Context, a *Agent, gen uint64, durable, what string, filters []string) (func(), error) {
 	c, err := b.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:        durable,
 		Description:    "agent-worker agent " + a.Name + ": " + what,
@@ -315,7 +323,7 @@ func (b *Binding) consume(ctx context.Context, a *Agent, durable, what string, f
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s for agent %s on %v: %w", durable, a.Name, filters, err)
 	}
-	cc, err := c.Consume(func(m jetstream.Msg) { b.onMessage(a, m) },
+	cc, err := c.Consume(func(m jetstream.Msg) { b.onMessage(a, gen, m) },
 		jetstream.PullMaxMessages(max(a.Cap, 1)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			b.opts.Log.Warn("consumer error; it retries", "agent", a.Name, "consumer", durable, "error", err)
@@ -357,6 +365,7 @@ func (b *Binding) Unbind(name string) {
 	b.mu.Lock()
 	stop := b.bound[name]
 	delete(b.bound, name)
+	b.gen[name]++
 	b.mu.Unlock()
 	if stop == nil {
 		return
@@ -462,9 +471,10 @@ func (b *Binding) kind(a *Agent, subj string) inbox.Kind {
 	return kind
 }
 
-// onMessage handles one JetStream delivery for agent a. It never blocks
-// on the agent: Send only queues.
-func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
+// onMessage handles one JetStream delivery for agent a, from the
+// consumer of binding generation gen. It never blocks on the agent: Send
+// only queues.
+func (b *Binding) onMessage(a *Agent, gen uint64, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		b.opts.Log.Warn("message without JetStream metadata; terminated", "agent", a.Name, "subject", m.Subject(), "error", err)
@@ -509,8 +519,12 @@ func (b *Binding) onMessage(a *Agent, m jetstream.Msg) {
 	}
 	r := &receipt{b: b, msg: m, agent: a.Name, id: id, subject: m.Subject(), headers: m.Headers(), seq: sk}
 	b.mu.Lock()
-	if b.stopped {
+	if b.stopped || b.gen[a.Name] != gen {
+		// Stopped, or Unbind began while this delivery was in flight (a
+		// slow handled-id check): the agent is not consumed here any
+		// more, so nobody would settle it. Released for the next owner.
 		b.mu.Unlock()
+		b.opts.Log.Info("delivery for an agent no longer consumed here; released", "agent", a.Name, "id", id)
 		_ = m.Nak()
 		return
 	}

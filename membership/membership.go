@@ -143,7 +143,10 @@ func Start(ctx context.Context, o Options) (*Members, error) {
 	}
 	m.sub = sub
 	m.beat(true)
-	if err := o.Conn.FlushWithContext(ctx); err != nil {
+	flushCtx, cancel := context.WithTimeout(ctx, max(o.Interval, time.Second))
+	err = o.Conn.FlushWithContext(flushCtx)
+	cancel()
+	if err != nil {
 		o.Log.Warn("membership: could not announce this replica; it will keep trying", "error", err)
 	}
 	wait := min(o.Interval/4, 250*time.Millisecond)

@@ -2,7 +2,10 @@ package membership
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,4 +157,40 @@ func TestAssignerFollowsTheLiveSet(t *testing.T) {
 		t.Fatalf("b placed %d agents, want 15", n)
 	}
 	_ = b
+}
+
+// Joining with a context that has no deadline announces the replica
+// without a warning (the flush gets a deadline of its own). On the old
+// code every start logged "could not announce this replica".
+func TestStartAnnouncesWithoutAWarning(t *testing.T) {
+	t.Parallel()
+	nc, err := nats.Connect(natsServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))
+	m, err := Start(context.Background(), Options{Conn: nc, Subject: Subject("agents"), Holder: "r1", Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("start warned:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

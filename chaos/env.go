@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -167,6 +168,54 @@ func (e *env) wait(done <-chan error) error {
 	}
 }
 
+// loadUntil publishes in the background, round-robin to agents, one
+// message every interval, until the returned function is called; that
+// stops it and waits until the message being published then is acked.
+// Calling it again returns nil at once.
+func (e *env) loadUntil(interval time.Duration, agents []string) (stop func() error) {
+	halt := make(chan struct{})
+	done := e.pub.until(e.ctx, halt, interval, agents)
+	var once sync.Once
+	return func() error {
+		var err error
+		once.Do(func() {
+			close(halt)
+			err = e.wait(done)
+		})
+		return err
+	}
+}
+
+// latency is how long one message waited: from its publish (JetStream's
+// ack, harness clock) to the first completed turn naming it (worker log
+// clock; same host).
+type latency struct {
+	id, agent string
+	took      time.Duration
+}
+
+// slowest returns the message acked in [from, to) that waited longest to
+// be handled, and how many of those messages were handled.
+func (e *env) slowest(from, to time.Time) (latency, int) {
+	var worst latency
+	n := 0
+	for _, id := range e.published() {
+		s, ok := e.pub.sentAt(id)
+		if !ok || s.at.Before(from) || !s.at.Before(to) {
+			continue
+		}
+		at, ok := e.led.HandledAt(id)
+		if !ok {
+			continue
+		}
+		n++
+		if d := at.Sub(s.at); n == 1 || d > worst.took {
+			worst = latency{id: id, agent: s.agent, took: d}
+		}
+	}
+	return worst, n
+}
+
 // drain waits until every published message is handled or dead-lettered,
 // or timeout passes; then, if some are not, it asks the workers' APIs how
 // many messages they still hold. Unaccounted messages are not an error
@@ -187,19 +236,22 @@ func (e *env) drain(timeout time.Duration, agents []string) error {
 		return err
 	}
 	e.note("%d message(s) unaccounted %v after the last publish", e.led.Unaccounted(e.published()), timeout)
+	// Every replica answers with the agent's owner's view: ask each agent
+	// of the first replica that answers.
 	pending, known := 0, false
-	for _, s := range e.services {
-		if s.api == "" || !s.running() {
-			continue
-		}
-		for _, a := range agents {
+	for _, a := range agents {
+		for _, s := range e.services {
+			if s.api == "" || !s.running() {
+				continue
+			}
 			st, err := s.status(e.ctx, a)
-			if err != nil || (st.Standby != nil && *st.Standby) {
+			if err != nil {
 				continue
 			}
 			pending += st.InboxPending + st.DeferredPending
 			known = true
-			e.note("API of %s then: %s %s, inbox_pending %d, deferred_pending %d", s.name, a, st.State, st.InboxPending, st.DeferredPending)
+			e.note("API of %s then: %s %s (owner %s), inbox_pending %d, deferred_pending %d", s.name, a, st.State, st.Owner, st.InboxPending, st.DeferredPending)
+			break
 		}
 	}
 	if known {

@@ -19,6 +19,23 @@ const (
 	msgDropped       = "message dropped"
 	msgDuplicate     = "duplicate of a handled message; acked without a turn"
 	msgThrottled     = "turn throttled"
+	// Lease changes: a dead replica's lease taken after it expired, a
+	// lease released to the replica an agent was handed over to, and the
+	// ways a replica lets an agent go that it did not hand over.
+	msgTakenOver   = "lease taken over"
+	msgHandingOver = "handing agent over: no new turn starts here; a running turn may finish"
+	msgHandedOver  = "agent handed over: lease released"
+	msgLostLease   = "lease lost to another replica; letting the agent go"
+	msgLateRenewal = "lease could not be renewed in time; letting the agent go"
+	msgLateConfirm = "lease expired before its renewal was confirmed; letting the agent go"
+)
+
+// The kinds of LeaseChange.
+const (
+	leaseTakenOver   = "taken over"   // from a replica whose lease expired
+	leaseHandingOver = "handing over" // no new turn; a running one may finish
+	leaseHandedOver  = "handed over"
+	leaseLost        = "lost" // let go, not handed over
 )
 
 // Completion is one "turn completed" log line.
@@ -30,6 +47,26 @@ type Completion struct {
 	Source string // the replica whose log it came from
 }
 
+// Failure is one "turn failed" log line.
+type Failure struct {
+	Time    time.Time
+	Agent   string
+	Outcome string
+	Error   string
+	Source  string
+}
+
+// LeaseChange is one log line saying an agent changes owner: Kind is
+// leaseTakenOver (Source took it; Peer held it), leaseHandingOver (Source
+// starts handing it over to Peer), leaseHandedOver (Source released it
+// for Peer) or leaseLost (Source let it go; Msg says why).
+type LeaseChange struct {
+	Time         time.Time
+	Kind, Msg    string
+	Agent        string
+	Source, Peer string
+}
+
 // Ledger accounts for messages by id, from the JSON log lines of every
 // worker process of one scenario. It is not safe for concurrent use.
 type Ledger struct {
@@ -39,6 +76,8 @@ type Ledger struct {
 	dropped     map[string]string    // id → why the worker dropped it
 	completions []Completion         // every completed turn, in the order read
 	failed      map[string]int       // outcome → failed turns
+	failures    []Failure            // every failed turn, in the order read
+	leases      []LeaseChange        // every change of owner, in the order read
 	why         map[string]string    // outcome → the error of its first failed turn
 	duplicates  int                  // redeliveries acked without a turn
 	throttled   map[string]int       // reason → turns made to wait
@@ -53,15 +92,17 @@ func NewLedger() *Ledger {
 
 // logLine holds the attributes of the lines the ledger reads.
 type logLine struct {
-	Time    time.Time `json:"time"`
-	Msg     string    `json:"msg"`
-	Agent   string    `json:"agent"`
-	Turn    uint64    `json:"turn"`
-	IDs     []string  `json:"ids"`
-	ID      string    `json:"id"`
-	Reason  string    `json:"reason"`
-	Outcome string    `json:"outcome"`
-	Error   string    `json:"error"`
+	Time     time.Time `json:"time"`
+	Msg      string    `json:"msg"`
+	Agent    string    `json:"agent"`
+	Turn     uint64    `json:"turn"`
+	IDs      []string  `json:"ids"`
+	ID       string    `json:"id"`
+	Reason   string    `json:"reason"`
+	Outcome  string    `json:"outcome"`
+	Error    string    `json:"error"`
+	To       string    `json:"to"`       // agent handed over
+	Previous string    `json:"previous"` // lease taken over
 }
 
 // Consume reads the complete lines of data, those ending in a newline,
@@ -98,7 +139,8 @@ func (l *Ledger) line(b []byte, source string) {
 		return
 	}
 	switch head.Msg {
-	case msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled:
+	case msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled,
+		msgTakenOver, msgHandingOver, msgHandedOver, msgLostLease, msgLateRenewal, msgLateConfirm:
 	default:
 		return
 	}
@@ -121,6 +163,7 @@ func (l *Ledger) line(b []byte, source string) {
 			l.why[e.Outcome] = e.Error
 		}
 		l.failed[e.Outcome]++
+		l.failures = append(l.failures, Failure{Time: e.Time, Agent: e.Agent, Outcome: e.Outcome, Error: e.Error, Source: source})
 	case msgDeadLetter:
 		l.dead[e.ID] = e.Reason
 	case msgDropped:
@@ -129,6 +172,14 @@ func (l *Ledger) line(b []byte, source string) {
 		l.duplicates++
 	case msgThrottled:
 		l.throttled[e.Reason]++
+	case msgTakenOver:
+		l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseTakenOver, Msg: e.Msg, Agent: e.Agent, Source: source, Peer: e.Previous})
+	case msgHandingOver:
+		l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseHandingOver, Msg: e.Msg, Agent: e.Agent, Source: source, Peer: e.To})
+	case msgHandedOver:
+		l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseHandedOver, Msg: e.Msg, Agent: e.Agent, Source: source, Peer: e.To})
+	case msgLostLease, msgLateRenewal, msgLateConfirm:
+		l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseLost, Msg: e.Msg, Agent: e.Agent, Source: source})
 	}
 }
 
@@ -223,6 +274,18 @@ func (l *Ledger) Turns(agent string, from, to time.Time) int {
 	return n
 }
 
+// CompletedOn counts the completed turns of agent logged by source whose
+// log time is in [from, to).
+func (l *Ledger) CompletedOn(agent, source string, from, to time.Time) int {
+	n := 0
+	for _, c := range l.completions {
+		if c.Agent == agent && c.Source == source && !c.Time.Before(from) && c.Time.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // FirstCompletion returns the earliest completed turn after t of one of
 // agents (any agent when empty) logged by source (any when "").
 func (l *Ledger) FirstCompletion(t time.Time, agents []string, source string) (Completion, bool) {
@@ -237,6 +300,37 @@ func (l *Ledger) FirstCompletion(t time.Time, agents []string, source string) (C
 		}
 	}
 	return best, found
+}
+
+// HandledAt returns the log time of the first completed turn that named
+// id, if one did.
+func (l *Ledger) HandledAt(id string) (time.Time, bool) {
+	t, ok := l.first[id]
+	return t, ok
+}
+
+// FailuresSince returns the failed turns whose log time is after t, in
+// the order read.
+func (l *Ledger) FailuresSince(t time.Time) []Failure {
+	var out []Failure
+	for _, f := range l.failures {
+		if f.Time.After(t) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// LeaseChangesSince returns the changes of owner of kind ("" any) whose
+// log time is after t, in the order read.
+func (l *Ledger) LeaseChangesSince(t time.Time, kind string) []LeaseChange {
+	var out []LeaseChange
+	for _, c := range l.leases {
+		if c.Time.After(t) && (kind == "" || c.Kind == kind) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // LastSource returns the source of the latest completed turn of agent.

@@ -122,3 +122,90 @@ func TestTailRestart(t *testing.T) {
 		t.Fatalf("malformed %d, want 1 (the cut line, ended by ensureNewline)", l.malformed)
 	}
 }
+
+// handover is two replicas' logs around a join: r2 hands a1 over to r1
+// once its running turn completed, a turn of a2 fails when r2 loses its
+// lease, and r1 takes a3 over from a dead r3.
+const handover = `{"time":"2026-11-30T09:00:00.0Z","level":"INFO","msg":"handing agent over: no new turn starts here; a running turn may finish","agent":"a1","to":"r1"}
+{"time":"2026-11-30T09:00:00.1Z","level":"INFO","msg":"turn completed","agent":"a1","turn":7,"messages":1,"ids":["s6-m0001"],"text":"handled"}
+{"time":"2026-11-30T09:00:00.2Z","level":"INFO","msg":"agent handed over: lease released","agent":"a1","to":"r1"}
+{"time":"2026-11-30T09:00:01.0Z","level":"WARN","msg":"lease lost to another replica; letting the agent go","agent":"a2","holder":"r2"}
+{"time":"2026-11-30T09:00:01.1Z","level":"WARN","msg":"turn failed","agent":"a2","turn":3,"outcome":"shutdown","error":"lease lost: this replica no longer owns the agent","messages_requeued":1}
+`
+
+func TestLedgerLeases(t *testing.T) {
+	l := NewLedger()
+	l.Consume([]byte(handover), "r2")
+	l.Consume([]byte(`{"time":"2026-11-30T09:00:02.0Z","level":"INFO","msg":"lease taken over","agent":"a3","holder":"r1","previous":"r3","expired":"2026-11-30T09:00:01.9Z"}`+"\n"), "r1")
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	all := l.LeaseChangesSince(time.Time{}, "")
+	want := []LeaseChange{
+		{Time: at("2026-11-30T09:00:00.0Z"), Kind: leaseHandingOver, Msg: msgHandingOver, Agent: "a1", Source: "r2", Peer: "r1"},
+		{Time: at("2026-11-30T09:00:00.2Z"), Kind: leaseHandedOver, Msg: msgHandedOver, Agent: "a1", Source: "r2", Peer: "r1"},
+		{Time: at("2026-11-30T09:00:01.0Z"), Kind: leaseLost, Msg: msgLostLease, Agent: "a2", Source: "r2"},
+		{Time: at("2026-11-30T09:00:02.0Z"), Kind: leaseTakenOver, Msg: msgTakenOver, Agent: "a3", Source: "r1", Peer: "r3"},
+	}
+	if len(all) != len(want) {
+		t.Fatalf("lease changes %+v, want %+v", all, want)
+	}
+	for i := range want {
+		if all[i] != want[i] {
+			t.Fatalf("lease change %d: %+v, want %+v", i, all[i], want[i])
+		}
+	}
+	if got := l.LeaseChangesSince(at("2026-11-30T09:00:00.5Z"), leaseTakenOver); len(got) != 1 || got[0].Agent != "a3" {
+		t.Fatalf("taken over after 00.5: %+v", got)
+	}
+	if n := l.CompletedOn("a1", "r2", all[0].Time, all[1].Time); n != 1 {
+		t.Fatalf("turns of a1 on r2 during its handover: %d, want 1", n)
+	}
+	if n := l.CompletedOn("a1", "r1", all[0].Time, all[1].Time); n != 0 {
+		t.Fatalf("turns of a1 on r1 during the handover: %d, want 0", n)
+	}
+	f := l.FailuresSince(at("2026-11-30T09:00:00.5Z"))
+	if len(f) != 1 || f[0].Agent != "a2" || f[0].Outcome != "shutdown" || f[0].Source != "r2" {
+		t.Fatalf("failures since 00.5: %+v", f)
+	}
+	if len(l.FailuresSince(at("2026-11-30T09:00:01.1Z"))) != 0 {
+		t.Fatal("a failure after its own time")
+	}
+	if h, ok := l.HandledAt("s6-m0001"); !ok || !h.Equal(at("2026-11-30T09:00:00.1Z")) {
+		t.Fatalf("handled at %v %v", h, ok)
+	}
+}
+
+func TestOwners(t *testing.T) {
+	holders := []string{"r1", "r2", "r3"}
+	o := owners{"a1": "r1", "a2": "r2", "a3": "r2", "a4": "r3", "a5": "r2"}
+	if got := o.spread(holders); got != "r1 1, r2 3, r3 1" {
+		t.Fatalf("spread %q", got)
+	}
+	if got := o.busiest(holders); got != "r2" {
+		t.Fatalf("busiest %q", got)
+	}
+	if got := list(o.of("r2")); got != "a2, a3, a5" {
+		t.Fatalf("of r2: %q", got)
+	}
+	if !spreadOver(holders, 1, 3)(o) || spreadOver(holders, 2, 3)(o) {
+		t.Fatal("spreadOver: 1, 3, 1 is within 1–3 and not within 2–3")
+	}
+	if !o.ownedBy(holders) || o.ownedBy([]string{"r1", "r3"}) {
+		t.Fatal("ownedBy")
+	}
+	o["a6"] = ""
+	if o.ownedBy(holders) || spreadOver(holders, 0, 5)(o) {
+		t.Fatal("an agent without an owner is owned by none of the holders")
+	}
+	if got := o.describe([]string{"a6", "a1", "a7"}); got != "a6 none, a1 r1, a7 not answered" {
+		t.Fatalf("describe %q", got)
+	}
+	if got := (owners{"a1": "r1", "a2": "r2"}).busiest(holders); got != "r1" {
+		t.Fatalf("busiest on a tie: %q, want the first", got)
+	}
+}

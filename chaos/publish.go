@@ -30,6 +30,14 @@ type publisher struct {
 	mu    sync.Mutex
 	n     map[string]int // kind → last number used
 	acked []string
+	sent  map[string]sentMsg // id → when JetStream acked it, and to whom
+}
+
+// sentMsg is one acked message: when JetStream acknowledged it (the
+// harness clock) and the agent it was for.
+type sentMsg struct {
+	at    time.Time
+	agent string
 }
 
 // newPublisher connects to url. The connection reconnects forever and
@@ -47,7 +55,7 @@ func newPublisher(url, prefix string) (*publisher, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &publisher{nc: nc, js: js, prefix: prefix, n: map[string]int{}}, nil
+	return &publisher{nc: nc, js: js, prefix: prefix, n: map[string]int{}, sent: map[string]sentMsg{}}, nil
 }
 
 func (p *publisher) close() { p.nc.Close() }
@@ -92,6 +100,7 @@ func (p *publisher) publish(ctx context.Context, kind string, m message) (string
 		if err == nil {
 			p.mu.Lock()
 			p.acked = append(p.acked, id)
+			p.sent[id] = sentMsg{at: time.Now(), agent: m.agent}
 			p.mu.Unlock()
 			return id, nil
 		}
@@ -106,9 +115,28 @@ func (p *publisher) publish(ctx context.Context, kind string, m message) (string
 // round-robin over agents. The returned channel yields nil when all are
 // acked, or the first error.
 func (p *publisher) steady(ctx context.Context, n int, interval time.Duration, agents []string) <-chan error {
+	return p.load(ctx, n, nil, interval, agents)
+}
+
+// until publishes like steady, but until stop is closed: the returned
+// channel yields nil once the message being published then is acked.
+func (p *publisher) until(ctx context.Context, stop <-chan struct{}, interval time.Duration, agents []string) <-chan error {
+	return p.load(ctx, -1, stop, interval, agents)
+}
+
+// load publishes n messages (n < 0: any number) in the background, one
+// every interval, round-robin over agents, until stop (nil: never) is
+// closed.
+func (p *publisher) load(ctx context.Context, n int, stop <-chan struct{}, interval time.Duration, agents []string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		for i := 0; i < n; i++ {
+		for i := 0; n < 0 || i < n; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
 			if _, err := p.publish(ctx, "m", message{agent: agents[i%len(agents)]}); err != nil {
 				done <- err
 				return
@@ -121,6 +149,14 @@ func (p *publisher) steady(ctx context.Context, n int, interval time.Duration, a
 		done <- nil
 	}()
 	return done
+}
+
+// sentAt returns when JetStream acked id and the agent it was for.
+func (p *publisher) sentAt(id string) (sentMsg, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.sent[id]
+	return s, ok
 }
 
 // ids returns the acked ids so far, in order.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ var scenarios = []scenario{
 	{"redis-down", "Redis down 10 s under load", redisDown},
 	{"backlog", "backlog of 1000 deferred + 20 inbox while down", backlog},
 	{"large-batch", "25 messages of 50 KB released from a pause", largeBatch},
-	{"replica-killed", "the replica owning most agents killed", replicaKilled},
+	{"replica-killed", "3 replicas, 12 agents: the busiest killed -9, then restarted", replicaKilled},
 	{"self-reschedule", "a model that reschedules itself at once", selfReschedule},
 }
 
@@ -292,21 +293,43 @@ func largeBatch(e *env) error {
 	return e.drain(drainTimeout, one)
 }
 
-// replicaKilled: two replicas share four agents; the one owning most is
-// killed with SIGKILL under load and the other must take its agents over.
+// replicaKilled: three replicas spread twelve agents among themselves;
+// the one owning most is killed with SIGKILL under load and the two
+// others must take its agents over within the lease's ttl; restarted, it
+// must get its share back by graceful handovers.
 func replicaKilled(e *env) error {
-	agents := []string{"a1", "a2", "a3", "a4"}
-	const n = 240
-	e.story("Two replicas (lease holders r1 and r2, lease ttl 3 s, ack_wait 5 s) shared one external nats-server and its KV store, with four agents; %d messages went round-robin to the four, one every 40 ms.", n)
-	e.story("Once every agent had completed a turn, the replica owning most agents was killed with SIGKILL a second later and not restarted; the other had to take its agents over.")
-	e.story("Recovery: from the kill to the first completed turn on the survivor of an agent that moved.")
+	const (
+		interval = 40 * time.Millisecond
+		ackWait  = 5 * time.Second // as workerConf renders nats.ack_wait
+		// spreadDeadline bounds the wait for the agents to be spread, at
+		// the start and after the rejoin.
+		spreadDeadline = 20 * time.Second
+		// takeoverDeadline bounds the takeover after the kill: the lease
+		// ttl (3 s) and a third of it by design, the rest room for a
+		// loaded 2-core machine.
+		takeoverDeadline = 10 * time.Second
+		alone            = 2 * time.Second // the survivors alone, under load
+		after            = 3 * time.Second // the load after the rejoin
+	)
+	holders := []string{"r1", "r2", "r3"}
+	agents := numbered("a", 12)
+	share := len(agents) / len(holders)
+	lo, hi := share-1, share+1
+	e.story("Three replicas (lease holders r1, r2 and r3; lease ttl 3 s, heartbeat 1 s, ack_wait %s) shared one external nats-server and its KV store, with %d agents (%s–%s); one message went every %s round-robin to the %d from the start until %s after the rejoin below.",
+		human(ackWait), len(agents), agents[0], agents[len(agents)-1], human(interval), len(agents), human(after))
+	e.story("Every %s the harness asked the API who owned each agent (the `owner` of GET /v1/agents/{name}; every replica answers with the owner's view), of each running replica in turn, until each replica owned %d–%d agents (within %s, else the scenario fails).", human(ownerPollEvery), lo, hi, human(spreadDeadline))
+	e.story("A second later the replica owning most agents was killed with SIGKILL, and the two others had to own all %d within %s (else the scenario fails; the lease ttl plus a third of it is the design's bound, the rest room for a loaded machine).", len(agents), human(takeoverDeadline))
+	e.story("%s after they did, it was started again with the same holder name and had to own %d–%d agents again within %s, handed over gracefully: the old owner lets its running turn complete, then releases the lease and the agent's messages at once, so no turn should fail and no message wait for ack_wait.", human(alone), lo, hi, human(spreadDeadline))
+	e.story("Then each replica's metrics were checked against the owners the API showed (agent_worker_agent_owned, agent_worker_replicas), and the load stopped.")
+	e.story("Recovery: from the kill to the first completed turn of an agent that moved.")
 	_, url, err := e.nats()
 	if err != nil {
 		return err
 	}
 	reps := map[string]*service{}
-	for _, name := range []string{"r1", "r2"} {
-		w, err := e.worker(name, workerConf{natsURL: url, agents: agents, script: handledScript, unthrottled: true})
+	var all []*service
+	for _, name := range holders {
+		w, err := e.worker(name, workerConf{natsURL: url, agents: agents, script: handledScript, unthrottled: true, heartbeat: time.Second})
 		if err != nil {
 			return err
 		}
@@ -314,54 +337,34 @@ func replicaKilled(e *env) error {
 			return err
 		}
 		reps[name] = w
+		all = append(all, w)
 	}
+	allStarted := time.Now()
 	if err := e.connect(url); err != nil {
 		return err
 	}
-	done := e.pub.steady(e.ctx, n, 40*time.Millisecond, agents)
+	loadBegan := time.Now()
+	stopLoad := e.loadUntil(interval, agents)
+	defer stopLoad() // on an early return
 
-	// Who owns what: the API's standby flag when it shows one, else the
-	// replica whose log has the agent's latest completed turn.
-	owner := map[string]string{}
-	how := "the logs (latest completed turn; the API showed no standby flag)"
-	err = poll(e.ctx, 20*time.Second, 100*time.Millisecond, "every agent to have an owner", func() (bool, error) {
-		if err := e.tail.Poll(); err != nil {
-			return false, err
-		}
-		for _, a := range agents {
-			var active []string
-			flagged := false
-			for _, name := range []string{"r1", "r2"} {
-				st, err := reps[name].status(e.ctx, a)
-				if err != nil {
-					continue
-				}
-				flagged = flagged || st.Standby != nil
-				if st.Standby == nil || !*st.Standby {
-					active = append(active, name)
-				}
-			}
-			if flagged && len(active) == 1 {
-				owner[a], how = active[0], "the API's standby flag"
-			} else {
-				owner[a] = e.led.LastSource(a)
-			}
-			if owner[a] == "" {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	// The spread.
+	spread := fmt.Sprintf("each replica to own %d–%d agents", lo, hi)
+	first, at, err := e.awaitOwners(all, agents, spreadDeadline, spread, spreadOver(holders, lo, hi))
 	if err != nil {
 		return err
 	}
-	owned := map[string][]string{}
-	for _, a := range agents {
-		owned[owner[a]] = append(owned[owner[a]], a)
-	}
-	victim, survivor := "r1", "r2"
-	if len(owned["r2"]) > len(owned["r1"]) {
-		victim, survivor = "r2", "r1"
+	e.note("spread %s, %s after the last replica was ready", first.spread(holders), secs(at.Sub(allStarted)))
+
+	// The kill.
+	victim := first.busiest(holders)
+	moved := first.of(victim)
+	var survivors []string
+	var rest []*service
+	for _, name := range holders {
+		if name != victim {
+			survivors = append(survivors, name)
+			rest = append(rest, reps[name])
+		}
 	}
 	if err := sleep(e.ctx, time.Second); err != nil { // well into the load
 		return err
@@ -369,12 +372,157 @@ func replicaKilled(e *env) error {
 	if err := reps[victim].kill(); err != nil {
 		return err
 	}
-	e.cleared(time.Now(), owned[victim], survivor)
-	e.note("ownership from %s: %s owned %s, %s owned %s; %s killed", how, victim, list(owned[victim]), survivor, list(owned[survivor]), victim)
-	if err := e.wait(done); err != nil {
+	killed := time.Now()
+	e.cleared(killed, moved, "")
+	taken, at, err := e.awaitOwners(rest, agents, takeoverDeadline, "every agent to be owned by "+strings.Join(survivors, " or "), func(o owners) bool { return o.ownedBy(survivors) })
+	if err != nil {
+		return fmt.Errorf("takeover after the kill of %s: %w", victim, err)
+	}
+	took := at.Sub(killed)
+	if err := e.tail.Poll(); err != nil {
 		return err
 	}
-	return e.drain(drainTimeout, agents)
+	even := len(agents) / len(survivors)
+	e.note("%s killed, owning %s: every agent owned by %s %s after the kill (API%s), spread then %s%s",
+		victim, list(moved), strings.Join(survivors, " or "), secs(took), takenOverLogged(e.led, killed, moved), taken.spread(survivors),
+		when(!spreadOver(survivors, even-1, even+1)(taken), fmt.Sprintf(", outside the expected %d–%d", even-1, even+1)))
+	if err := sleep(e.ctx, alone); err != nil {
+		return err
+	}
+
+	// The rejoin.
+	if err := e.start(reps[victim]); err != nil {
+		return err
+	}
+	restarted := reps[victim].starts[len(reps[victim].starts)-1]
+	ready := time.Now()
+	again, at, err := e.awaitOwners(all, agents, spreadDeadline, spread+" again", spreadOver(holders, lo, hi))
+	if err != nil {
+		return fmt.Errorf("rejoin of %s: %w", victim, err)
+	}
+	e.note("%s restarted: spread %s again %s after the restart (%s after it was ready)", victim, again.spread(holders), secs(at.Sub(restarted)), secs(at.Sub(ready)))
+	if err := sleep(e.ctx, after); err != nil {
+		return err
+	}
+	diffs, err := e.checkMetrics(all, again, agents)
+	if err != nil {
+		return err
+	}
+	if len(diffs) == 0 {
+		e.note("metrics agree with the API: agent_worker_agent_owned 1 on the owner only, agent_worker_replicas %d on each", len(all))
+	} else {
+		return fmt.Errorf("metrics disagree with the API: %s", strings.Join(diffs, "; "))
+	}
+	loadEnded := time.Now()
+	if err := stopLoad(); err != nil {
+		return err
+	}
+	if err := e.drain(drainTimeout, agents); err != nil {
+		return err
+	}
+	joinErr := e.noteJoin(victim, restarted, loadEnded, ackWait)
+	if slow, n := e.slowest(loadBegan, restarted); n > 0 {
+		e.note("before the restart the slowest message (%s to %s%s) was handled %s after its publish%s", slow.id, slow.agent, when(slices.Contains(moved, slow.agent), ", an agent that moved"), secs(slow.took),
+			when(slow.took > took, ", later than the takeover: a message the killed replica had fetched comes again only once its ack_wait runs out"))
+	}
+	for _, c := range e.led.LeaseChangesSince(time.Time{}, leaseLost) {
+		e.note("%s let %s go without a handover at %s: %q", c.Source, c.Agent, c.Time.Format("15:04:05.000"), c.Msg)
+	}
+	return joinErr
+}
+
+// noteJoin notes how agents went back to the restarted replica victim:
+// by graceful handovers (how many let a running turn finish first, and
+// the longest), with no turn failed since the restart (a handover never
+// cancels one) and no message kept waiting (the slowest of those
+// published from the restart to end, against ackWait). It returns an
+// error when a turn failed since the restart or a message waited for
+// ackWait: a join must cost neither.
+func (e *env) noteJoin(victim string, restarted, end time.Time, ackWait time.Duration) error {
+	began := map[string]time.Time{} // replica/agent → handing over
+	var to, other []string
+	var longest time.Duration
+	waited := 0
+	for _, c := range e.led.LeaseChangesSince(restarted, "") {
+		key := c.Source + "/" + c.Agent
+		switch {
+		case c.Kind == leaseHandingOver:
+			began[key] = c.Time
+		case c.Kind == leaseHandedOver && c.Peer != victim:
+			other = append(other, fmt.Sprintf("%s %s→%s", c.Agent, c.Source, c.Peer))
+		case c.Kind == leaseHandedOver:
+			to = append(to, c.Agent)
+			if t, ok := began[key]; ok {
+				longest = max(longest, c.Time.Sub(t))
+				if e.led.CompletedOn(c.Agent, c.Source, t, c.Time) > 0 {
+					waited++
+				}
+			}
+		}
+	}
+	slices.Sort(to)
+	e.note("join: %d agent(s) handed over to %s (%s), %d of them once their running turn had completed, the longest in %v%s",
+		len(to), victim, list(to), waited, longest.Round(time.Millisecond), when(len(other) > 0, "; also handed over: "+list(other)))
+	failed := e.led.FailuresSince(restarted)
+	var parts []string
+	for _, f := range failed {
+		parts = append(parts, fmt.Sprintf("%s on %s %s (%q)", f.Agent, f.Source, f.Outcome, clip(f.Error, 120)))
+	}
+	e.note("turns failed or interrupted since the restart: %d%s", len(failed), when(len(failed) > 0, ": "+strings.Join(parts, ", ")))
+	slow, n := e.slowest(restarted, end)
+	if n > 0 {
+		e.note("the slowest of the %d messages published after the restart (%s to %s) was handled %s after its publish (ack_wait %s)", n, slow.id, slow.agent, secs(slow.took), human(ackWait))
+	}
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("%d turn(s) failed or were interrupted after %s rejoined: a handover must let turns finish", len(failed), victim)
+	case n > 0 && slow.took >= ackWait:
+		return fmt.Errorf("message %s waited %s after %s rejoined: a handover must not leave messages for the ack wait (%s)", slow.id, secs(slow.took), victim, human(ackWait))
+	}
+	return nil
+}
+
+// takenOverLogged says when, per the survivors' logs, the last of agents
+// was taken over after t: `; the last of 4 "lease taken over" logged
+// 3.1 s after it`, or "" when the logs show none.
+func takenOverLogged(l *Ledger, t time.Time, agents []string) string {
+	var last time.Time
+	n := 0
+	for _, c := range l.LeaseChangesSince(t, leaseTakenOver) {
+		if slices.Contains(agents, c.Agent) {
+			last = later(last, c.Time)
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the last of %d \"lease taken over\" logged %s after it", n, secs(last.Sub(t)))
+}
+
+// when returns s when cond holds, else "".
+func when(cond bool, s string) string {
+	if cond {
+		return s
+	}
+	return ""
+}
+
+// human renders a round duration for a sentence: "5 s", "40 ms".
+func human(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+// numbered returns n names: prefix01, prefix02, ...
+func numbered(prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%02d", prefix, i+1)
+	}
+	return names
 }
 
 // selfReschedule: an agent whose model asks for its next turn at once,

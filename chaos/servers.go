@@ -83,12 +83,15 @@ func (s *service) stop(grace time.Duration) error {
 
 // workerConf is what differs between the workers' configs.
 type workerConf struct {
-	dataDir     string
-	natsListen  string // embedded server's address, or
-	natsURL     string // an external server
-	storeURL    string // "" for nats://
-	apiListen   string
-	holder      string
+	dataDir    string
+	natsListen string // embedded server's address, or
+	natsURL    string // an external server
+	storeURL   string // "" for nats://
+	apiListen  string
+	holder     string
+	// heartbeat is lease.heartbeat, how often the replica announces
+	// itself to the others; 0 leaves the worker's default.
+	heartbeat   time.Duration
 	agents      []string
 	script      string // the model's script: YAML list items, indented 6
 	wakeOnStart bool
@@ -135,7 +138,12 @@ func (c workerConf) yaml() string {
 	if c.storeURL != "" {
 		fmt.Fprintf(&b, "store: {url: %q}\n", c.storeURL)
 	}
-	fmt.Fprintf(&b, "api: {listen: %q}\nlease: {ttl: 3s, holder: %q}\n", c.apiListen, c.holder)
+	fmt.Fprintf(&b, "api: {listen: %q}\n", c.apiListen)
+	if c.heartbeat > 0 {
+		fmt.Fprintf(&b, "lease: {ttl: 3s, heartbeat: %s, holder: %q}\n", c.heartbeat, c.holder)
+	} else {
+		fmt.Fprintf(&b, "lease: {ttl: 3s, holder: %q}\n", c.holder)
+	}
 	fmt.Fprintf(&b, "models:\n  fake:\n    provider: scripted\n    script:%s\n    loop: true\nagents:\n", c.script)
 	for _, a := range c.agents {
 		fmt.Fprintf(&b, "  - name: %s\n    model: fake\n    instruction: \"Chaos test agent: acknowledge the messages.\"\n    tools: [schedule_next_turn]\n    wake_on_start: %t\n", a, c.wakeOnStart)
@@ -258,8 +266,9 @@ func newRedis(bin, dir string) (*service, string, error) {
 }
 
 // httpClient talks to the workers' APIs on loopback only, never through a
-// proxy.
-var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+// proxy. It keeps enough idle connections for the many requests in
+// flight at once while a scenario watches who owns its agents.
+var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
 
 // apiCall sends a request without a body and returns the status and body.
 func apiCall(ctx context.Context, method, url string) (int, []byte, error) {
@@ -277,12 +286,14 @@ func apiCall(ctx context.Context, method, url string) (int, []byte, error) {
 }
 
 // agentStatus is the part of GET /v1/agents/{name} the harness reads.
+// Every replica answers with the owner's view; Owner names the lease
+// holder that built it.
 type agentStatus struct {
+	Owner           string `json:"owner"`
 	State           string `json:"state"`
 	HaltReason      string `json:"halt_reason"`
 	Turns           int    `json:"turns"`
 	Paused          bool   `json:"paused"`
-	Standby         *bool  `json:"standby"` // nil when the API does not say
 	InboxPending    int    `json:"inbox_pending"`
 	DeferredPending int    `json:"deferred_pending"`
 }
@@ -300,6 +311,31 @@ func (s *service) status(ctx context.Context, agent string) (agentStatus, error)
 		return st, fmt.Errorf("GET /v1/agents/%s: HTTP %d: %s", agent, code, bytes.TrimSpace(body))
 	}
 	return st, json.Unmarshal(body, &st)
+}
+
+// metrics scrapes the worker's /metrics: each series (name and labels as
+// written, e.g. agent_worker_agent_owned{agent="a1"}) to its value.
+func (s *service) metrics(ctx context.Context) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	code, body, err := apiCall(ctx, http.MethodGet, s.api+"/metrics")
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics of %s: HTTP %d", s.name, code)
+	}
+	m := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if line == "" || line[0] == '#' || i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m, nil
 }
 
 // verb posts an operator verb (pause, resume) for agent.

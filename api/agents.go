@@ -36,6 +36,13 @@ type AgentView struct {
 	// HaltReason says why a halted agent is halted.
 	HaltReason string `json:"halt_reason,omitempty"`
 	Paused     bool   `json:"paused"`
+	// PausedSince, PausedBy and PauseReason say, while the agent is
+	// paused, since when, by whom (the API token's name, "nats", ...) and
+	// why (the operator's reason, if given). They are stored with the
+	// pause, so they survive restarts and changes of owner.
+	PausedSince *time.Time `json:"paused_since,omitempty"`
+	PausedBy    string     `json:"paused_by,omitempty"`
+	PauseReason string     `json:"pause_reason,omitempty"`
 	// Standby: the replica that built the view does not run the agent.
 	// Views are built by the owner, so it is false unless ownership was
 	// changing at that moment.
@@ -161,6 +168,12 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 		InboxPending: st.InboxPending, DeferredPending: st.Deferred, InboxCap: st.InboxCap,
 		PendingWakes: st.PendingWakes, Turns: st.Turns, Model: a.ModelName(),
 		Schedules: []ScheduleView{},
+	}
+	if p, ok := a.PauseInfo(); ok {
+		if !p.Since.IsZero() {
+			v.PausedSince = &p.Since
+		}
+		v.PausedBy, v.PauseReason = p.By, p.Reason
 	}
 	if o.Guard != nil {
 		if g, ok := o.Guard.Status(st.Name); ok {

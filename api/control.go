@@ -1,9 +1,11 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/guard"
@@ -16,36 +18,59 @@ import (
 // owner's agent state refuses (wake of a paused or halted agent, resume of
 // a stopped one) is 409 with the reply, whose "error" says why; no owner
 // answering is 503.
+//
+// Every verb takes an optional {"reason"} (at most control.MaxReason
+// runes; longer is 400) and is carried out on behalf of the caller's
+// token name (control.Request.By), which the owner's events, and a
+// pause's stored record, name as who asked — also when another replica
+// answered the request. Resume also takes {"drop_queued": true}: the
+// queued messages are abandoned first (dead-lettered with reason
+// operator_dropped) and the reply's "dropped" counts them.
 func (s *Server) verb(verb string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, ok := s.agent(w, r)
 		if !ok {
 			return
 		}
-		req := control.Request{Verb: verb}
-		switch verb {
-		case control.VerbWake, control.VerbResume:
-			var body struct {
-				Message string `json:"message"`
-			}
-			if !s.decode(w, r, &body, false) {
-				return
-			}
-			req.Message = strings.TrimSpace(body.Message)
-		case control.VerbInterrupt:
-			var body struct {
-				Hold *bool `json:"hold"`
-			}
-			if !s.decode(w, r, &body, false) {
-				return
-			}
-			req.Hold = body.Hold
-		default:
-			var body struct{}
-			if !s.decode(w, r, &body, false) {
-				return
-			}
+		var body struct {
+			Message    string `json:"message"`
+			Hold       *bool  `json:"hold"`
+			DropQueued bool   `json:"drop_queued"`
+			Reason     string `json:"reason"`
 		}
+		// Each verb takes its own fields (and reason); any other is 400.
+		var fields any
+		switch verb {
+		case control.VerbWake:
+			fields = &struct {
+				Message *string `json:"message"`
+				Reason  *string `json:"reason"`
+			}{&body.Message, &body.Reason}
+		case control.VerbResume:
+			fields = &struct {
+				Message    *string `json:"message"`
+				DropQueued *bool   `json:"drop_queued"`
+				Reason     *string `json:"reason"`
+			}{&body.Message, &body.DropQueued, &body.Reason}
+		case control.VerbInterrupt:
+			fields = &struct {
+				Hold   **bool  `json:"hold"`
+				Reason *string `json:"reason"`
+			}{&body.Hold, &body.Reason}
+		default:
+			fields = &struct {
+				Reason *string `json:"reason"`
+			}{&body.Reason}
+		}
+		if !s.decode(w, r, fields, false) {
+			return
+		}
+		reason, ok := operatorReason(w, r, body.Reason)
+		if !ok {
+			return
+		}
+		req := control.Request{Verb: verb, Message: strings.TrimSpace(body.Message), Hold: body.Hold,
+			DropQueued: body.DropQueued, By: record(r).who.name, Reason: reason}
 		reply, err := s.ctl.Do(r.Context(), a.Name(), req)
 		if err != nil {
 			noOwner(w, r, err)
@@ -58,8 +83,22 @@ func (s *Server) verb(verb string) http.HandlerFunc {
 			return
 		}
 		rec.result = "state " + reply.State + " on " + reply.Owner
+		if reply.Dropped != nil {
+			rec.result += fmt.Sprintf(", %d queued message(s) dropped", *reply.Dropped)
+		}
 		writeJSON(w, reply.Status(), reply)
 	}
+}
+
+// operatorReason checks an operator's reason: trimmed, at most
+// control.MaxReason runes (else 400).
+func operatorReason(w http.ResponseWriter, r *http.Request, reason string) (string, bool) {
+	reason = strings.TrimSpace(reason)
+	if n := utf8.RuneCountInString(reason); n > control.MaxReason {
+		fail(w, r, http.StatusBadRequest, `"reason" is %d characters long; at most %d are kept`, n, control.MaxReason)
+		return "", false
+	}
+	return reason, true
 }
 
 // noOwner answers 503 when no replica answered for the agent: its owner
@@ -85,7 +124,8 @@ func replyBody(w http.ResponseWriter, r *http.Request, reply control.Reply) {
 // resetGuardrail serves POST /v1/agents/{name}/guardrails/reset. The reset
 // runs on the agent's owner, against the owner's ledger: its refusal (409
 // with spent_usd, ceiling_usd, min_add_budget_usd) or its result (200)
-// come back as the owner answered them.
+// come back as the owner answered them. An optional "reason" and the
+// caller's token name go into the owner's guardrail-reset event.
 func (s *Server) resetGuardrail(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.agent(w, r)
 	if !ok {
@@ -94,8 +134,13 @@ func (s *Server) resetGuardrail(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Guardrail    string  `json:"guardrail"`
 		AddBudgetUSD float64 `json:"add_budget_usd"`
+		Reason       string  `json:"reason"`
 	}
 	if !s.decode(w, r, &body, true) {
+		return
+	}
+	reason, ok := operatorReason(w, r, body.Reason)
+	if !ok {
 		return
 	}
 	if body.Guardrail == "" {
@@ -106,7 +151,8 @@ func (s *Server) resetGuardrail(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, http.StatusNotFound, "this worker has no guardrails")
 		return
 	}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbReset, Guardrail: body.Guardrail, AddBudgetUSD: body.AddBudgetUSD})
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbReset, Guardrail: body.Guardrail, AddBudgetUSD: body.AddBudgetUSD,
+		By: record(r).who.name, Reason: reason})
 	if err != nil {
 		noOwner(w, r, err)
 		return

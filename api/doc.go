@@ -25,17 +25,30 @@
 //	GET  /v1/events                                  read|operate          Server-Sent Events of every agent
 //	POST /v1/agents/{name}/messages                  ingest|operate        {"text","wake","id","from","attributes"} → 202 (200 duplicate)
 //	POST /v1/alertmanager/{name}                     ingest|operate        Alertmanager webhook v4 → 202 (200 duplicate)
-//	POST /v1/agents/{name}/wake                      operate               {"message"} → 200 control.Reply (409 when gated)
-//	POST /v1/agents/{name}/pause                     operate               → 200 control.Reply
-//	POST /v1/agents/{name}/resume                    operate               {"message"} → 200 control.Reply
-//	POST /v1/agents/{name}/interrupt                 operate               {"hold": true} → 200 control.Reply
-//	POST /v1/agents/{name}/guardrails/reset          operate               {"guardrail","add_budget_usd"} → 200 guard.ResetResult (409 on re-trip)
+//	GET  /v1/agents/{name}/inbox                     read|operate          control.Inbox: the owner's queued messages (no text)
+//	POST /v1/agents/{name}/wake                      operate               {"message","reason"} → 200 control.Reply (409 when gated)
+//	POST /v1/agents/{name}/pause                     operate               {"reason"} → 200 control.Reply
+//	POST /v1/agents/{name}/resume                    operate               {"message","drop_queued","reason"} → 200 control.Reply ("dropped")
+//	POST /v1/agents/{name}/interrupt                 operate               {"hold": true, "reason"} → 200 control.Reply
+//	POST /v1/agents/{name}/guardrails/reset          operate               {"guardrail","add_budget_usd","reason"} → 200 guard.ResetResult (409 on re-trip)
 //	POST /v1/agents/{name}/schedules/{schedule}/run  operate               → 202 control.ScheduleRun (404 unknown schedule, 409 gated)
 //	GET  /v1/agents/{name}/subagents                 read|operate          SubagentList: every subagent, on any replica
 //	POST /v1/agents/{name}/subagents/{id}/stop       operate               → 202 {"id","status":"stopping"} (404 unknown, 409 finished)
+//	GET  /v1/agents/{name}/turns?limit=N             read|operate          TurnList: the newest turns, completed or failed (limit 1..64, default 10; 400 otherwise)
+//	GET  /v1/agents/{name}/messages/{id}             read|operate          MessageInfo: queued, running, handled (turn, text) or dead_lettered (reason); 404 unknown
+//	GET  /v1/agents/{name}/memory                    read|operate          driver.MemoryView: the owner's running memory
+//	POST /v1/agents/{name}/memory/compact            operate               {"reason"} → 202 driver.MemoryView (fold queued; 409 memory off or halted)
+//	DELETE /v1/agents/{name}/memory                  operate               {"reason"} → 200 driver.MemoryView (cleared; event memory-cleared)
 //
 // Every verb and view above may also answer 503 {"error": "no replica
 // owns agent x right now (...)"} (see Replicas below).
+//
+// Audit: the verbs and the reset are carried out on behalf of the token's
+// name (the caller; "anonymous" on a server without tokens), which the
+// owner's events name as "by", with the optional "reason" (at most
+// control.MaxReason runes, else 400) — also when another replica
+// forwarded the request. A pause keeps both with its time, so views show
+// paused_since, paused_by and pause_reason, also after a restart.
 //
 // read is GET only. ingest may only queue messages, the two POST routes
 // marked so, and may not read anything (not even the agent it posts
@@ -86,8 +99,10 @@
 //     standby's state, never a success nothing backs.
 //
 // Messages need no owner: they are published to the agent's durable NATS
-// subject (Options.Deliver), which its owner consumes. Event streams are
-// this replica's own events.
+// subject (Options.Deliver), which its owner consumes. Event streams read
+// Options.EventFeed: in the worker with JetStream, the durable events
+// stream, so every replica streams every agent's events with ids shared by
+// the replicas and kept across restarts; without one, this replica's ring.
 //
 // # Queueing: answers and duplicates
 //

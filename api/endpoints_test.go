@@ -76,6 +76,16 @@ func endpoints(t *testing.T) []endpoint {
 		}},
 		{name: "get agent", method: "GET", path: "/v1/agents/%s", agent: "alpha", want: 200, check: wantState("sleeping")},
 		{name: "agent events", method: "GET", path: "/v1/agents/%s/events", agent: "alpha", want: 200, stream: true},
+		{name: "turns", method: "GET", path: "/v1/agents/%s/turns?limit=5", agent: "alpha", want: 200, check: func(t *testing.T, w *world, r reply) {
+			if m := r.json(t); m["agent"] != "alpha" || m["turns"] == nil {
+				t.Fatalf("turns %s", r.body)
+			}
+		}},
+		{name: "message lookup", method: "GET", path: "/v1/agents/%s/messages/m-404", agent: "alpha", want: 404, check: func(t *testing.T, w *world, r reply) {
+			if m := r.json(t); m["status"] != "unknown" || m["id"] != "m-404" {
+				t.Fatalf("lookup %s", r.body)
+			}
+		}},
 		{name: "all events", method: "GET", path: "/v1/events", want: 200, stream: true},
 		{name: "message", method: "POST", path: "/v1/agents/%s/messages", agent: "alpha", body: `{"text": "disk full on db-1", "id": "m-1"}`, want: 202,
 			check: func(t *testing.T, w *world, r reply) {

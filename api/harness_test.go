@@ -52,6 +52,7 @@ type agentDef struct {
 	script    []config.ScriptStep
 	limits    guard.Limits
 	schedules []scheduler.Schedule
+	memory    driver.MemorySpec // off unless set
 }
 
 // alpha is an unpriced agent with a nightly schedule and a session
@@ -130,7 +131,7 @@ func newWorld(t *testing.T, o api.Options, agents ...agentDef) *world {
 		}
 		w.models[a.name] = m
 		w.guard.AddAgent(a.name, a.model, a.limits)
-		specs = append(specs, driver.Spec{Name: a.name, Model: m, Tools: []string{"report_done"}, HistoryTurns: 5, Schedules: a.schedules})
+		specs = append(specs, driver.Spec{Name: a.name, Model: m, Tools: []string{"report_done"}, HistoryTurns: 5, Schedules: a.schedules, Memory: a.memory})
 	}
 	var err error
 	w.driver, err = driver.New(driver.Deps{Clock: c, Store: st, Events: w.bus, Log: log, Scheduler: w.sched, Guards: []driver.Guard{w.guard}}, specs)

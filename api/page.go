@@ -2,14 +2,21 @@ package api
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/agent-worker/agent-worker/control"
+	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 //go:embed status.html
@@ -48,6 +55,51 @@ type pageRow struct {
 	Bars       []spendBar
 	Trip       string // guardrail trip reason, "" when none
 	Last       *pageTurn
+
+	// Pause says since when, by whom and why a paused agent is paused
+	// ("paused since 10:00:00 UTC (3m0s ago) by ops: db migration"); ""
+	// when it is not.
+	Pause string
+
+	// Recent are the agent's newest PageTurns turns from the turn log,
+	// newest first; RecentError says why they could not be read.
+	Recent      []pageRecent
+	RecentError string
+	// Memory is the agent's running memory as its owner shows it (GET
+	// /v1/agents/{name}/memory), nil when it is off or the owner could
+	// not be asked.
+	Memory *pageMemory
+}
+
+// pageMemoryRunes bounds the memory's text on the page.
+const pageMemoryRunes = 600
+
+// pageMemory is an agent's running memory, formatted for reading.
+type pageMemory struct {
+	Text    string // "" before the first fold
+	Tokens  int
+	Through uint64 // the newest turn folded
+	Updated string // "" never
+}
+
+// PageTurns is how many recent turns the status page shows per agent.
+const PageTurns = 3
+
+// pageTextRunes bounds a recent turn's text on the page.
+const pageTextRunes = 200
+
+// pageRecent is one recent turn, formatted for reading.
+type pageRecent struct {
+	N        uint64
+	When     string
+	Outcome  string
+	Duration string
+	Tokens   string
+	Cost     string
+	Wakes    string
+	Messages string // ids, "" when none
+	Tools    string // name (outcome), ...
+	Text     string // the text, or the error of a failed turn
 }
 
 // spendBar is spend against one ceiling.
@@ -76,6 +128,7 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	for _, v := range s.views(r.Context(), record(r).who) {
 		data.Agents = append(data.Agents, pageRowOf(v, now))
 	}
+	s.recentTurns(r.Context(), data.Agents, now)
 	var buf bytes.Buffer
 	if err := s.page.Execute(&buf, data); err != nil {
 		s.log.Error("render status page", "error", err)
@@ -91,6 +144,23 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// pauseText says since when, by whom and why a paused agent is paused, as
+// the status page shows it.
+func pauseText(v AgentView, now time.Time) string {
+	var b strings.Builder
+	b.WriteString("paused")
+	if v.PausedSince != nil {
+		b.WriteString(" since " + relTime(*v.PausedSince, now))
+	}
+	if v.PausedBy != "" {
+		b.WriteString(" by " + v.PausedBy)
+	}
+	if v.PauseReason != "" {
+		b.WriteString(": " + v.PauseReason)
+	}
+	return b.String()
+}
+
 func pageRowOf(v AgentView, now time.Time) pageRow {
 	row := pageRow{
 		Name: v.Name, State: v.State, Owner: v.Owner, HaltReason: v.HaltReason,
@@ -98,6 +168,9 @@ func pageRowOf(v AgentView, now time.Time) pageRow {
 	}
 	if v.Error != "" {
 		row.HaltReason = v.Error
+	}
+	if v.Paused {
+		row.Pause = pauseText(v, now)
 	}
 	if v.NextWake != nil {
 		row.NextWake = relTime(*v.NextWake, now)
@@ -133,6 +206,82 @@ func pageRowOf(v AgentView, now time.Time) pageRow {
 		}
 	}
 	return row
+}
+
+// recentTurns fills each row's recent turns from the turn log, a few
+// agents at a time.
+func (s *Server) recentTurns(ctx context.Context, rows []pageRow, now time.Time) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := range rows {
+		row := &rows[i]
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if row.State != StateUnknown { // its owner answered the view: ask it again
+				row.Memory = s.pageMemoryOf(ctx, row.Name, now)
+			}
+			turns, err := s.driver.TurnLog().Recent(ctx, row.Name, PageTurns)
+			if err != nil {
+				row.RecentError = err.Error()
+				return
+			}
+			for _, t := range turns {
+				row.Recent = append(row.Recent, pageRecentOf(t, now))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// pageMemoryOf asks the agent's owner for its memory, as GET
+// /v1/agents/{name}/memory does; nil when the memory is off or the owner
+// did not answer (the row's state already says why).
+func (s *Server) pageMemoryOf(ctx context.Context, agent string, now time.Time) *pageMemory {
+	reply, err := s.ctl.Do(ctx, agent, control.Request{Verb: control.VerbMemory})
+	if err != nil || !reply.OK {
+		return nil
+	}
+	var v driver.MemoryView
+	if json.Unmarshal(reply.Result, &v) != nil || !v.Enabled {
+		return nil
+	}
+	m := &pageMemory{Text: cutRunes(v.Text, pageMemoryRunes), Tokens: v.Tokens, Through: v.Through}
+	if !v.Updated.IsZero() {
+		m.Updated = relTime(v.Updated, now)
+	}
+	return m
+}
+
+func pageRecentOf(t turnlog.Turn, now time.Time) pageRecent {
+	p := pageRecent{
+		N: t.N, When: relTime(t.Started, now), Outcome: t.Outcome,
+		Duration: time.Duration(t.DurationSeconds * float64(time.Second)).Round(time.Millisecond).String(),
+		Tokens:   fmt.Sprintf("%d in / %d out", t.TokensIn, t.TokensOut),
+		Cost:     usd(t.CostUSD),
+		Wakes:    strings.Join(t.Wakes, "; "),
+		Text:     cutRunes(t.Text, pageTextRunes),
+	}
+	if t.Text == "" {
+		p.Text = cutRunes(t.Error, pageTextRunes)
+	}
+	var ids []string
+	for _, m := range t.Messages {
+		ids = append(ids, m.ID)
+	}
+	if more := t.MessageCount - len(ids); more > 0 {
+		ids = append(ids, fmt.Sprintf("+%d more", more))
+	}
+	p.Messages = strings.Join(ids, ", ")
+	var tools []string
+	for _, c := range t.ToolCalls {
+		tools = append(tools, c.Name+" ("+c.Outcome+")")
+	}
+	if more := t.ToolCallCount - len(tools); more > 0 {
+		tools = append(tools, fmt.Sprintf("+%d more", more))
+	}
+	p.Tools = strings.Join(tools, ", ")
+	return p
 }
 
 func barOf(label string, c guard.Ceiling) spendBar {

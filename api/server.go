@@ -140,6 +140,10 @@ type Options struct {
 	Scheduler *scheduler.Scheduler
 	// Events feeds the event streams; default Driver.Events().
 	Events *events.Bus
+	// EventFeed, when set, is what the event streams read instead of
+	// Events' ring: the worker's durable events stream in JetStream mode
+	// (every replica's events, ids that survive restarts).
+	EventFeed EventFeed
 	// Metrics is served at /metrics; nil answers 404.
 	Metrics http.Handler
 	// Ready returns why the worker is not ready (NATS down, store
@@ -388,8 +392,12 @@ func (s *Server) routes() {
 	post("/v1/agents/{name}/guardrails/reset", "guardrail-reset", s.resetGuardrail)
 	post("/v1/agents/{name}/schedules/{schedule}/run", "schedule-run", s.runSchedule)
 	get("/v1/agents/{name}/subagents", s.listSubagents)
+	get("/v1/agents/{name}/turns", s.listTurns)
+	get("/v1/agents/{name}/messages/{id}", s.getMessage)
+	get("/v1/agents/{name}/inbox", s.listInbox)
 	post("/v1/agents/{name}/subagents/{id}/stop", "subagent-stop", s.stopSubagent)
 	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
+	s.memoryRoutes()
 	// Queueing a message is all an ingest token may do.
 	s.needs["POST /v1/agents/{name}/messages"] = accessIngest
 	s.needs[alertmanagerRoute] = accessIngest

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,98 +12,94 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 )
 
-// sseBuffer is how many live events a stream may fall behind before the
-// bus drops some for it; the stream then recovers them from the bus's
-// ring, or says "gap".
-const sseBuffer = 256
+// EventFeed is the history of events the event streams read and follow:
+// an events.Bus (its ring of this process's newest events), or the
+// durable events stream (package eventstream: every replica's events,
+// with ids that survive restarts).
+type EventFeed interface {
+	// Follow starts a tail; an error means the history cannot be read
+	// now (answered 503).
+	Follow(ctx context.Context, f events.Follow) (events.Tail, error)
+}
 
 // EventGap is the type of the stream event that says events were lost:
-// the ring no longer held everything after the requested sequence number.
-// Its data is {"after": <requested seq>, "first_seq": <first available>}.
+// the feed no longer held everything after the requested id. Its data is
+// events.Gap, {"after": <requested id>, "first_seq": <id of the oldest
+// event still held>}; a first_seq at or below after means the history
+// was reset (a restarted worker in core-NATS mode, a recreated events
+// stream) and ids started over. A gap frame has no id.
 const EventGap = "gap"
+
+// feed is what the event streams read: EventFeed, else the bus's ring.
+func (s *Server) feed() EventFeed {
+	if s.o.EventFeed != nil {
+		return s.o.EventFeed
+	}
+	return s.bus
+}
 
 func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.agent(w, r)
 	if !ok {
 		return
 	}
-	name := a.Name()
-	s.stream(w, r, func(e events.Event) bool { return e.Agent == name })
+	s.stream(w, r, events.Follow{Agent: a.Name()})
 }
 
-// allEvents streams the events of every agent the caller may see.
+// allEvents streams the events of every agent the caller may see: with a
+// token scoped to some agents, only theirs.
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
-	var filter func(events.Event) bool
+	var f events.Follow
 	if who := record(r).who; len(who.agents) > 0 {
-		filter = func(e events.Event) bool { return who.mayAccess(e.Agent) }
+		f.Filter = func(e events.Event) bool { return who.mayAccess(e.Agent) }
 	}
-	s.stream(w, r, filter)
+	s.stream(w, r, f)
 }
 
-// stream serves Server-Sent Events: each event as "id: <seq>", "event:
-// <type>", "data: <events.Event as JSON>". With a Last-Event-ID header (or
-// else ?since=<seq>) it first replays the retained events after that
-// sequence number, preceded by a "gap" event if the ring lost some; then
-// live events, and a ": heartbeat" comment every Heartbeat. It ends when
-// the client goes, at Shutdown, or when SetTokens takes away the token it
-// was opened with.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter func(events.Event) bool) {
+// stream serves Server-Sent Events from the feed: each event as "id:
+// <id>", "event: <type>", "data: <events.Event as JSON>". With a
+// Last-Event-ID header (or else ?since=<id>) it first replays the events
+// the feed still holds after that id, preceded by a "gap" event if it
+// lost some; then live events, and a ": heartbeat" comment every
+// Heartbeat. Without either only live events. Ids are the feed's: with
+// the durable events stream they are the same on every replica and
+// survive restarts, so a client may resume on another replica. A feed
+// that cannot be read answers 503; one that fails later ends the stream
+// (the client resumes with Last-Event-ID). The stream ends when the
+// client goes, at Shutdown, or when SetTokens takes away the token it was
+// opened with.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow) {
 	since, replay, err := resumePoint(r)
 	if err != nil {
 		fail(w, r, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if !replay {
-		// Live only: start after the newest event so far. A later
-		// recovery from the ring (after drops) must not replay history.
-		if evs, _ := s.bus.Since(0); len(evs) > 0 {
-			since = evs[len(evs)-1].Seq
-		}
-	}
-	rc := http.NewResponseController(w)
-	// Subscribe before reading the ring, so nothing published in between
-	// is missed; duplicates are skipped by sequence number.
-	sub := s.bus.Subscribe(sseBuffer, filter)
-	defer sub.Close()
-
 	h := w.Header()
+	if r.Method == http.MethodHead {
+		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	f.Replay, f.After = replay, since
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	tail, err := s.feed().Follow(ctx, f)
+	if err != nil {
+		s.log.Warn("event stream refused: the event history cannot be read", "error", err)
+		fail(w, r, http.StatusServiceUnavailable, "event history unavailable: %v", err)
+		return
+	}
+	defer tail.Close()
+
+	rc := http.NewResponseController(w)
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
 	if err := rc.Flush(); err != nil {
 		s.log.Warn("event stream cannot flush; closing it", "error", err)
 		return
-	}
-
-	sent := since
-	// catchUp sends the retained events after sent, with a gap first if
-	// the ring no longer reaches back that far.
-	catchUp := func() error {
-		evs, complete := s.bus.Since(sent)
-		if !complete && len(evs) > 0 {
-			if err := writeSSE(w, "", EventGap, map[string]uint64{"after": sent, "first_seq": evs[0].Seq}); err != nil {
-				return err
-			}
-		}
-		for _, e := range evs {
-			if e.Seq <= sent || (filter != nil && !filter(e)) {
-				continue
-			}
-			if err := writeEvent(w, e); err != nil {
-				return err
-			}
-			sent = e.Seq
-		}
-		return rc.Flush()
-	}
-	if replay {
-		if err := catchUp(); err != nil {
-			return
-		}
 	}
 
 	beat := make(chan struct{}, 1)
@@ -122,11 +119,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter func(even
 	if who.set != nil {
 		tokensChanged = who.set.changed
 	}
-	var dropped uint64
+	items := tail.Items()
 	for {
 		var err error
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-s.closing:
 			return
@@ -142,23 +139,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter func(even
 				err = rc.Flush()
 			}
 			timer = arm()
-		case e, ok := <-sub.C:
+		case it, ok := <-items:
 			if !ok {
+				if err := tail.Err(); err != nil {
+					s.log.Warn("event stream ended: its feed failed; the client may resume with Last-Event-ID", "error", err)
+				}
 				return
 			}
-			if d := sub.Dropped(); d != dropped {
-				// The bus dropped events for this stream while it was
-				// slow: take them from the ring, in order.
-				dropped = d
-				err = catchUp()
-				break
+			if it.Gap != nil {
+				err = writeSSE(w, "", EventGap, it.Gap)
+			} else {
+				err = writeEvent(w, it.Event)
 			}
-			if e.Seq <= sent {
-				continue
-			}
-			if err = writeEvent(w, e); err == nil {
-				sent = e.Seq
-				err = rc.Flush()
+			if err == nil && len(items) == 0 {
+				err = rc.Flush() // once per burst: a replay is flushed at its end
 			}
 		}
 		if err != nil {

@@ -1,9 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +144,77 @@ func TestEventsHeartbeat(t *testing.T) {
 		case <-timeout:
 			t.Fatal("no heartbeat comment")
 		}
+	}
+}
+
+// An id beyond the newest event in the ring is from before a restart (in
+// core-NATS mode ids start over with the process): the stream says gap,
+// with a first_seq not above the id, and replays what the ring holds
+// rather than skipping events until the ids catch up.
+func TestEventsFromAnIDOfAnEarlierProcessSayGapAndReplay(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, api.Options{})
+	history(w)
+	kept := retained(w, 0, nil)
+	s := w.openStream("/v1/events", map[string]string{"Last-Event-ID": "100000"})
+	f := s.next()
+	var gap events.Gap
+	if err := json.Unmarshal([]byte(f.data), &gap); f.event != api.EventGap || err != nil || gap.After != 100000 || gap.FirstSeq != 1 {
+		t.Fatalf("first frame %+v, want a gap after 100000 from 1", f)
+	}
+	expectFrames(t, s, kept)
+}
+
+// feed is an EventFeed of its own bus (another replica's events, as the
+// durable events stream would carry them), or one that cannot be read.
+type feed struct {
+	bus *events.Bus
+	err error
+}
+
+func (f feed) Follow(ctx context.Context, fl events.Follow) (events.Tail, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.bus.Follow(ctx, fl)
+}
+
+// With an EventFeed the streams read it, not the local bus, and keep
+// their agent scoping: the per-agent route shows that agent's events, and
+// a scoped token sees only its agents' on /v1/events.
+func TestEventsFromAnEventFeedKeepTheirScope(t *testing.T) {
+	t.Parallel()
+	remote := events.NewBus(0, nil)
+	w := newWorld(t, api.Options{EventFeed: feed{bus: remote}, Tokens: append(slices.Clone(tokens),
+		api.Token{Name: "beta-reader", Role: api.RoleRead, Value: "beta-only-3b1d", Agents: []string{"beta"}})})
+	remote.Publish(events.Event{Agent: "alpha", Type: events.Paused, Replica: "r2"})
+	remote.Publish(events.Event{Agent: "beta", Type: events.Paused, Replica: "r2"})
+	w.wantStatus(w.post("/v1/agents/alpha/pause", ""), http.StatusOK) // local: not in the feed
+
+	alpha := w.openStream("/v1/agents/alpha/events?since=0", nil)
+	if e := alpha.next().eventData(t); e.Seq != 1 || e.Agent != "alpha" || e.Replica != "r2" {
+		t.Fatalf("alpha's stream starts with %+v", e)
+	}
+	scoped := w.openStream("/v1/events?since=0", map[string]string{"Authorization": "Bearer beta-only-3b1d"})
+	if e := scoped.next().eventData(t); e.Seq != 2 || e.Agent != "beta" {
+		t.Fatalf("beta-reader's stream starts with %+v", e)
+	}
+	remote.Publish(events.Event{Agent: "alpha", Type: events.Resumed})
+	remote.Publish(events.Event{Agent: "beta", Type: events.Resumed})
+	if e := scoped.next().eventData(t); e.Seq != 4 || e.Agent != "beta" {
+		t.Fatalf("beta-reader's live event %+v", e)
+	}
+	if e := alpha.next().eventData(t); e.Seq != 3 || e.Type != events.Resumed {
+		t.Fatalf("alpha's live event %+v: the local pause leaked in, or the feed's resume is missing", e)
+	}
+}
+
+func TestEventsAnswer503WhenTheFeedCannotBeRead(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, api.Options{EventFeed: feed{err: errors.New("stream AGENTS_EVENTS not found")}})
+	r := w.get("/v1/events?since=3")
+	w.wantStatus(r, http.StatusServiceUnavailable)
+	if msg := r.errorText(t); !strings.Contains(msg, "AGENTS_EVENTS not found") {
+		t.Fatalf("503 says %q", msg)
 	}
 }

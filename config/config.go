@@ -30,6 +30,8 @@ type Config struct {
 	// Subagents is this replica's share of running every agent's
 	// subagents (agents[].subagents bounds each agent's own).
 	Subagents ReplicaSubagents `yaml:"subagents"`
+	Events    Events           `yaml:"events"` // the durable events stream (events.go)
+	Memory    Memory           `yaml:"memory"` // every agent's running memory, by default (memory.go)
 	Agents    []Agent          `yaml:"agents"`
 
 	// File is the path the configuration was read from ("" for the
@@ -198,6 +200,18 @@ type Model struct {
 	Vertex   bool   `yaml:"vertex"`
 	Project  string `yaml:"project"`
 	Location string `yaml:"location"`
+	// Reasoning is "low", "medium" or "high": the reasoning effort or
+	// thinking budget of every request, in the provider's own parameter
+	// (openai reasoning_effort; anthropic thinking.budget_tokens 1024,
+	// 4096 or 16384, added to max_tokens; gemini thinkingBudget, same
+	// numbers). "" sends nothing: the provider's default. Not for
+	// scripted.
+	Reasoning string `yaml:"reasoning"`
+	// Fallback is the key of another model used for a call whose retries
+	// against this one are exhausted (the provider is down): logged,
+	// counted, evented and charged at the fallback's own price. It may
+	// have a fallback of its own; a chain must not loop. "": none.
+	Fallback string `yaml:"fallback"`
 
 	// Script is the scripted provider's responses, one per model call.
 	Script []ScriptStep `yaml:"script"`
@@ -294,6 +308,7 @@ type Agent struct {
 	Watchdog            Watchdog       `yaml:"watchdog"`
 	Limits              Limits         `yaml:"limits"`
 	Subagents           Subagents      `yaml:"subagents"`
+	Memory              Memory         `yaml:"memory"` // overrides the top-level memory: (memory.go)
 	Inbox               Inbox          `yaml:"inbox"`
 	// WakeOnStart runs one turn when the worker starts (default false:
 	// an agent sleeps until a real wake source, so a restart costs no

@@ -25,6 +25,7 @@ func applyDefaults(c *Config) {
 	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
 	setDuration(&c.NATS.AckWait, 10*time.Second)
 	setInt(&c.NATS.Replicas, 1)
+	applyEventsDefaults(&c.Events)
 
 	if c.Subagents.MaxPerReplica == nil {
 		eight := 8
@@ -96,6 +97,7 @@ func applyDefaults(c *Config) {
 			setBool(&s.Enabled, true)
 		}
 	}
+	applyMemoryDefaults(c)
 }
 
 func setString(p *string, def string) {

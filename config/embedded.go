@@ -28,6 +28,9 @@ func Default() *Config {
 				Max: Duration(20 * time.Second),
 			},
 			WakeOnStart: true,
+			// A short window, so the demo's running memory (folded by
+			// the scripted model's summariser) shows within a minute.
+			Turn: Turn{HistoryTurns: 3},
 		}},
 	}
 	applyDefaults(c)

@@ -157,6 +157,9 @@ func (v *validator) config(c *Config) {
 		v.at(root.key("nats", "replicas"), "copies are kept by JetStream, but nats.jetstream is false; set nats.replicas to 1 or nats.jetstream to true")
 	}
 
+	v.events(c)
+	v.memory(c)
+
 	scheme, _, ok := strings.Cut(c.Store.URL, "://")
 	switch {
 	case !ok:
@@ -225,6 +228,7 @@ func (v *validator) config(c *Config) {
 func (v *validator) model(c *Config, name string, m Model) {
 	p := path{"models"}.key(name)
 	v.oneOf(p.key("provider"), m.Provider, providers)
+	v.modelSettings(c, name, m)
 	if m.APIKeyEnv != "" && m.APIKeyFile != "" {
 		v.at(p.key("api_key_file"), "api_key_env and api_key_file are mutually exclusive")
 	}

@@ -28,7 +28,7 @@
 //
 //	verb          request fields                 reply (code, result)
 //	pause         -                              200 state
-//	resume        message                        200 state; 409 stopped
+//	resume        message, drop_queued           200 state, dropped (with drop_queued); 409 stopped
 //	interrupt     hold (default true)            200 state, turn_running
 //	wake          message                        200; 409 paused, halted or stopped
 //	reset         guardrail, add_budget_usd      200 result guard.ResetResult;
@@ -38,6 +38,25 @@
 //	run_schedule  schedule                       202 result ScheduleRun; 404 unknown schedule;
 //	                                             409 gated
 //	view          -                              200 result: the owner's agent view (JSON)
+//	inbox         -                              200 result Inbox: the owner's queued messages
+//	message       message_id                     200 result driver.MessageState: queued, running (turn),
+//	                                             handled (turn, within the history window) or unknown here
+//	memory        -                              200 result driver.MemoryView
+//	memory_compact -                             202 result driver.MemoryView (the fold is queued);
+//	                                             409 memory off, halted or stopped
+//	memory_clear  -                              200 result driver.MemoryView; 503 not the owner
+//
+// # Audit
+//
+// Every request may say who asks (by) and why (reason). The changing verbs
+// (pause, resume, interrupt, wake, reset) put both in the events they
+// cause, and a pause keeps them in its stored record. A request forwarded
+// from one replica to the owner keeps its by, so the events name the
+// original caller (the HTTP API fills by with the token's name); a request
+// on the control subject without one is by "nats". Reasons are cut to
+// MaxReason runes. Not guaranteed: by on the control subject is whatever
+// the sender wrote — who may publish there is NATS's permissions' say, as
+// for every verb on it.
 //
 // Every reply names the replica that answered (owner) and carries code,
 // the HTTP status the outcome maps to; ok is code < 300. Any verb on an
@@ -57,7 +76,9 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -79,7 +100,27 @@ const (
 	VerbRunSchedule = "run_schedule"
 	// VerbView returns the agent's view as its owner sees it.
 	VerbView = "view"
+	// VerbInbox lists the messages queued in the agent's inbox on its
+	// owner (Inbox).
+	VerbInbox = "inbox"
+	// VerbMessage looks one message up in the owner's memory (queued, in
+	// the running turn, handled by a turn of the history window):
+	// driver.Agent.Message.
+	VerbMessage = "message"
+	// VerbMemory, VerbMemoryCompact and VerbMemoryClear show, fold and
+	// clear the agent's running memory on its owner (memory.go).
+	VerbMemory        = "memory"
+	VerbMemoryCompact = "memory_compact"
+	VerbMemoryClear   = "memory_clear"
 )
+
+// ByNATS is Request.By of a request that came on the control subject
+// naming nobody.
+const ByNATS = "nats"
+
+// MaxReason bounds Request.Reason, in runes: a longer reason is cut (the
+// HTTP API refuses one instead).
+const MaxReason = 500
 
 // DefaultTimeout bounds a forwarded request: how long Do waits for the
 // owner's reply before it gives up with ErrNoOwner.
@@ -119,6 +160,33 @@ type Request struct {
 	AddBudgetUSD float64 `json:"add_budget_usd,omitempty"`
 	// Schedule goes with run_schedule.
 	Schedule string `json:"schedule,omitempty"`
+	// MessageID goes with message: the id looked up.
+	MessageID string `json:"message_id,omitempty"`
+	// DropQueued, with resume, abandons every queued message first: each
+	// is dead-lettered with reason operator_dropped (driver.Agent.ResumeAs)
+	// and Reply.Dropped counts them.
+	DropQueued bool `json:"drop_queued,omitempty"`
+	// By names who asks: the API token's name, or whoever sent the
+	// request on the control subject ("nats" when it names nobody). A
+	// replica forwarding a request keeps it.
+	By string `json:"by,omitempty"`
+	// Reason is the operator's reason, free text, optional; it goes into
+	// the events and the stored pause.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Audit returns the request's audit fields for the driver and the guard,
+// with the reason cut to MaxReason runes.
+func (r Request) Audit() driver.Audit {
+	return driver.Audit{By: r.By, Reason: clipRunes(strings.TrimSpace(r.Reason), MaxReason)}
+}
+
+// clipRunes cuts s to at most n runes.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
 }
 
 // Reply answers a Request.
@@ -129,8 +197,11 @@ type Reply struct {
 	// State is the agent's state after the verb.
 	State string `json:"state,omitempty"`
 	// TurnRunning, for interrupt: whether a turn was cancelled.
-	TurnRunning *bool  `json:"turn_running,omitempty"`
-	Error       string `json:"error,omitempty"`
+	TurnRunning *bool `json:"turn_running,omitempty"`
+	// Dropped, for resume with drop_queued: how many queued messages
+	// were abandoned (dead-lettered with reason operator_dropped).
+	Dropped *int   `json:"dropped,omitempty"`
+	Error   string `json:"error,omitempty"`
 	// Code is the HTTP status the outcome maps to (see the package
 	// documentation). A reply without one (an older replica) means 200
 	// when OK and 409 otherwise.
@@ -159,6 +230,20 @@ func (r Reply) Status() int {
 type Refusal struct {
 	Error string `json:"error"`
 	*guard.RefusedError
+}
+
+// Inbox is the result of inbox: the messages queued on the agent's owner,
+// oldest first (ids, sources, kinds, sizes, ages; not their text), and the
+// counts. Messages a running turn took are not queued; messages JetStream
+// holds back while the inbox is at its cap are not delivered yet, so not
+// listed.
+type Inbox struct {
+	Agent    string                 `json:"agent"`
+	Owner    string                 `json:"owner,omitempty"`
+	Pending  int                    `json:"inbox_pending"`
+	Deferred int                    `json:"deferred_pending"`
+	Cap      int                    `json:"inbox_cap"`
+	Messages []driver.QueuedMessage `json:"messages"`
 }
 
 // ScheduleRun is the result of run_schedule (202).
@@ -287,6 +372,12 @@ func (c *Control) Apply(agent string, req Request) Reply {
 		r = c.runSchedule(r, a, req.Schedule)
 	case VerbView:
 		r = c.view(r, agent)
+	case VerbInbox:
+		r = c.inbox(r, a)
+	case VerbMessage:
+		r = r.result(http.StatusOK, a.Message(req.MessageID))
+	case VerbMemory, VerbMemoryCompact, VerbMemoryClear:
+		r = memoryVerb(r, a, req)
 	default:
 		r = apply(r, a, req)
 	}
@@ -314,16 +405,22 @@ func (r Reply) result(code int, v any) Reply {
 // apply carries out the driver's own verbs.
 func apply(r Reply, a *driver.Agent, req Request) Reply {
 	r.Code = http.StatusOK
+	by := req.Audit()
 	switch req.Verb {
 	case VerbPause:
-		a.Pause()
+		a.PauseAs(by)
 	case VerbResume:
-		if err := a.Resume(req.Message); err != nil {
+		dropped, err := a.ResumeAs(by, req.Message, req.DropQueued)
+		if err != nil {
 			r = r.fail(http.StatusConflict, "%v", err)
+			break
+		}
+		if req.DropQueued {
+			r.Dropped = &dropped
 		}
 	case VerbInterrupt:
 		hold := req.Hold == nil || *req.Hold
-		running := a.Interrupt(hold)
+		running := a.InterruptAs(by, hold)
 		r.TurnRunning = &running
 	case VerbWake:
 		switch a.State() {
@@ -334,11 +431,12 @@ func apply(r Reply, a *driver.Agent, req Request) Reply {
 		case driver.Stopped:
 			r = r.fail(http.StatusConflict, "agent is stopped")
 		default:
-			a.Wake(driver.Cause{Source: driver.SourceOperator, Instruction: req.Message})
+			a.WakeAs(by, req.Message)
 		}
 	default:
-		r = r.fail(http.StatusBadRequest, "unknown verb %q (want %s, %s, %s, %s, %s, %s or %s)", req.Verb,
-			VerbPause, VerbResume, VerbInterrupt, VerbWake, VerbReset, VerbRunSchedule, VerbView)
+		r = r.fail(http.StatusBadRequest, "unknown verb %q (want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s)", req.Verb,
+			VerbPause, VerbResume, VerbInterrupt, VerbWake, VerbReset, VerbRunSchedule, VerbView, VerbInbox, VerbMessage,
+			VerbMemory, VerbMemoryCompact, VerbMemoryClear)
 	}
 	return r
 }
@@ -355,7 +453,7 @@ func (c *Control) reset(r Reply, agent string, req Request) Reply {
 	if _, ok := g.Status(agent); !ok {
 		return r.fail(http.StatusNotFound, "agent %q has no guardrails", agent)
 	}
-	res, err := g.Reset(agent, req.Guardrail, req.AddBudgetUSD)
+	res, err := g.ResetAs(agent, req.Guardrail, req.AddBudgetUSD, req.Audit())
 	if refused, ok := errors.AsType[*guard.RefusedError](err); ok {
 		r = r.result(http.StatusConflict, Refusal{Error: err.Error(), RefusedError: refused})
 		r.Error = err.Error()
@@ -408,6 +506,13 @@ func (c *Control) view(r Reply, agent string) Reply {
 	return r
 }
 
+// inbox lists the owner's queued messages.
+func (c *Control) inbox(r Reply, a *driver.Agent) Reply {
+	st := a.Status()
+	return r.result(http.StatusOK, Inbox{Agent: a.Name(), Owner: c.o.Holder, Pending: st.InboxPending, Deferred: st.Deferred,
+		Cap: st.InboxCap, Messages: a.Queued()})
+}
+
 // ServeNATS answers requests on every agent's control subject until the
 // returned subscription is unsubscribed, for the agents this replica owns
 // only: a request for any other agent gets no reply from here at all, so
@@ -448,13 +553,17 @@ func (c *Control) serve(m *nats.Msg, name string) {
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		reply = Reply{Agent: name, Owner: c.o.Holder}.fail(http.StatusBadRequest, `body must be JSON like {"verb": "pause"}`)
 	} else {
+		if req.By == "" {
+			req.By = ByNATS
+		}
 		reply = c.Apply(name, req)
 	}
 	level := slog.LevelInfo
-	if req.Verb == VerbView {
+	if req.Verb == VerbView || req.Verb == VerbInbox || req.Verb == VerbMessage {
 		level = slog.LevelDebug
 	}
-	c.o.Log.Log(context.Background(), level, "control request", "agent", name, "verb", req.Verb, "ok", reply.OK, "code", reply.Code, "error", reply.Error)
+	c.o.Log.Log(context.Background(), level, "control request", "agent", name, "verb", req.Verb, "by", req.By, "reason", req.Reason,
+		"ok", reply.OK, "code", reply.Code, "error", reply.Error)
 	if m.Reply == "" {
 		return
 	}

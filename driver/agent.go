@@ -19,6 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
+	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 // State is an agent's place in its life cycle.
@@ -60,7 +61,8 @@ type Agent struct {
 	mu          sync.Mutex
 	causes      []Cause
 	paused      bool
-	halt        string // non-empty: halted, with the reason
+	pause       PauseInfo // since, by and why, while paused
+	halt        string    // non-empty: halted, with the reason
 	stopping    bool
 	stopped     bool
 	restored    bool // persisted state loaded; the gate stays shut until then
@@ -91,6 +93,11 @@ type Agent struct {
 	// turn was recorded (the worker died before the ack) is acked, not
 	// run twice.
 	handled map[string]uint64
+	mem     memState // the running memory (memory.go)
+	// current is the running turn and the messages it took (Message);
+	// records keeps turn summaries and dead-letter records (turnlog).
+	current *runningTurn
+	records *turnlog.Log
 
 	// releasing: Release closed the gate for a handover; SetOwned opens
 	// it again. owner: the lease holder as last told (SetOwner).
@@ -145,6 +152,9 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		return nil, fmt.Errorf("build ADK agent: %w", err)
 	}
 	var plugins []*plugin.Plugin
+	if p := a.memoryPlugin(); p != nil {
+		plugins = append(plugins, p) // first: every request gets the notes
+	}
 	for _, g := range deps.Guards {
 		g.Attach(s.Name, a)
 		if p := g.Plugin(s.Name); p != nil {
@@ -179,8 +189,12 @@ func (a *Agent) poke() {
 }
 
 // Send queues m. A wake message wakes the agent (behind the gate); a
-// deferred one waits for the next turn. Received is stamped when zero.
+// deferred one waits for the next turn. Received is stamped when zero, and
+// an ID made up when empty, so every message can be looked up.
 func (a *Agent) Send(m inbox.Message) {
+	if m.ID == "" {
+		m.ID = newMessageID()
+	}
 	if m.Received.IsZero() {
 		m.Received = a.clock.Now()
 	}
@@ -216,6 +230,7 @@ func (a *Agent) Send(m inbox.Message) {
 const ViaSubagent = "subagent"
 
 func (a *Agent) onDrop(m inbox.Message, reason string) {
+	a.recordDrop(m, DropReason, reason)
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason)
 	a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": reason})
 }
@@ -223,6 +238,9 @@ func (a *Agent) onDrop(m inbox.Message, reason string) {
 // Report queues a background subagent's report and wakes the agent with
 // a subagent cause naming it.
 func (a *Agent) Report(subagent string, m inbox.Message) {
+	if m.ID == "" {
+		m.ID = newMessageID()
+	}
 	if m.Received.IsZero() {
 		m.Received = a.clock.Now()
 	}
@@ -235,7 +253,17 @@ func (a *Agent) Report(subagent string, m inbox.Message) {
 // Wake asks for a turn for cause c. Wakes coalesce: all causes waiting
 // when a turn starts go into that turn. A paused or halted agent keeps the
 // cause for the turn its release runs.
-func (a *Agent) Wake(c Cause) {
+func (a *Agent) Wake(c Cause) { a.wake(c, nil) }
+
+// WakeAs is an operator's Wake (source operator, with message as the
+// turn's instruction when non-empty): its wake event carries who asked and
+// why.
+func (a *Agent) WakeAs(by Audit, message string) {
+	a.wake(Cause{Source: SourceOperator, Instruction: message}, by.Fields())
+}
+
+// wake is Wake with extra data for the wake event.
+func (a *Agent) wake(c Cause, extra map[string]any) {
 	if c.At.IsZero() {
 		c.At = a.clock.Now()
 	}
@@ -255,58 +283,137 @@ func (a *Agent) Wake(c Cause) {
 		a.retryAt = time.Time{}
 	}
 	a.mu.Unlock()
-	a.emit(events.Wake, map[string]any{"source": string(c.Source), "name": c.Name})
+	data := map[string]any{"source": string(c.Source), "name": c.Name}
+	for k, v := range extra {
+		data[k] = v
+	}
+	a.emit(events.Wake, data)
 	a.poke()
 }
 
 // Pause closes the gate: the running turn (if any) finishes, no new turn
 // starts, messages stay queued. Pausing a paused agent is a no-op.
-func (a *Agent) Pause() {
+func (a *Agent) Pause() { a.PauseAs(Audit{}) }
+
+// PauseAs is Pause on behalf of by: the paused event carries by's caller
+// and reason, and the stored pause keeps them with its time (PauseInfo),
+// so status shows who paused the agent, since when and why — also after
+// a restart or a change of owner. Pausing a paused agent changes nothing,
+// not even who paused it, and reports false.
+func (a *Agent) PauseAs(by Audit) bool {
 	a.mu.Lock()
 	was := a.paused
-	a.paused = true
+	if !was {
+		a.paused = true
+		a.pause = PauseInfo{Since: a.clock.Now(), By: by.By, Reason: by.Reason}
+	}
 	a.pauseSet = true
 	a.mu.Unlock()
-	if !was {
-		a.syncPause()
-		a.log.Info("paused")
-		a.emit(events.Paused, nil)
+	if was {
+		return false
 	}
+	a.syncPause()
+	a.log.Info("paused", "by", by.By, "reason", by.Reason)
+	a.emit(events.Paused, by.Fields())
+	return true
 }
 
 // Resume opens the gate and runs one turn with everything queued, plus
 // message (if non-empty) as an operator instruction. It is the only way
 // out of a pause.
 func (a *Agent) Resume(message string) error {
+	_, err := a.ResumeAs(Audit{}, message, false)
+	return err
+}
+
+// ResumeAs is Resume on behalf of by; its events (resumed, wake) carry
+// by's caller and reason. With dropQueued it first abandons every message
+// waiting in the inbox (wake and deferred): each is dropped with reason
+// ReasonOperatorDropped — its Receipt is told, so a NATS message is
+// dead-lettered with that reason and never delivered again — and a
+// message-dropped event and a log line name it; none is dropped silently.
+// It returns how many were dropped.
+//
+// Dropping and opening the gate are one step under the agent's lock, so
+// the resumed turn sees none of the dropped messages and every message
+// that arrives after it. Not dropped: the messages of a turn still running
+// (they are not queued), and messages JetStream has not delivered yet
+// because the inbox was at its cap; they arrive after and run.
+func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int, err error) {
 	a.mu.Lock()
 	if a.stopping {
 		a.mu.Unlock()
-		return ErrStopped
+		return 0, ErrStopped
+	}
+	var abandoned []inbox.Message
+	if dropQueued {
+		abandoned = a.inbox.Remove(func(inbox.Message) bool { return true })
 	}
 	// Opening the gate and queueing the resume's own wake happen under
 	// one lock, so the turn the gate lets through includes the operator's
 	// message.
+	was := a.pause
 	a.paused = false
+	a.pause = PauseInfo{}
 	a.pauseSet = true
 	a.retryAt = time.Time{}
 	a.causes = append(a.causes, Cause{Source: SourceOperator, At: a.clock.Now(), Instruction: message})
 	a.mu.Unlock()
-	a.log.Info("resumed")
-	a.emit(events.Resumed, map[string]any{"message": message != ""})
-	a.emit(events.Wake, map[string]any{"source": string(SourceOperator)})
+	for _, m := range abandoned {
+		a.abandon(m, by)
+	}
+	a.log.Info("resumed", "by", by.By, "reason", by.Reason, "dropped_queued", len(abandoned))
+	data := by.into(map[string]any{"message": message != ""})
+	if dropQueued {
+		data["dropped_queued"] = len(abandoned)
+	}
+	if !was.Since.IsZero() {
+		data["paused_since"] = was.Since
+		data["paused_by"] = was.By
+	}
+	a.emit(events.Resumed, data)
+	a.emit(events.Wake, by.into(map[string]any{"source": string(SourceOperator)}))
 	a.syncPause()
 	a.poke()
-	return nil
+	return len(abandoned), nil
+}
+
+// abandon drops a queued message an operator gave up: its receipt
+// dead-letters it (NATS), and the log and a message-dropped event say so.
+func (a *Agent) abandon(m inbox.Message, by Audit) {
+	if m.Receipt != nil {
+		m.Receipt.Dropped(ReasonOperatorDropped)
+	}
+	a.recordDrop(m, ReasonOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)")
+	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", ReasonOperatorDropped, "by", by.By,
+		"dead_lettered", m.Receipt != nil)
+	data := map[string]any{"id": m.ID, "source": m.Source, "reason": ReasonOperatorDropped, "dead_lettered": m.Receipt != nil}
+	if by.By != "" {
+		data["by"] = by.By
+	}
+	if by.Reason != "" {
+		data["operator_reason"] = by.Reason
+	}
+	a.emit(events.MessageDropped, data)
 }
 
 // Interrupt cancels the running turn (its messages go back to the inbox).
 // With hold, it also pauses the agent; cancelling and closing the gate
 // happen under one lock, so no turn can start in between. It reports
 // whether a turn was running.
-func (a *Agent) Interrupt(hold bool) bool {
+func (a *Agent) Interrupt(hold bool) bool { return a.InterruptAs(Audit{}, hold) }
+
+// InterruptAs is Interrupt on behalf of by: the interrupted event (and
+// the paused event of a hold) carry by's caller and reason, and a hold
+// stores them with the pause as PauseAs does.
+func (a *Agent) InterruptAs(by Audit, hold bool) bool {
 	a.mu.Lock()
 	wasRunning := a.running
+	pausedNow := hold && !a.paused
 	if hold {
+		if pausedNow {
+			a.pause = PauseInfo{Since: a.clock.Now(), By: by.By, Reason: by.Reason, Interrupt: true}
+		}
 		a.paused = true
 		a.pauseSet = true
 	}
@@ -317,12 +424,42 @@ func (a *Agent) Interrupt(hold bool) bool {
 	if hold {
 		a.syncPause()
 	}
-	a.log.Info("interrupted", "hold", hold, "turn_running", wasRunning)
-	a.emit(events.Interrupted, map[string]any{"hold": hold, "turn_running": wasRunning})
-	if hold {
-		a.emit(events.Paused, map[string]any{"by": "interrupt"})
+	a.log.Info("interrupted", "hold", hold, "turn_running", wasRunning, "by", by.By, "reason", by.Reason)
+	a.emit(events.Interrupted, by.into(map[string]any{"hold": hold, "turn_running": wasRunning}))
+	if pausedNow {
+		a.emit(events.Paused, by.into(map[string]any{"via": "interrupt"}))
 	}
 	return wasRunning
+}
+
+// PauseInfo returns the agent's pause — since when, by whom, why — and
+// whether it is paused. A pause restored from the store carries what was
+// stored with it.
+func (a *Agent) PauseInfo() (PauseInfo, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.paused {
+		return PauseInfo{}, false
+	}
+	return a.pause, true
+}
+
+// Queued lists the messages waiting in the agent's inbox, oldest first,
+// without taking them: what a resume would run (or, with dropQueued,
+// abandon). The messages of a running turn are not listed.
+func (a *Agent) Queued() []QueuedMessage {
+	now := a.clock.Now()
+	var out []QueuedMessage
+	// Remove with a match that keeps everything walks the queue under
+	// the inbox's lock and changes nothing.
+	a.inbox.Remove(func(m inbox.Message) bool {
+		out = append(out, queuedOf(m, now))
+		return false
+	})
+	if out == nil {
+		out = []QueuedMessage{}
+	}
+	return out
 }
 
 // Halt closes the gate for reason (a guardrail trip) and cancels the
@@ -441,7 +578,9 @@ func (a *Agent) loop(ctx context.Context) {
 				break
 			}
 			a.turn(c)
+			a.foldMemory(ctx) // between turns: one model call at most
 		}
+		a.foldMemory(ctx) // a retried or forced fold, no turn waiting
 		a.mu.Lock()
 		done := a.stopping
 		a.mu.Unlock()

@@ -33,6 +33,28 @@
 //     to the scheduler's Owner (scheduler.Options.Owner; the worker's is
 //     the lease manager). Elsewhere the write is refused and logged
 //     (ErrNotOwner) and the stored state stays the owner's.
+//   - Running memory (Spec.Memory, memory.go): turns that leave the
+//     history window are folded into the agent's memory between turns,
+//     one model call at a time, so a wake waits for at most one fold; a
+//     fold is admitted and charged by the guards like a turn's calls (a
+//     halted agent does not fold); a failed fold deletes nothing and is
+//     retried after the Retry backoff; only the owner writes the memory.
+//
+// Message ids and the turn log:
+//
+//   - Every message has an id (one is made up, "msg-…", when it arrives
+//     without). Turn events name the ids they drained (the first
+//     MaxEventIDs, "ids"; "messages" counts them all), and each message
+//     of a completed turn gets a message-handled event after
+//     turn-completed. Agent.Message says where a message is in the
+//     owner's memory: queued, running (in turn N) or handled (by a turn
+//     of the history window).
+//   - Every turn, completed or not, leaves one summary in the turn log
+//     (Driver.TurnLog, package turnlog), appended in the background —
+//     no turn waits on it — and only while this replica owns the agent.
+//     A message dropped from memory without a receipt leaves a
+//     dead-letter record under its id. Shutdown waits a few seconds for
+//     those writes.
 //
 // Not guaranteed: a turn that was cancelled may already have run tools
 // with side effects; its messages will be seen again (at-least-once).

@@ -13,10 +13,10 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
-	"github.com/agent-worker/agent-worker/history"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
+	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 // AppName is the ADK application name every agent runs under.
@@ -84,6 +84,9 @@ type Spec struct {
 	// limit.
 	TurnsPerHour int
 	TurnBurst    int
+	// Memory folds turns that leave the window into a running memory
+	// (memory.go). Zero: off.
+	Memory MemorySpec
 }
 
 // Health says whether the dependencies a turn needs (the store, NATS) are
@@ -173,11 +176,12 @@ type Deps struct {
 
 // Driver owns the loops of all configured agents.
 type Driver struct {
-	deps   Deps
-	agents map[string]*Agent
-	order  []string
-	wg     sync.WaitGroup
-	once   sync.Once
+	deps    Deps
+	records *turnlog.Log // turn summaries and dead-letter records
+	agents  map[string]*Agent
+	order   []string
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 // New builds the agents. It fails on an agent the driver cannot run (bad
@@ -198,16 +202,18 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 	if deps.Scheduler == nil {
 		deps.Scheduler = scheduler.New(scheduler.Options{Store: deps.Store, Clock: deps.Clock, Log: deps.Log, Events: deps.Events})
 	}
-	d := &Driver{deps: deps, agents: map[string]*Agent{}}
+	d := &Driver{deps: deps, records: turnlog.New(deps.Store, deps.Log), agents: map[string]*Agent{}}
 	for _, s := range specs {
 		if _, dup := d.agents[s.Name]; dup {
 			return nil, fmt.Errorf("driver: agent %q defined twice", s.Name)
 		}
-		hist := history.New(deps.Store, s.HistoryTurns)
+		hist, bindHistory := newHistory(deps.Store, s)
 		a, err := newAgent(s, deps, hist)
 		if err != nil {
 			return nil, fmt.Errorf("driver: agent %q: %w", s.Name, err)
 		}
+		bindHistory(a)
+		a.records = d.records
 		if err := deps.Scheduler.Add(s.Name, a, s.Schedules); err != nil {
 			return nil, fmt.Errorf("driver: %w", err)
 		}
@@ -244,6 +250,11 @@ func (d *Driver) Recovered() {
 	}
 }
 
+// TurnLog returns the agents' turn summaries and message records in the
+// store (package turnlog): what any replica reads to answer for any
+// agent.
+func (d *Driver) TurnLog() *turnlog.Log { return d.records }
+
 // Events returns the bus the driver publishes on.
 func (d *Driver) Events() *events.Bus { return d.deps.Events }
 
@@ -270,8 +281,10 @@ func (d *Driver) Start(ctx context.Context) error {
 
 // Shutdown stops the driver: no new turn starts; turns already running may
 // finish until ctx ends, then they are cancelled with ErrShutdown.
-// Shutdown returns when every loop has exited.
+// Shutdown returns when every loop has exited and the turn summaries
+// queued for the store are written (or recordFlush has passed).
 func (d *Driver) Shutdown(ctx context.Context) {
+	defer d.flushRecords()
 	d.once.Do(func() {
 		d.deps.Scheduler.Stop()
 		for _, a := range d.agents {
@@ -289,4 +302,16 @@ func (d *Driver) Shutdown(ctx context.Context) {
 		}
 		<-done
 	})
+}
+
+// recordFlush bounds how long Shutdown waits for queued turn summaries.
+const recordFlush = 5 * time.Second
+
+// flushRecords waits for the queued turn summaries, within recordFlush.
+func (d *Driver) flushRecords() {
+	ctx, cancel := context.WithTimeout(context.Background(), recordFlush)
+	defer cancel()
+	if err := d.records.Flush(ctx); err != nil {
+		d.deps.Log.Warn("turn summaries not all written before shutdown", "error", err)
+	}
 }

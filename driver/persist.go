@@ -14,10 +14,11 @@ import (
 )
 
 // What an agent keeps in the store, so a restart is not a way around a
-// pause: key "agent.<name>.paused". (Its timer is the scheduler's.)
-type pausedRecord struct {
-	Since time.Time `json:"since"`
-}
+// pause: key "agent.<name>.paused", with who paused it and why, so status
+// shows them after a restart or a change of owner. (Its timer is the
+// scheduler's.) Records written before by and reason were kept read as a
+// pause by nobody known.
+type pausedRecord = PauseInfo
 
 func (a *Agent) key(what string) string { return "agent." + a.spec.Name + "." + what }
 
@@ -64,10 +65,10 @@ func (a *Agent) syncPause() {
 	a.persistMu.Lock()
 	defer a.persistMu.Unlock()
 	a.mu.Lock()
-	paused := a.paused
+	paused, p := a.paused, a.pause
 	a.mu.Unlock()
 	if paused {
-		_ = a.persist("paused", pausedRecord{Since: a.clock.Now()})
+		_ = a.persist("paused", p)
 	} else {
 		_ = a.persist("paused", nil)
 	}
@@ -90,6 +91,9 @@ func (a *Agent) restore(ctx context.Context) error {
 	if err := a.restoreTurns(ctx); err != nil {
 		return err
 	}
+	if err := a.restoreMemory(ctx); err != nil {
+		return err
+	}
 	if a.leased {
 		// Acquired from another replica (or none): its timer and missed
 		// ticks were not this scheduler's at Start.
@@ -100,6 +104,7 @@ func (a *Agent) restore(ctx context.Context) error {
 	a.mu.Lock()
 	if paused && !a.pauseSet {
 		a.paused = true
+		a.pause = p
 	}
 	a.restored = true
 	a.mu.Unlock()
@@ -107,7 +112,7 @@ func (a *Agent) restore(ctx context.Context) error {
 		a.sched.SetTimer(a.spec.Name, a.clock.Now().Add(a.spec.Heartbeat), true)
 	}
 	if paused {
-		a.log.Info("state restored", "paused", paused)
+		a.log.Info("state restored", "paused", paused, "paused_since", p.Since, "paused_by", p.By, "pause_reason", p.Reason)
 	}
 	return nil
 }

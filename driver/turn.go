@@ -50,11 +50,21 @@ type TurnSummary struct {
 	// PromptBytes is the size of the rendered prompt for this turn (the
 	// new input only, not the history).
 	PromptBytes int `json:"prompt_bytes"`
+	// CostUSD is what the turn's model calls cost, as the guard priced
+	// them (0 unpriced, or without a guard that prices).
+	CostUSD float64 `json:"cost_usd"`
+	// tools are the turn's tool calls, for its turnlog summary.
+	tools toolCalls
 }
 
 // meter is a Guard that meters the turn's model usage.
 type meter interface {
 	TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int)
+}
+
+// coster is a Guard that prices the turn's model calls.
+type coster interface {
+	TurnCost(agent string) float64
 }
 
 type turnStart struct {
@@ -69,7 +79,12 @@ type turnStart struct {
 // turn runs one admitted turn and decides the next wake.
 func (a *Agent) turn(t turnStart) {
 	start := a.clock.Now()
+	// Taking the batch and naming it the running turn's are one step, so
+	// a lookup (Message) finds every message in the inbox or the turn.
+	a.mu.Lock()
 	batch := a.inbox.Take(a.spec.MaxInputBytes)
+	a.current = &runningTurn{n: t.n, msgs: batch.Messages}
+	a.mu.Unlock()
 	wakes, instructions := coalesce(t.causes)
 	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch}
 	prompt := framed.Render()
@@ -80,11 +95,12 @@ func (a *Agent) turn(t turnStart) {
 			ids = append(ids, m.ID)
 		}
 	}
+	eventIDs := messageIDs(batch.Messages) // the first MaxEventIDs
 
 	if a.log.Enabled(t.ctx, slog.LevelInfo) {
 		a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped)
 	}
-	started := map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages)}
+	started := map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages), "ids": eventIDs}
 	if at := earliest(t.causes); !at.IsZero() {
 		// When the oldest cause arose: wake latency is measured from it.
 		started["cause_at"] = at
@@ -119,6 +135,9 @@ func (a *Agent) turn(t turnStart) {
 			if calls, in, out := m.TurnUsage(a.spec.Name); calls > sum.ModelCalls {
 				sum.ModelCalls, sum.TokensIn, sum.TokensOut = calls, in, out
 			}
+		}
+		if c, ok := g.(coster); ok {
+			sum.CostUSD += c.TurnCost(a.spec.Name)
 		}
 	}
 	sum.Duration = a.clock.Now().Sub(start)
@@ -160,24 +179,29 @@ func (a *Agent) turn(t turnStart) {
 		} else {
 			a.inbox.Requeue(batch, attempts)
 		}
+		a.endCurrent()
 		if sum.Outcome == OutcomeUnavailable && a.health != nil {
 			a.health.Failed(err)
 		}
 		retryIn := a.afterFailure(t.causes, sum.Outcome)
 		a.log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages), "retry_in", retryIn)
 		done = func() {
-			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds()})
+			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds(),
+				"messages": len(batch.Messages), "ids": eventIDs})
 		}
 	} else {
-		for _, m := range batch.Messages {
-			if m.Receipt != nil {
-				m.Receipt.Handled()
-			}
-		}
+		a.endCurrent()
+		settleHandled(t.n, batch.Messages)
 		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", ids), slog.String("text", clip(sum.Text, 400)))
 		done = func() {
-			a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": ids})
+			a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": eventIDs, "cost_usd": sum.CostUSD})
+			a.announceHandled(t.n, batch.Messages)
 		}
+	}
+	if a.records != nil {
+		// Written in the background by the owner only (owns is asked
+		// again at the write): neither this turn nor the next waits on it.
+		a.records.Record(a.spec.Name, summary(sum, batch.Messages), a.owns)
 	}
 	a.finish(sum, done)
 }
@@ -206,6 +230,9 @@ func (a *Agent) execute(ctx context.Context, prompt string, sum *TurnSummary) er
 			switch {
 			case p.FunctionCall != nil:
 				sum.ToolCalls++
+				sum.tools.call(p.FunctionCall)
+			case p.FunctionResponse != nil:
+				sum.tools.response(p.FunctionResponse)
 			case p.Text != "" && !p.Thought && ev.Content.Role == genai.RoleModel:
 				text.WriteString(p.Text)
 			}

@@ -1,7 +1,13 @@
 // Package events is the in-process stream of what agents do: turns
 // started, completed and failed, messages queued and dropped, wakes,
-// pauses, reports. NATS, Server-Sent Events and metrics subscribe to it;
-// it must not know about any of them.
+// pauses, reports. NATS, the durable events stream (package eventstream),
+// Server-Sent Events and metrics subscribe to it; it must not know about
+// any of them.
+//
+// A Bus holds one process's events and the newest of them in a ring. A
+// Tail (Follow) reads a history of events in id order and then follows
+// it live: a Bus's ring, or the durable stream that holds every replica's
+// events.
 package events
 
 import (
@@ -31,9 +37,18 @@ const (
 	// MessageRejected: input refused (bad body, unknown agent) and sent
 	// to the dead-letter subject. Data: reason, subject.
 	MessageRejected = "message-rejected"
+	// ConfigReloaded: the worker re-read part of its config (SIGHUP: the
+	// operator API's token values), published for every agent it serves.
+	// Data: by (who asked: "signal SIGHUP"), what ("api.tokens"), ok, and
+	// tokens (the count) or error; the event's time is when.
+	ConfigReloaded = "config-reloaded"
 	// MessageDuplicate: a redelivered or republished message whose turn
 	// already completed; acked without a second turn.
 	MessageDuplicate = "message-duplicate"
+	// MessageHandled: a completed, recorded turn handled the message.
+	// Data: id, turn, source, kind, outcome ("completed"). One per message
+	// of the turn, after turn-completed's data is settled.
+	MessageHandled = "message-handled"
 	// RetryScheduled: a failed turn will be retried by itself. Data: at,
 	// delay_ms, failures (in a row), reason ("failure" or "outage").
 	RetryScheduled = "retry-scheduled"
@@ -45,23 +60,52 @@ const (
 	// operator message) given up after failing too many turns. Data:
 	// source, name, reason.
 	WakeDropped = "wake-dropped"
+	// MemoryCompacted: turns were folded into the agent's memory. Data:
+	// turns, through, tokens, turns_folded, cost_usd, duration_ms,
+	// clipped, forced, model.
+	MemoryCompacted = "memory-compacted"
+	// MemoryCompactionFailed: a fold failed; its turns stay and it is
+	// retried. Data: error, turns, failures (in a row), retry_in_ms.
+	MemoryCompactionFailed = "memory-compaction-failed"
+	// MemoryCompactionSkipped: a fold was due but did not run. Data:
+	// reason (halted, paused, guardrail, unavailable, cleared); said once
+	// per reason until a fold runs.
+	MemoryCompactionSkipped = "memory-compaction-skipped"
+	// MemoryCleared: an operator cleared the memory. Data: by, reason,
+	// turns_folded and tokens it held.
+	MemoryCleared = "memory-cleared"
+	// MemoryTurnsDropped: turns that left the window were deleted
+	// unfolded because the store's bound was reached while folds kept
+	// failing. Data: turns (their numbers), count.
+	MemoryTurnsDropped = "memory-turns-dropped"
 )
 
 // Event is one thing that happened to one agent.
 type Event struct {
-	// Seq numbers events of one Bus from 1, without gaps.
-	Seq   uint64         `json:"seq"`
-	Time  time.Time      `json:"time"`
-	Agent string         `json:"agent"`
-	Type  string         `json:"type"`
-	Data  map[string]any `json:"data,omitempty"`
+	// Seq is the event's id. On a Bus it numbers the bus's events from 1,
+	// without gaps, for the life of the process. Read back from the
+	// durable events stream (package eventstream) it is the stream's
+	// sequence number, which survives restarts and is shared by every
+	// replica; the message body on NATS has no seq (the stream's sequence
+	// is the id).
+	Seq   uint64    `json:"seq,omitempty"`
+	Time  time.Time `json:"time"`
+	Agent string    `json:"agent"`
+	Type  string    `json:"type"`
+	// Replica names the replica (lease.holder) that published the event.
+	// Set on events read back from the durable events stream; empty on a
+	// Bus, where every event is this process's.
+	Replica string         `json:"replica,omitempty"`
+	Data    map[string]any `json:"data,omitempty"`
 }
 
 // Bus fans events out to subscribers and keeps the newest ones for replay.
 //
 // Publish never blocks: a subscriber whose buffer is full misses the event,
-// which is logged and counted on the subscription (Dropped); it can recover
-// what it missed with Since while the ring still holds it.
+// which is counted on the subscription (Dropped) and logged (at most one
+// line per subscription per 10 seconds, with the count of those not
+// logged); it can recover what it missed with Since while the ring still
+// holds it.
 type Bus struct {
 	log  *slog.Logger
 	mu   sync.Mutex
@@ -91,7 +135,15 @@ type Subscription struct {
 	bus     *Bus
 	filter  func(Event) bool
 	dropped uint64
+	// lostFrom is the sequence number of the oldest event dropped for
+	// this subscription since a Tail last recovered; 0: none.
+	lostFrom uint64
+	loggedAt time.Time // the last drop logged
+	unlogged uint64    // drops since, not logged
 }
+
+// dropLogEvery is how often a subscription's drops are logged at most.
+const dropLogEvery = 10 * time.Second
 
 // Publish stamps e with the next sequence number (and Time if unset) and
 // delivers it. It returns the stamped event.
@@ -117,7 +169,18 @@ func (b *Bus) Publish(e Event) Event {
 		case s.c <- e:
 		default:
 			s.dropped++
-			b.log.Warn("event subscriber too slow; event dropped for it", "agent", e.Agent, "type", e.Type, "seq", e.Seq, "dropped_total", s.dropped)
+			if s.lostFrom == 0 {
+				s.lostFrom = e.Seq
+			}
+			// One line per subscription per dropLogEvery, so a stalled
+			// subscriber does not flood the log; the count is exact.
+			if now := time.Now(); now.Sub(s.loggedAt) >= dropLogEvery {
+				b.log.Warn("event subscriber too slow; event dropped for it", "agent", e.Agent, "type", e.Type, "seq", e.Seq,
+					"dropped_total", s.dropped, "not_logged_since_last", s.unlogged)
+				s.loggedAt, s.unlogged = now, 0
+			} else {
+				s.unlogged++
+			}
 		}
 	}
 	return e
@@ -151,6 +214,22 @@ func (s *Subscription) Dropped() uint64 {
 	s.bus.mu.Lock()
 	defer s.bus.mu.Unlock()
 	return s.dropped
+}
+
+// lossFrom returns the sequence number of the oldest event dropped for s
+// since clearLoss; 0 when none was.
+func (s *Subscription) lossFrom() uint64 {
+	s.bus.mu.Lock()
+	defer s.bus.mu.Unlock()
+	return s.lostFrom
+}
+
+// clearLoss forgets the drops so far: the caller recovers them from the
+// ring after this call.
+func (s *Subscription) clearLoss() {
+	s.bus.mu.Lock()
+	defer s.bus.mu.Unlock()
+	s.lostFrom = 0
 }
 
 // Since returns the retained events with Seq > seq, oldest first, and

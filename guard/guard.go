@@ -31,13 +31,19 @@ const (
 	EventReset   = "guardrail-reset"
 	EventCapped  = "turn-capped"
 	// EventCharged is published after every priced model response:
-	// model, tokens, cost_usd, priced.
+	// model, tokens, cost_usd, priced. model is the model that answered:
+	// the agent's, or the fallback named by the response (ServedByKey).
 	EventCharged = "model-usage"
 	// EventModelError: a model call failed. Data: model, error.
 	EventModelError = "model-error"
 	// EventToolCall: a tool call finished. Data: tool, outcome (ok|error).
 	EventToolCall = "tool-call"
 )
+
+// ServedByKey is the LLMResponse.CustomMetadata key naming the model that
+// answered when it is not the agent's own (a fallback; models.ServedByKey):
+// the response is priced at that model's price and charged under its name.
+const ServedByKey = "served_by"
 
 // Limits are one agent's ceilings (USD, 0 = none) and caps (0 = none).
 type Limits struct {
@@ -185,6 +191,24 @@ func (g *Guard) AddAgent(agent, model string, l Limits) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.agents[agent] = &ledger{name: agent, model: model, price: price, priced: ok, limits: l}
+}
+
+// AddFallbacks warns, as AddAgent does for the agent's model, about each
+// of the agent's fallback models that has no price: a response it serves
+// costs $0 and no cost ceiling binds it. Their responses are priced by
+// their own names (see ServedByKey) whether or not they were added here.
+func (g *Guard) AddFallbacks(agent string, models ...string) {
+	for _, m := range models {
+		if _, ok := g.o.Prices.Lookup(m); !ok {
+			g.o.Log.Warn("fallback model has no price: its responses cost $0 here and no cost ceiling binds them; token and turn caps still apply", "agent", agent, "model", m)
+		}
+	}
+}
+
+// PricedModel reports whether model has a price.
+func (g *Guard) PricedModel(model string) bool {
+	_, ok := g.o.Prices.Lookup(model)
+	return ok
 }
 
 // Priced reports whether the agent's model has a price.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/agent-worker/agent-worker/driver"
 )
 
 // ErrUnknown: no such agent or guardrail.
@@ -23,12 +25,16 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("reset of %s refused: spent $%.4f against a ceiling of $%.4f would trip again at once; add at least $%.4f", e.Guardrail, e.Spent, e.Ceiling, e.MinAddUSD)
 }
 
-// ResetResult says what a reset did.
+// ResetResult says what a reset did. CeilingUSD and SpentUSD are the
+// numbers after it; CeilingBeforeUSD the ceiling before (spend is never
+// changed by a reset). Turn and watchdog resets have no ceiling to raise:
+// their numbers are the turn's, and 0 for the watchdog.
 type ResetResult struct {
-	Guardrail  string  `json:"guardrail"`
-	AddedUSD   float64 `json:"added_budget_usd"`
-	CeilingUSD float64 `json:"ceiling_usd,omitempty"`
-	SpentUSD   float64 `json:"spent_usd"`
+	Guardrail        string  `json:"guardrail"`
+	AddedUSD         float64 `json:"added_budget_usd"`
+	CeilingUSD       float64 `json:"ceiling_usd,omitempty"`
+	CeilingBeforeUSD float64 `json:"ceiling_before_usd,omitempty"`
+	SpentUSD         float64 `json:"spent_usd"`
 	// Cleared is true when the reset lifted a trip and reopened the agent.
 	Cleared bool `json:"cleared"`
 }
@@ -46,6 +52,18 @@ type ResetResult struct {
 // restored yet), so the refusal's numbers and the stored spend are always
 // the owner's.
 func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, error) {
+	return g.ResetAs(agent, guardrail, addUSD, driver.Audit{})
+}
+
+// ResetAs is Reset on behalf of by. Every reset that succeeds — whether or
+// not it lifted a trip — emits one guardrail-reset event for the agent
+// with the audit trail: by and reason (when set), guardrail,
+// add_budget_usd, spent_before_usd and ceiling_before_usd,
+// spent_after_usd and ceiling_after_usd (ceilings 0 when none), and
+// cleared. A worker_daily_usd reset that reopens other agents emits one
+// for each of them too, naming the agent it was asked for (reset_agent).
+// A refused reset changes nothing and emits no event; it is logged.
+func (g *Guard) ResetAs(agent, guardrail string, addUSD float64, by driver.Audit) (ResetResult, error) {
 	if addUSD < 0 || math.IsNaN(addUSD) || math.IsInf(addUSD, 0) {
 		return ResetResult{}, fmt.Errorf("add_budget_usd must be a non-negative number; got %v", addUSD)
 	}
@@ -61,6 +79,14 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 	}
 	g.rollDay(l)
 	res := ResetResult{Guardrail: guardrail, AddedUSD: addUSD}
+	// audit is the reset's event data; reopen announces what it lifted.
+	audit := func() map[string]any {
+		d := by.Fields()
+		d["guardrail"], d["add_budget_usd"], d["cleared"] = guardrail, addUSD, res.Cleared
+		d["spent_before_usd"], d["spent_after_usd"] = res.SpentUSD, res.SpentUSD
+		d["ceiling_before_usd"], d["ceiling_after_usd"] = res.CeilingBeforeUSD, res.CeilingUSD
+		return d
+	}
 	switch guardrail {
 	case Session, Daily:
 		limit, spent, added := l.limits.SessionUSD, l.st.SessionSpent, &l.st.SessionAdded
@@ -75,7 +101,7 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 			return res, &RefusedError{Guardrail: guardrail, Spent: spent, Ceiling: ceiling, MinAddUSD: roundUpCents(spent - ceiling)}
 		}
 		*added += addUSD
-		res.CeilingUSD, res.SpentUSD = ceiling+addUSD, spent
+		res.CeilingBeforeUSD, res.CeilingUSD, res.SpentUSD = ceiling, ceiling+addUSD, spent
 	case WorkerDaily:
 		if g.o.WorkerDailyUSD <= 0 {
 			return res, fmt.Errorf("no worker-wide daily ceiling is configured; there is nothing to reset")
@@ -85,21 +111,30 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 			return res, &RefusedError{Guardrail: guardrail, Spent: g.worker.Spent, Ceiling: ceiling, MinAddUSD: roundUpCents(g.worker.Spent - ceiling)}
 		}
 		g.worker.Added += addUSD
-		res.CeilingUSD, res.SpentUSD = ceiling+addUSD, g.worker.Spent
+		res.CeilingBeforeUSD, res.CeilingUSD, res.SpentUSD = ceiling, ceiling+addUSD, g.worker.Spent
 		if g.worker.Trip != nil {
 			g.worker.Trip = nil
 			res.Cleared = true
 			for _, x := range g.agents {
-				g.reopenLocked(x, guardrail)
+				if x != l {
+					d := audit()
+					d["reset_agent"] = agent
+					g.reopenLocked(x, guardrail, d)
+				}
 			}
+			g.reopenLocked(l, guardrail, nil)
 		}
 		if err := g.save(l); err != nil {
 			return ResetResult{}, err
 		}
+		g.announceReset(l, guardrail, audit(), by)
 		return res, nil
 	case Turn, Watchdog:
 		if addUSD > 0 {
 			return res, fmt.Errorf("%s takes no added budget: each turn starts at $0", guardrail)
+		}
+		if guardrail == Turn {
+			res.SpentUSD, res.CeilingUSD, res.CeilingBeforeUSD = l.turnSpent, l.limits.TurnUSD, l.limits.TurnUSD
 		}
 	default:
 		return res, fmt.Errorf("%w: guardrail %q (want %s, %s, %s, %s or %s)", ErrUnknown, guardrail, Turn, Session, Daily, WorkerDaily, Watchdog)
@@ -107,19 +142,33 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 	if t := l.st.Trip; t != nil && t.Guardrail == guardrail {
 		l.st.Trip = nil
 		res.Cleared = true
-		g.reopenLocked(l, guardrail)
+		g.reopenLocked(l, guardrail, nil)
 	}
 	if err := g.save(l); err != nil {
 		return ResetResult{}, err
 	}
+	g.announceReset(l, guardrail, audit(), by)
 	return res, nil
 }
 
-// reopenLocked announces a lifted trip and schedules the agent's reopening
-// unless another trip still holds it. Callers hold mu.
-func (g *Guard) reopenLocked(l *ledger, guardrail string) {
-	g.o.Log.Info("guardrail reset", "agent", l.name, "guardrail", guardrail)
-	g.emit(l.name, EventReset, map[string]any{"guardrail": guardrail})
+// announceReset logs and emits a reset that succeeded, with its audit
+// data. Callers hold mu.
+func (g *Guard) announceReset(l *ledger, guardrail string, data map[string]any, by driver.Audit) {
+	g.o.Log.Info("guardrail reset", "agent", l.name, "guardrail", guardrail, "by", by.By, "reason", by.Reason,
+		"add_budget_usd", data["add_budget_usd"], "spent_usd", data["spent_after_usd"],
+		"ceiling_before_usd", data["ceiling_before_usd"], "ceiling_after_usd", data["ceiling_after_usd"], "cleared", data["cleared"])
+	g.emit(l.name, EventReset, data)
+}
+
+// reopenLocked schedules the agent's reopening after a lifted trip unless
+// another trip still holds it, and emits data as its guardrail-reset
+// event when it is not nil (the caller announces the agent it reset
+// itself). Callers hold mu.
+func (g *Guard) reopenLocked(l *ledger, guardrail string, data map[string]any) {
+	if data != nil {
+		g.o.Log.Info("guardrail reset", "agent", l.name, "guardrail", guardrail)
+		g.emit(l.name, EventReset, data)
+	}
 	if l.st.Trip != nil || g.worker.Trip != nil {
 		return
 	}

@@ -43,6 +43,18 @@ func (g *Guard) TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int) {
 	return 0, 0, 0
 }
 
+// TurnCost reports what the agent's current (or last) turn has cost, in
+// USD, as the guard priced it (0 for an unpriced model). The driver puts
+// it in the turn's summary.
+func (g *Guard) TurnCost(agent string) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.agents[agent]; l != nil {
+		return l.turnSpent
+	}
+	return 0
+}
+
 // Plugin implements driver.Guard: the ADK callbacks that meter and cap the
 // agent's turns from inside.
 func (g *Guard) Plugin(name string) *plugin.Plugin {
@@ -104,8 +116,8 @@ func (g *Guard) beforeModel(name string) error {
 	return nil
 }
 
-// afterModel charges a completed response and checks ceilings and the
-// token cap.
+// afterModel charges a completed response, at the price of the model that
+// answered it, and checks ceilings and the token cap.
 func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 	u := UsageOf(resp.UsageMetadata, resp.CustomMetadata)
 	g.mu.Lock()
@@ -114,17 +126,23 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 	if l == nil {
 		return nil
 	}
+	served, price, priced := l.model, l.price, l.priced
+	if s, _ := resp.CustomMetadata[ServedByKey].(string); s != "" && s != l.model {
+		// A fallback answered: its own price, under its own name.
+		served = s
+		price, priced = g.o.Prices.Lookup(s)
+	}
 	cost := 0.0
-	if l.priced {
-		cost = l.price.Cost(u)
+	if priced {
+		cost = price.Cost(u)
 	}
 	g.addSpend(l, cost)
 	l.tokens += u.Input + u.Output
 	l.tokensIn += u.Input
 	l.tokensOut += u.Output
 	l.responses++
-	g.emit(name, EventCharged, map[string]any{"model": l.model, "input_tokens": u.Input, "cached_input_tokens": u.CachedInput,
-		"cache_write_tokens": u.CacheWrite, "output_tokens": u.Output, "cost_usd": cost, "priced": l.priced})
+	g.emit(name, EventCharged, map[string]any{"model": served, "input_tokens": u.Input, "cached_input_tokens": u.CachedInput,
+		"cache_write_tokens": u.CacheWrite, "output_tokens": u.Output, "cost_usd": cost, "priced": priced})
 	if t := g.crossed(l, true); t != nil && l.st.Trip == nil && g.worker.Trip == nil {
 		g.tripLocked(l, t)
 		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)

@@ -3,8 +3,12 @@
 // restart, and which shows the model only the newest turns, so the prompt
 // (and the per-turn cost) stays flat as an agent ages.
 //
+// With KeepUntilFolded, a turn that leaves the window is not deleted at
+// once: it stays in the store until the agent's memory has taken it in
+// (Folded), so a summary that fails loses nothing (see package memory).
+//
 // It must not decide what a turn is: the driver says when a turn's events
-// are kept (Commit) or thrown away (Discard).
+// are kept (Commit) or thrown away (Discard). Nor does it summarise.
 package history
 
 import (
@@ -35,22 +39,62 @@ type Service struct {
 	window int
 	mu     sync.Mutex
 	convs  map[string]*conversation
+	// hold: turns leaving the window stay until folded (KeepUntilFolded).
+	hold    bool
+	dropped func(app, user, id string, turns []uint64)
+	// folded is each conversation's watermark: its turns numbered up to
+	// it are in the memory (Folded). Kept apart from convs, so it may be
+	// set before the conversation is loaded.
+	folded map[string]uint64
 }
 
 var _ session.Service = (*Service)(nil)
 
-// New returns a Service over st that keeps window turns (at least 1).
-func New(st store.Store, window int) *Service {
-	return &Service{store: st, window: max(window, 1), convs: map[string]*conversation{}}
+// Option configures a Service.
+type Option func(*Service)
+
+// MaxStoredTurns bounds how many turn records a conversation keeps in the
+// store, window and unfolded turns together: the NATS KV store keeps 64
+// items of a list (natskv.MaxListItems), and every backend is held to the
+// same bound so that they behave alike.
+const MaxStoredTurns = 64
+
+// KeepUntilFolded keeps the turns that leave the window in the store (and
+// in Unfolded) until Folded says the memory holds them; only then does a
+// later Commit trim them. The model never sees them again either way: Get
+// shows the window alone.
+//
+// The store keeps at most MaxStoredTurns records: when the window and the
+// unfolded turns would exceed it (summaries have failed for that many
+// turns), Commit trims the oldest unfolded turns after all and reports
+// their numbers to dropped (which must not call back into the Service),
+// so the loss is never silent.
+func KeepUntilFolded(dropped func(app, user, id string, turns []uint64)) Option {
+	return func(s *Service) { s.hold, s.dropped = true, dropped }
+}
+
+// New returns a Service over st that shows window turns (at least 1) and,
+// without KeepUntilFolded, keeps only those.
+func New(st store.Store, window int, opts ...Option) *Service {
+	s := &Service{store: st, window: max(window, 1), convs: map[string]*conversation{}, folded: map[string]uint64{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.hold {
+		s.window = min(s.window, MaxStoredTurns)
+	}
+	return s
 }
 
 type conversation struct {
 	app, user, id string
-	turns         [][]*session.Event // committed, newest last, at most window
-	meta          []Turn             // each committed turn's number and messages (Input unset)
-	pending       []*session.Event   // the turn in progress
-	state         map[string]any
-	updated       time.Time
+	// turns are the committed turns as stored, newest last: the window
+	// and, with hold, older turns not yet folded.
+	turns   [][]*session.Event
+	meta    []Turn           // each committed turn's number and messages (Input unset)
+	pending []*session.Event // the turn in progress
+	state   map[string]any
+	updated time.Time
 }
 
 // Turn is what the driver adds to a committed turn.
@@ -122,7 +166,7 @@ func (s *Service) load(ctx context.Context, app, user, id string) (*conversation
 	if c, ok := s.convs[convKey(app, user, id)]; ok {
 		return c, nil
 	}
-	raw, err := s.store.Tail(ctx, listKey(app, user, id), s.window)
+	raw, err := s.store.Tail(ctx, listKey(app, user, id), s.stored())
 	if err != nil {
 		return nil, fmt.Errorf("load history of %s/%s: %w", user, id, outage.Mark("store", err))
 	}
@@ -144,6 +188,28 @@ func (s *Service) load(ctx context.Context, app, user, id string) (*conversation
 	}
 	s.convs[convKey(app, user, id)] = c
 	return c, nil
+}
+
+// stored is how many records a conversation may hold in the store.
+func (s *Service) stored() int {
+	if s.hold {
+		return MaxStoredTurns
+	}
+	return s.window
+}
+
+// shown returns the indexes of c's turns the model sees: the newest
+// window, less those already folded into the memory (a forced fold takes
+// in the window too). Callers hold mu.
+func (s *Service) shown(c *conversation) []int {
+	mark := s.folded[convKey(c.app, c.user, c.id)]
+	var out []int
+	for i := max(len(c.turns)-s.window, 0); i < len(c.turns); i++ {
+		if n := c.meta[i].N; n == 0 || n > mark {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // Create starts an empty conversation; it fails if one exists.
@@ -196,13 +262,14 @@ func (s *Service) Get(ctx context.Context, req *session.GetRequest) (*session.Ge
 
 // view is a snapshot of c that AppendEvent extends. Callers hold mu.
 func (s *Service) view(c *conversation) *view {
+	shown := s.shown(c)
 	n := len(c.pending)
-	for _, t := range c.turns {
-		n += len(t)
+	for _, i := range shown {
+		n += len(c.turns[i])
 	}
 	evs := make([]*session.Event, 0, n)
-	for _, t := range c.turns {
-		evs = append(evs, t...)
+	for _, i := range shown {
+		evs = append(evs, c.turns[i]...)
 	}
 	evs = append(evs, c.pending...)
 	return &view{conv: c, events: evs, state: c.state, updated: c.updated, mu: &s.mu}
@@ -263,7 +330,17 @@ func (s *Service) AppendEvent(_ context.Context, sess session.Session, ev *sessi
 // stays pending, so Commit may be retried; store errors are marked as an
 // outage (package outage): a record that cannot be written is the store's
 // fault, not the turn's.
+//
+// The store keeps the window; with KeepUntilFolded also the older turns
+// not yet folded (up to MaxStoredTurns in all; see KeepUntilFolded), and
+// folded turns outside the window are trimmed now.
 func (s *Service) Commit(ctx context.Context, app, user, id string, t Turn) error {
+	var lost []uint64
+	defer func() {
+		if len(lost) > 0 && s.dropped != nil {
+			s.dropped(app, user, id, lost)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.convs[convKey(app, user, id)]
@@ -295,22 +372,93 @@ func (s *Service) Commit(ctx context.Context, app, user, id string, t Turn) erro
 		}
 		rec = cp
 	}
-	if err := s.store.Append(ctx, listKey(app, user, id), raw, s.window); err != nil {
+	// What the store keeps after this turn: the newest from, onwards.
+	total := len(c.turns) + 1
+	from := max(total-s.window, 0)
+	if s.hold {
+		// Older turns stay from the oldest not yet folded: folding goes
+		// oldest first, so the folded ones are a prefix.
+		mark := s.folded[convKey(app, user, id)]
+		first := from
+		for i := from - 1; i >= 0; i-- {
+			if n := c.meta[i].N; n != 0 && n > mark {
+				first = i
+			}
+		}
+		from = max(first, total-MaxStoredTurns)
+		for i := first; i < from; i++ {
+			lost = append(lost, c.meta[i].N)
+		}
+	}
+	if err := s.store.Append(ctx, listKey(app, user, id), raw, total-from); err != nil {
+		lost = nil
 		return fmt.Errorf("history: store turn of %s/%s: %w", user, id, outage.Mark("store", err))
 	}
 	// The window holds the turn as stored, so the model sees the same
 	// history whether or not the worker restarted since.
 	c.turns = append(c.turns, rec.decode())
 	c.meta = append(c.meta, Turn{N: t.N, Messages: t.Messages})
-	if len(c.turns) > s.window {
-		c.turns = append(c.turns[:0:0], c.turns[len(c.turns)-s.window:]...)
-		c.meta = append(c.meta[:0:0], c.meta[len(c.meta)-s.window:]...)
+	if from > 0 {
+		c.turns = append(c.turns[:0:0], c.turns[from:]...)
+		c.meta = append(c.meta[:0:0], c.meta[from:]...)
 	}
 	c.pending = nil
 	return nil
 }
 
-// Recent returns the committed turns in the window, oldest first, with
+// Held is a committed turn as the memory folds it: its number, when it
+// ended, and its events as stored (texts of oversized turns clipped).
+type Held struct {
+	N      uint64
+	At     time.Time
+	Events []*session.Event
+}
+
+// Unfolded returns the committed turns not yet folded into the memory,
+// oldest first: those that have left the window or, with all, every one
+// (a forced fold). Turns of an older version without a number are never
+// returned: no watermark can mark them folded. The events are shared with
+// the Service and must not be changed. Without KeepUntilFolded only the
+// window is held, so only all finds anything.
+func (s *Service) Unfolded(ctx context.Context, app, user, id string, all bool) ([]Held, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.load(ctx, app, user, id)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	mark := s.folded[convKey(app, user, id)]
+	end := max(len(c.turns)-s.window, 0)
+	if all {
+		end = len(c.turns)
+	}
+	var out []Held
+	for i := 0; i < end; i++ {
+		if n := c.meta[i].N; n != 0 && n > mark {
+			h := Held{N: n, Events: append([]*session.Event(nil), c.turns[i]...)}
+			if k := len(c.turns[i]); k > 0 {
+				h.At = c.turns[i][k-1].Timestamp
+			}
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// Folded records that the memory holds every turn numbered up to through:
+// they leave Unfolded and the model's view at once, and the store at the
+// next Commit (those in the window when they leave it). The watermark only
+// rises; it is not stored here (the memory's record holds it) and may be
+// set before the conversation is loaded.
+func (s *Service) Folded(app, user, id string, through uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := convKey(app, user, id)
+	s.folded[k] = max(s.folded[k], through)
+}
+
+// Recent returns the committed turns held (the window and, with
+// KeepUntilFolded, the older turns not yet folded), oldest first, with
 // their numbers and message ids (Input unset), loading them from the
 // store if this process has not yet.
 func (s *Service) Recent(ctx context.Context, app, user, id string) ([]Turn, error) {
@@ -333,12 +481,13 @@ func (s *Service) Discard(app, user, id string) {
 	}
 }
 
-// Turns returns how many committed turns are in the window.
+// Turns returns how many committed turns the model sees: those in the
+// window not folded into the memory.
 func (s *Service) Turns(app, user, id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.convs[convKey(app, user, id)]; ok {
-		return len(c.turns)
+		return len(s.shown(c))
 	}
 	return 0
 }

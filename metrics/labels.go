@@ -15,8 +15,9 @@ var (
 	throttleReasons = []string{"max_per_wake", "turns_per_hour"}
 	// inbox.Wake and inbox.Deferred.
 	messageKinds = []string{"inbox", "deferred"}
-	// inbox.Reject*, natsinbox.RejectUnknownAgent and natsinbox.RejectDropped.
-	rejectReasons = []string{"too_large", "invalid_utf8", "invalid_json", "no_text", "empty", "unknown_agent", "dropped"}
+	// inbox.Reject*, natsinbox.RejectUnknownAgent, natsinbox.RejectDropped
+	// and natsinbox.RejectOperatorDropped (driver.ReasonOperatorDropped).
+	rejectReasons = []string{"too_large", "invalid_utf8", "invalid_json", "no_text", "empty", "unknown_agent", "dropped", "operator_dropped"}
 	// driver.States.
 	agentStates = []string{"sleeping", "running", "paused", "halted", "stopped", "waiting"}
 	// model-usage is ok, model-error is error.

@@ -24,6 +24,10 @@ type AgentInfo struct {
 	// Priced is the priced label of model_cost_usd_total: false means the
 	// model has no price, costs $0 and no cost ceiling binds.
 	Priced bool
+	// Fallbacks are the agent's fallback models in the order they are
+	// tried (see FallbackInfo); their names become model labels of the
+	// agent's model_* series and of model_fallbacks_total.
+	Fallbacks []FallbackInfo
 	// Tools are the tool names from config; calls to any other tool are
 	// counted as tool="other".
 	Tools []string
@@ -37,6 +41,8 @@ type AgentInfo struct {
 type agent struct {
 	model     string
 	priced    string
+	chain     []string          // model, then its fallbacks in order
+	models    map[string]string // model name → priced label: model's and its fallbacks'
 	tools     map[string]bool
 	schedules map[string]bool
 }
@@ -62,6 +68,7 @@ type Metrics struct {
 	modelRequests  *prometheus.CounterVec
 	modelTokens    *prometheus.CounterVec
 	modelCost      *prometheus.CounterVec
+	modelFallbacks *prometheus.CounterVec
 	toolCalls      *prometheus.CounterVec
 	guardrailTrips *prometheus.CounterVec
 	watchdogAlerts *prometheus.CounterVec
@@ -74,6 +81,7 @@ type Metrics struct {
 	httpDuration    *prometheus.HistogramVec
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
+	memory          memoryMetrics // memory.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 }
@@ -114,6 +122,8 @@ func New(agents []AgentInfo, src Source) *Metrics {
 			if info.Priced {
 				a.priced = "true"
 			}
+			a.chain, a.models = []string{a.model}, map[string]string{a.model: a.priced}
+			a.addFallbacks(info.Fallbacks)
 			m.agents[info.Name] = a
 		}
 		for _, t := range info.Tools {
@@ -155,7 +165,7 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		"Tasks (a schedule's prompt, an operator's message, a timer) given up after failing too many turns, by the source of the wake.",
 		"agent", "source")
 	m.rejected = counter("messages_rejected_total",
-		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns.",
+		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns; operator_dropped are queued messages an operator abandoned (resume with drop_queued), dead-lettered.",
 		"agent", "reason")
 	m.modelRequests = counter("model_requests_total",
 		"Model calls, by outcome: ok (a response with usage) or error. The model label is the configured model name.",
@@ -166,6 +176,7 @@ func New(agents []AgentInfo, src Source) *Metrics {
 	m.modelCost = counter("model_cost_usd_total",
 		"Spend in US dollars as priced by the worker's pricing table; priced=\"false\" marks a model without a price, whose calls cost 0 and are bound by no cost ceiling.",
 		"agent", "model", "priced")
+	m.modelFallbacks = newFallbacks()
 	m.toolCalls = counter("tool_calls_total",
 		"Tool calls that finished, by outcome (ok or error); tools not in the agent's config are counted as tool=\"other\".",
 		"agent", "tool", "outcome")
@@ -200,12 +211,14 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		"Times this replica gained or gave up an agent, by reason: acquired (took its lease), released (let it go as it stopped), lost (another replica holds the lease, or it could not be renewed in time; a running turn was cancelled), handed_over (the agent is placed on another replica; its running turn finished first).",
 		"agent", "reason")
 
+	m.memory = newMemoryMetrics()
+	m.reg.MustRegister(m.memory.collectors()...)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.redelivered, m.rejected,
 		m.retries, m.throttled, m.wakesDropped,
-		m.modelRequests, m.modelTokens, m.modelCost, m.toolCalls,
+		m.modelRequests, m.modelTokens, m.modelCost, m.modelFallbacks, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
 		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
 		newGaugeCollector(m.agents, src),
@@ -259,6 +272,7 @@ func (m *Metrics) precreate() {
 			m.modelTokens.WithLabelValues(name, a.model, t.label)
 		}
 		m.modelCost.WithLabelValues(name, a.model, a.priced)
+		m.precreateFallbacks(name, a)
 		for t := range a.tools {
 			for _, o := range toolOutcomes {
 				m.toolCalls.WithLabelValues(name, t, o)
@@ -285,6 +299,7 @@ func (m *Metrics) precreate() {
 		for _, r := range ownershipReasons {
 			m.ownership.WithLabelValues(name, r)
 		}
+		m.memory.precreate(name)
 	}
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(unknownAgent, r)

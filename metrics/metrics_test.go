@@ -61,7 +61,7 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		"agent_worker_dependency_up":                       0, // nil Source
 		"agent_worker_wake_latency_seconds":                2,
 		"agent_worker_messages_received_total":             2 * 2,
-		"agent_worker_messages_rejected_total":             3 * 7,
+		"agent_worker_messages_rejected_total":             3 * 8,
 		"agent_worker_model_requests_total":                2 * 4,
 		"agent_worker_model_tokens_total":                  2 * 4,
 		"agent_worker_model_cost_usd_total":                2,
@@ -206,6 +206,10 @@ func TestEventsUpdateMetrics(t *testing.T) {
 			ev("oncall", events.MessageRejected, map[string]any{"reason": "dropped"}),
 			// A drop of a core NATS message: the driver's event only.
 			ev("demo", events.MessageDropped, map[string]any{"reason": "failed 3 turns"}),
+			// An operator abandoned a queued message: the driver's event
+			// and the binding's dead-letter count once, under their reason.
+			ev("demo", events.MessageDropped, map[string]any{"reason": "operator_dropped"}),
+			ev("demo", events.MessageRejected, map[string]any{"reason": "operator_dropped"}),
 			ev("ghost", events.MessageRejected, map[string]any{"reason": "empty"}),
 		},
 		want: map[string]float64{
@@ -214,6 +218,7 @@ func TestEventsUpdateMetrics(t *testing.T) {
 			`agent_worker_messages_rejected_total{agent="oncall",reason="other"}`:           1,
 			`agent_worker_messages_rejected_total{agent="oncall",reason="dropped"}`:         1,
 			`agent_worker_messages_rejected_total{agent="demo",reason="dropped"}`:           1,
+			`agent_worker_messages_rejected_total{agent="demo",reason="operator_dropped"}`:  1,
 			`agent_worker_events_dropped_total{reason="unconfigured"}`:                      1,
 		},
 		absent: []string{"ghost", "cosmic_ray", "inbox full"},

@@ -27,9 +27,10 @@ var counted = map[string]bool{
 	events.TurnStarted: true, events.TurnCompleted: true, events.TurnFailed: true,
 	events.Wake: true, events.MessageQueued: true, events.MessageRejected: true, events.MessageDropped: true,
 	events.RetryScheduled: true, events.Throttled: true, events.WakeDropped: true,
-	eventModelUsage: true, eventModelError: true, eventModelRetry: true, eventToolCall: true,
+	eventModelUsage: true, eventModelError: true, eventModelRetry: true, eventModelFallback: true, eventToolCall: true,
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
 	eventScheduleRun: true, eventSubagentFinished: true, eventSubagentStarted: true,
+	events.MemoryCompacted: true, events.MemoryCompactionFailed: true, events.MemoryCompactionSkipped: true, events.MemoryTurnsDropped: true,
 }
 
 // subscriptionBuffer is how many events may wait for the observer before
@@ -109,17 +110,24 @@ func (m *Metrics) record(e events.Event) {
 	case events.MessageRejected:
 		m.recordRejected(e)
 	case events.MessageDropped:
-		m.rejected.WithLabelValues(e.Agent, "dropped").Inc()
+		m.rejected.WithLabelValues(e.Agent, droppedReason(d)).Inc()
 	case eventModelUsage:
-		m.modelRequests.WithLabelValues(e.Agent, a.model, "ok").Inc()
+		// Under the model that answered: the agent's, or a fallback.
+		model, priced := a.modelLabel(text(d["model"]))
+		m.modelRequests.WithLabelValues(e.Agent, model, "ok").Inc()
 		for _, t := range tokenTypes {
-			addPositive(m.modelTokens.WithLabelValues(e.Agent, a.model, t.label), d[t.key])
+			addPositive(m.modelTokens.WithLabelValues(e.Agent, model, t.label), d[t.key])
 		}
-		addPositive(m.modelCost.WithLabelValues(e.Agent, a.model, a.priced), d["cost_usd"])
+		addPositive(m.modelCost.WithLabelValues(e.Agent, model, priced), d["cost_usd"])
 	case eventModelError:
 		m.modelRequests.WithLabelValues(e.Agent, a.model, "error").Inc()
 	case eventModelRetry:
-		m.modelRequests.WithLabelValues(e.Agent, a.model, oneOf(text(d["outcome"]), []string{"retry", "rate_limited"})).Inc()
+		model, _ := a.modelLabel(text(d["model"]))
+		m.modelRequests.WithLabelValues(e.Agent, model, oneOf(text(d["outcome"]), []string{"retry", "rate_limited"})).Inc()
+	case eventModelFallback:
+		m.recordFallback(e.Agent, a, d)
+	case events.MemoryCompacted, events.MemoryCompactionFailed, events.MemoryCompactionSkipped, events.MemoryTurnsDropped:
+		m.memory.record(e)
 	case eventToolCall:
 		tool := text(d["tool"])
 		if !a.tools[tool] {
@@ -161,10 +169,24 @@ func (m *Metrics) record(e events.Event) {
 // not counted again.
 func (m *Metrics) recordRejected(e events.Event) {
 	reason := oneOf(text(e.Data["reason"]), rejectReasons)
-	if reason == "dropped" {
-		return
+	if reason == "dropped" || reason == operatorDropped {
+		return // counted from the driver's message-dropped event
 	}
 	m.rejected.WithLabelValues(e.Agent, reason).Inc()
+}
+
+// operatorDropped is the reason of a queued message an operator abandoned
+// (driver.ReasonOperatorDropped).
+const operatorDropped = "operator_dropped"
+
+// droppedReason is the reason label of a message-dropped event:
+// operator_dropped for a message an operator abandoned, dropped for any
+// other (a full inbox, too many failed turns).
+func droppedReason(d map[string]any) string {
+	if text(d["reason"]) == operatorDropped {
+		return operatorDropped
+	}
+	return "dropped"
 }
 
 // observeDuration records a turn event's duration_ms, if it has one.

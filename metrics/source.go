@@ -54,6 +54,9 @@ type AgentGauges struct {
 	// NextSchedule maps schedule name to its next fire; a zero time (no
 	// next fire, e.g. a schedule of a stopped agent) has no series.
 	NextSchedule map[string]time.Time
+	// MemoryTokens is the estimated size of the agent's running memory
+	// (agent_worker_memory_tokens); 0 with memory off or empty.
+	MemoryTokens int
 }
 
 // gaugeCollector turns a Source into gauges at scrape time.
@@ -63,6 +66,7 @@ type gaugeCollector struct {
 	pending, state, subagents, nextRunAt *prometheus.Desc
 	dependencyUp                         *prometheus.Desc
 	owned, replicas                      *prometheus.Desc
+	memoryTokens                         *prometheus.Desc
 }
 
 func newGaugeCollector(agents map[string]*agent, src Source) *gaugeCollector {
@@ -82,6 +86,8 @@ func newGaugeCollector(agents map[string]*agent, src Source) *gaugeCollector {
 			"When the schedule fires next, in seconds since the Unix epoch.", []string{"agent", "schedule"}, nil),
 		owned: prometheus.NewDesc(name("agent_owned"),
 			"1 while this replica owns the agent (holds its lease) and reports its per-agent gauges, 0 while another replica does; summed by agent over the replicas it is 1.", []string{"agent"}, nil),
+		memoryTokens: prometheus.NewDesc(name("memory_tokens"),
+			"Estimated size of the agent's running memory in tokens (four characters a token), bounded by memory.max_tokens; 0 with memory off or empty.", []string{"agent"}, nil),
 		replicas: prometheus.NewDesc(name("replicas"),
 			"Replicas this replica sees live (itself included) through the membership heartbeats; the agents are divided among them.", nil, nil),
 	}
@@ -96,6 +102,7 @@ func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.dependencyUp
 	ch <- c.owned
 	ch <- c.replicas
+	ch <- c.memoryTokens
 }
 
 // Collect implements prometheus.Collector.
@@ -129,6 +136,7 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, 1, g.Name)
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(g.InboxPending), g.Name)
 		ch <- prometheus.MustNewConstMetric(c.subagents, prometheus.GaugeValue, float64(g.SubagentsRunning), g.Name)
+		ch <- prometheus.MustNewConstMetric(c.memoryTokens, prometheus.GaugeValue, float64(g.MemoryTokens), g.Name)
 		for _, s := range agentStates {
 			v := 0.0
 			if s == g.State {

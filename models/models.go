@@ -1,7 +1,9 @@
 // Package models turns a model definition from config into an ADK
 // model.LLM. Providers live in sub-packages (scripted, openai, anthropic,
 // gemini); none may hide the usage numbers a response carries, because
-// cost guardrails depend on them.
+// cost guardrails depend on them. A model with a fallback is wrapped in a
+// Fallback, which hands a call to the fallback when the provider is down
+// and says which model answered (ServedByKey).
 package models
 
 import (
@@ -37,7 +39,8 @@ type Env struct {
 
 // New returns a fresh model instance for the definition m named key.
 // Callers create one instance per agent: scripted models keep one cursor
-// per instance, and retries are reported per agent.
+// per instance, and retries are reported per agent. m.Reasoning goes to
+// the provider; m.Fallback is not followed here (NewWithFallbacks does).
 func New(ctx context.Context, key string, m config.Model, env Env) (model.LLM, error) {
 	if env.Log == nil {
 		env.Log = slog.New(slog.DiscardHandler)
@@ -46,6 +49,9 @@ func New(ctx context.Context, key string, m config.Model, env Env) (model.LLM, e
 		env.Clock = clock.Real()
 	}
 	if m.Provider == "scripted" {
+		if m.Reasoning != "" {
+			return nil, fmt.Errorf("model %q: reasoning is not for provider scripted", key)
+		}
 		return scripted.New(key, m)
 	}
 	apiKey, err := APIKey(m)
@@ -65,13 +71,13 @@ func New(ctx context.Context, key string, m config.Model, env Env) (model.LLM, e
 	switch m.Provider {
 	case "openai":
 		return openai.New(openai.Options{Model: m.Model, BaseURL: m.BaseURL, APIKey: apiKey, Headers: m.Headers,
-			Timeout: m.Timeout.D(), Retry: policy, Log: log})
+			Timeout: m.Timeout.D(), Retry: policy, Log: log, Reasoning: m.Reasoning})
 	case "anthropic":
 		return anthropic.New(anthropic.Options{Model: m.Model, BaseURL: m.BaseURL, APIKey: apiKey, Headers: m.Headers,
-			Timeout: m.Timeout.D(), Retry: policy, Log: log, MaxTokens: m.MaxTokens})
+			Timeout: m.Timeout.D(), Retry: policy, Log: log, MaxTokens: m.MaxTokens, Reasoning: m.Reasoning})
 	case "gemini":
 		o := gemini.Options{Model: m.Model, APIKey: apiKey, BaseURL: m.BaseURL, Vertex: m.Vertex, Project: m.Project, Location: m.Location,
-			Timeout: m.Timeout.D(), Retry: policy, Headers: m.Headers, Log: log}
+			Timeout: m.Timeout.D(), Retry: policy, Headers: m.Headers, Log: log, Reasoning: m.Reasoning}
 		if m.Vertex && apiKey != "" {
 			o.Project, o.Location = "", "" // express mode: the key identifies the project
 		}

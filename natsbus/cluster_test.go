@@ -352,7 +352,7 @@ agents: [{name: triage, model: fake}]
 			t.Fatal(err)
 		}
 		defer w.Stop(ctx)
-		for _, name := range []string{"WORKER", "WORKER_SUBAGENTS", "KV_wk-state", "KV_wk-lists"} {
+		for _, name := range []string{"WORKER", "WORKER_SUBAGENTS", "WORKER_EVENTS", "KV_wk-state", "KV_wk-lists"} {
 			waitFor(t, name+" on three servers", func(ctx context.Context) error { return replicated(ctx, js, name, 3) })
 		}
 	})

@@ -25,6 +25,13 @@ type StreamSpec struct {
 	// of the agents' input stream's interest retention. The subagent jobs
 	// and charges stream is one.
 	WorkQueue bool
+	// Limits makes a limits-based stream instead: a message stays until
+	// MaxAge or MaxBytes removes it, oldest first, whoever read it. The
+	// events stream (package eventstream) is one. Not with WorkQueue.
+	Limits bool
+	// MaxBytes bounds the stream's size: beyond it the oldest messages are
+	// removed. Zero: unlimited.
+	MaxBytes int64
 	// Description is the stream's description. Default: the input
 	// stream's.
 	Description string
@@ -64,7 +71,9 @@ var ErrStreamConflict = errors.New("stream conflict")
 // The input stream uses interest retention: a message is removed once
 // every agent that it is for has acked it, so handled input does not pile
 // up. A spec with WorkQueue uses work-queue retention instead: a message
-// is removed once one consumer acked it.
+// is removed once one consumer acked it; one with Limits keeps messages
+// until MaxAge or MaxBytes removes the oldest (and MaxBytes is brought up
+// to date as well).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, log *slog.Logger) (jetstream.Stream, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -79,8 +88,17 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		return nil, fmt.Errorf("stream %s: replicas must not be negative; got %d", spec.Name, spec.Replicas)
 	}
 	retention := jetstream.InterestPolicy
-	if spec.WorkQueue {
+	switch {
+	case spec.WorkQueue && spec.Limits:
+		return nil, fmt.Errorf("stream %s: a stream is either a work queue or limits-based", spec.Name)
+	case spec.WorkQueue:
 		retention = jetstream.WorkQueuePolicy
+	case spec.Limits:
+		retention = jetstream.LimitsPolicy
+	}
+	maxBytes := spec.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = -1 // JetStream's "unlimited"
 	}
 	subjects := slices.Clone(spec.Subjects)
 	slices.Sort(subjects)
@@ -93,6 +111,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      spec.MaxAge,
+		MaxBytes:    maxBytes,
 		Duplicates:  spec.DuplicateWindow,
 		Replicas:    max(spec.Replicas, 1),
 		Metadata:    map[string]string{managedKey: "1"},
@@ -123,12 +142,14 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		want.Replicas = have.Replicas // zero: keep the count it has
 	}
 	sameReplicas := have.Replicas == want.Replicas
-	sameRest := slices.Equal(have.Subjects, want.Subjects) && have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge
+	sameRest := slices.Equal(have.Subjects, want.Subjects) && have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge &&
+		have.MaxBytes == want.MaxBytes
 	if sameRest && sameReplicas {
 		return s, nil
 	}
 	upd := have
 	upd.Subjects, upd.Duplicates, upd.MaxAge, upd.Replicas = want.Subjects, want.Duplicates, want.MaxAge, want.Replicas
+	upd.MaxBytes = want.MaxBytes
 	s, err = js.UpdateStream(ctx, upd)
 	if err != nil {
 		return nil, fmt.Errorf("update stream %s to subjects %v, %d replicas%s: %w", spec.Name, subjects, want.Replicas, replicasHint(err, want.Replicas), err)
@@ -139,7 +160,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		log.Info("stream replicas changed", "stream", spec.Name, "replicas", want.Replicas, "was", have.Replicas)
 	}
 	if !sameRest {
-		log.Info("stream updated", "stream", spec.Name, "subjects", subjects, "was", have.Subjects, "duplicate_window", want.Duplicates)
+		log.Info("stream updated", "stream", spec.Name, "subjects", subjects, "was", have.Subjects, "duplicate_window", want.Duplicates,
+			"max_age", want.MaxAge, "max_bytes", want.MaxBytes)
 	}
 	return s, nil
 }

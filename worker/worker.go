@@ -30,6 +30,7 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/events/eventstream"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/health"
 	"github.com/agent-worker/agent-worker/inbox"
@@ -82,6 +83,7 @@ type Worker struct {
 	ctl         *control.Control // carries verbs and views to each agent's owner
 	owner       leaseOwner       // fences durable writes: owned = lease held
 	stopEv      func()
+	events      *eventstream.Stream // the durable events stream; nil in core NATS mode (events.go)
 	cancel      context.CancelFunc
 
 	// spread shares the agents with the other replicas (membership.go).
@@ -145,6 +147,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 			TurnUSD: a.Budgets.TurnUSD, SessionUSD: a.Budgets.SessionUSD, DailyUSD: a.Budgets.DailyUSD,
 			ModelCallsPerTurn: a.Limits.ModelCallsPerTurn, ToolCallsPerTurn: a.Limits.ToolCallsPerTurn, TokensPerTurn: a.Limits.TokensPerTurn,
 		})
+		w.guard.AddFallbacks(a.Name, models.FallbackNames(specs[i].Model)...)
 	}
 	wd := watchdog.New(watchdog.Options{Log: o.Log, Events: w.bus, Clock: o.Clock, Tripper: w.guard})
 	for _, a := range cfg.Agents {
@@ -162,10 +165,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	var infos []metrics.AgentInfo
-	for _, a := range cfg.Agents {
+	for i, a := range cfg.Agents {
 		ag, _ := w.driver.Agent(a.Name)
+		var fallbacks []metrics.FallbackInfo
+		for _, fb := range models.FallbackNames(specs[i].Model) {
+			fallbacks = append(fallbacks, metrics.FallbackInfo{Model: fb, Priced: w.guard.PricedModel(fb)})
+		}
 		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
-			Tools: a.Tools, Schedules: ag.Schedules()})
+			Fallbacks: fallbacks, Tools: a.Tools, Schedules: ag.Schedules()})
 	}
 	w.metrics = metrics.New(infos, gauges{w.driver, w.subagents, w.health, &w.spread})
 	w.stopMetrics = w.metrics.Observe(w.bus)
@@ -175,12 +182,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		}
 	})
 	w.health.Start()
+	if err = w.startEvents(ctx, cfg, subjects, o); err != nil {
+		return nil, err
+	}
 	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
 	if err = w.driver.Start(loops); err != nil {
 		return nil, err
 	}
-	w.stopEv = natsbus.ForwardEvents(w.conn.NC, subjects, w.bus, o.Log)
 
 	var bound []natsinbox.Agent
 	for _, a := range cfg.Agents {
@@ -291,7 +300,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 	}
 	w.api, err = api.New(api.Options{
 		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
-		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus,
+		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus, EventFeed: w.eventFeed(),
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
@@ -484,13 +493,13 @@ func (w *Worker) teardown() {
 	if w.cancel != nil {
 		w.cancel()
 	}
-	if w.stopEv != nil {
-		w.stopEv()
-	}
 	if w.subagents != nil { // after Stop's drain a no-op; after a failed Start, stops its loops
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		w.subagents.Shutdown(ctx)
+	}
+	if w.stopEv != nil { // after everything that publishes events
+		w.stopEv()
 	}
 	if w.stopMetrics != nil {
 		w.stopMetrics()
@@ -584,19 +593,26 @@ func Redact(raw string) string {
 }
 
 // buildSpecs resolves each configured agent into what the driver runs,
-// with its own model instance.
+// with its own model instance (and instances of the model's fallbacks).
 func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.Bus) ([]driver.Spec, error) {
 	var specs []driver.Spec
 	for _, a := range cfg.Agents {
-		var m model.LLM
-		var err error
-		if o.Models != nil {
-			m, err = o.Models(a.Name, cfg.Models[a.Model])
-		} else {
-			m, err = models.New(ctx, a.Model, cfg.Models[a.Model], models.Env{Agent: a.Name, Events: bus, Log: o.Log, Clock: o.Clock})
+		env := models.Env{Agent: a.Name, Events: bus, Log: o.Log, Clock: o.Clock}
+		build := func(key string) (model.LLM, error) {
+			return models.WithFallbacks(key, cfg.Models, func(key string, def config.Model) (model.LLM, error) {
+				if o.Models != nil {
+					return o.Models(a.Name, def)
+				}
+				return models.New(ctx, key, def, env)
+			}, env)
 		}
+		m, err := build(a.Model)
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)
+		}
+		mem, err := memorySpec(cfg, a, m, build, o.Log)
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: memory: %w", a.Name, err)
 		}
 		specs = append(specs, driver.Spec{
 			Name:                a.Name,
@@ -618,6 +634,7 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			TurnsPerHour:        a.Limits.TurnsPerHour,
 			TurnBurst:           a.Limits.TurnBurst,
 			Schedules:           schedules(a.Schedules),
+			Memory:              mem,
 		})
 	}
 	return specs, nil
@@ -697,7 +714,7 @@ func (g gauges) Gauges() []metrics.AgentGauges {
 			next[s] = g.d.Scheduler().Next(a.Name(), s)
 		}
 		out = append(out, metrics.AgentGauges{Name: a.Name(), Standby: st.Standby, State: string(st.State), InboxPending: st.InboxPending + st.Deferred,
-			SubagentsRunning: g.subs.Running(a.Name()), NextSchedule: next})
+			SubagentsRunning: g.subs.Running(a.Name()), NextSchedule: next, MemoryTokens: a.MemoryTokens()})
 	}
 	return out
 }

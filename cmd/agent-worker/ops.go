@@ -10,9 +10,12 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agent-worker/agent-worker/control"
 )
 
 // opsClient talks to a worker's operator API.
@@ -149,11 +152,15 @@ func printJSON(w io.Writer, v any) {
 }
 
 // opsCmds are the operator verbs that change an agent, over the HTTP
-// API; status and health have their own files.
+// API, and inbox, which lists what a resume would run; status and health
+// have their own files. Every verb takes --reason, which the worker keeps
+// in the verb's event (and a pause's record) with the caller's token name.
 func (c *cli) opsCmds() []*cobra.Command {
-	// verb is POST /v1/agents/AGENT/<name> with body's answer.
-	verb := func(name, short string, body func() any) *cobra.Command {
+	// verb is POST /v1/agents/AGENT/<name> with body's fields and
+	// --reason.
+	verb := func(name, short string, body func() map[string]any) *cobra.Command {
 		var api *apiFlags
+		var reason string
 		cmd := &cobra.Command{
 			Use:   name + " AGENT",
 			Short: short,
@@ -163,8 +170,19 @@ func (c *cli) opsCmds() []*cobra.Command {
 				if err != nil {
 					return err
 				}
+				fields := body()
+				if reason != "" {
+					if fields == nil {
+						fields = map[string]any{}
+					}
+					fields["reason"] = reason
+				}
+				var send any
+				if fields != nil {
+					send = fields
+				}
 				var out map[string]any
-				if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/"+name, body(), &out); err != nil {
+				if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/"+name, send, &out); err != nil {
 					return err
 				}
 				printJSON(c.stdout, out)
@@ -172,25 +190,36 @@ func (c *cli) opsCmds() []*cobra.Command {
 			},
 		}
 		api = addAPIFlags(cmd, 30*time.Second)
+		cmd.Flags().StringVar(&reason, "reason", "", "why, in your words: kept in the event with your token's name (and, for pause, shown by status)")
 		return cmd
 	}
 
 	var message string
-	resume := verb("resume", "Resume a paused agent: one turn with everything queued.", func() any {
-		if message == "" {
-			return nil
+	var dropQueued bool
+	resume := verb("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued).", func() map[string]any {
+		var body map[string]any
+		if message != "" {
+			body = map[string]any{"message": message}
 		}
-		return map[string]string{"message": message}
+		if dropQueued {
+			if body == nil {
+				body = map[string]any{}
+			}
+			body["drop_queued"] = true
+		}
+		return body
 	})
 	resume.Flags().StringVar(&message, "message", "", "an instruction for the resumed turn")
+	resume.Flags().BoolVar(&dropQueued, "drop-queued", false, "abandon every queued message first: each is dead-lettered with reason operator_dropped; the answer's \"dropped\" counts them")
 
 	var noHold bool
-	interrupt := verb("interrupt", "Cancel the running turn and pause (unless --no-hold).", func() any {
-		return map[string]bool{"hold": !noHold}
+	interrupt := verb("interrupt", "Cancel the running turn and pause (unless --no-hold).", func() map[string]any {
+		return map[string]any{"hold": !noHold}
 	})
 	interrupt.Flags().BoolVar(&noHold, "no-hold", false, "cancel the turn but do not pause")
 
 	var addBudget float64
+	var resetReason string
 	var resetAPI *apiFlags
 	reset := &cobra.Command{
 		Use:   "reset AGENT GUARDRAIL [--add-budget USD]",
@@ -203,6 +232,9 @@ func (c *cli) opsCmds() []*cobra.Command {
 			}
 			var out map[string]any
 			body := map[string]any{"guardrail": args[1], "add_budget_usd": addBudget}
+			if resetReason != "" {
+				body["reason"] = resetReason
+			}
 			if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/guardrails/reset", body, &out); err != nil {
 				return err
 			}
@@ -212,12 +244,64 @@ func (c *cli) opsCmds() []*cobra.Command {
 	}
 	resetAPI = addAPIFlags(reset, 30*time.Second)
 	reset.Flags().Float64Var(&addBudget, "add-budget", 0, "USD to add to the ceiling (spend is never lowered)")
+	reset.Flags().StringVar(&resetReason, "reason", "", "why, in your words: kept in the guardrail-reset event with your token's name")
 
 	return []*cobra.Command{
-		verb("pause", "Pause an agent: no turns; messages stay queued.", func() any { return nil }),
+		verb("pause", "Pause an agent: no turns; messages stay queued.", func() map[string]any { return nil }),
 		resume,
 		interrupt,
-		verb("wake", "Wake an agent for a turn now.", func() any { return nil }),
+		verb("wake", "Wake an agent for a turn now.", func() map[string]any { return nil }),
 		reset,
+		c.inboxCmd(),
 	}
+}
+
+// inboxCmd is `inbox AGENT`: the messages queued on the agent's owner, a
+// table (oldest first) or, with -o json, the API's JSON.
+func (c *cli) inboxCmd() *cobra.Command {
+	var output string
+	var apiF *apiFlags
+	cmd := &cobra.Command{
+		Use:   "inbox AGENT [-o table|json]",
+		Short: "List an agent's queued messages: id, kind, source, size, age.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "table" && output != "json" {
+				return usageError(cmd, fmt.Errorf("-o %q: want table or json", output))
+			}
+			client, err := apiF.client(cmd, c.env)
+			if err != nil {
+				return err
+			}
+			path := "/v1/agents/" + args[0] + "/inbox"
+			raw, printed, err := c.getJSON(cmd, client, path, output == "json")
+			if err != nil || printed {
+				return err
+			}
+			var in control.Inbox
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return fmt.Errorf("GET %s: %w", path, err)
+			}
+			return writeInbox(c.stdout, in)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "table or json (default table)")
+	apiF = addAPIFlags(cmd, 30*time.Second)
+	return cmd
+}
+
+// writeInbox writes a listing as a line of counts and a table.
+func writeInbox(w io.Writer, in control.Inbox) error {
+	fmt.Fprintf(w, "%s on %s: %d pending of %d, %d deferred\n", in.Agent, dash(in.Owner), in.Pending, in.Cap, in.Deferred)
+	if len(in.Messages) == 0 {
+		fmt.Fprintln(w, "no queued messages")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tSOURCE\tFROM\tBYTES\tAGE\tATTEMPTS")
+	for _, m := range in.Messages {
+		age := shortDuration(time.Duration(m.AgeSeconds * float64(time.Second)).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\n", dash(m.ID), m.Kind, dash(m.Source), dash(m.From), m.SizeBytes, age, m.Attempts)
+	}
+	return tw.Flush()
 }

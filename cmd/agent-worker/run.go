@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/worker"
 )
 
@@ -167,11 +169,14 @@ func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer
 		case <-ctx.Done():
 			running = false
 		case sig := <-o.reload:
+			by := "signal " + signalName(sig)
 			if err := w.ReloadTokens(); err != nil {
-				log.Error("api tokens not reloaded; the old tokens stay in force", "signal", fmt.Sprint(sig), "error", err)
+				log.Error("api tokens not reloaded; the old tokens stay in force", "signal", fmt.Sprint(sig), "error", err, "by", by)
+				auditReload(w, by, map[string]any{"ok": false, "error": err.Error()})
 				continue
 			}
-			log.Info("api tokens reloaded", "signal", fmt.Sprint(sig), "tokens", len(cfg.API.Tokens))
+			log.Info("api tokens reloaded", "signal", fmt.Sprint(sig), "tokens", len(cfg.API.Tokens), "by", by)
+			auditReload(w, by, map[string]any{"ok": true, "tokens": len(cfg.API.Tokens)})
 		}
 	}
 	if o.onStopping != nil {
@@ -183,4 +188,26 @@ func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer
 	w.Stop(grace)
 	log.Info("worker stopped")
 	return nil
+}
+
+// auditReload publishes a config-reloaded event for every agent the worker
+// serves: a token reload changes who may act on each of them through this
+// replica's API. data says the outcome; by who asked.
+func auditReload(w *worker.Worker, by string, data map[string]any) {
+	now := time.Now()
+	for _, a := range w.Driver().Agents() {
+		d := map[string]any{"by": by, "what": "api.tokens"}
+		for k, v := range data {
+			d[k] = v
+		}
+		w.Events().Publish(events.Event{Time: now, Agent: a.Name(), Type: events.ConfigReloaded, Data: d})
+	}
+}
+
+// signalName names a signal as kill does: SIGHUP.
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok && s == syscall.SIGHUP {
+		return "SIGHUP"
+	}
+	return fmt.Sprint(sig)
 }

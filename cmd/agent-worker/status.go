@@ -35,8 +35,9 @@ the next wake's cause and reason, what a waiting agent waits for, the
 throttle, turns, failed turns, spend against the session and daily
 ceilings and the model; -o json prints the API's JSON.
 
-With AGENT, a block of "key: value" lines: state, owner, why, next wake,
-inbox, last turn, guardrails; -o table, wide or json as for the list.
+With AGENT, a block of "key: value" lines: state, owner, why (a paused
+agent: by whom, since when and the reason given), next wake, inbox, last
+turn, guardrails; -o table, wide or json as for the list.
 
 Every agent is shown as the replica that owns it sees it (OWNER), whichever
 replica --api reaches; an agent no replica owns right now shows state
@@ -56,17 +57,9 @@ Times are relative ("in 20s", "3m ago"), absolute too in the block.`,
 			if len(args) == 1 {
 				path += "/" + args[0]
 			}
-			var raw json.RawMessage
-			if err := client.call(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+			raw, printed, err := c.getJSON(cmd, client, path, output == "json")
+			if err != nil || printed {
 				return err
-			}
-			if output == "json" {
-				var b bytes.Buffer
-				if err := json.Indent(&b, raw, "", "  "); err != nil {
-					return err
-				}
-				fmt.Fprintln(c.stdout, b.String())
-				return nil
 			}
 			var agents []api.AgentView
 			if len(args) == 1 {
@@ -220,7 +213,7 @@ func why(a api.AgentView, now time.Time) string {
 		r = append(r, "another replica holds its lease and runs it")
 	}
 	if a.Paused {
-		r = append(r, "paused by an operator; messages stay queued until resume")
+		r = append(r, pausedWhy(a, now)+"; messages stay queued until resume")
 	}
 	if a.WaitingFor != "" {
 		r = append(r, "waiting for "+a.WaitingFor+"; it runs by itself once that is back")
@@ -242,6 +235,23 @@ func why(a api.AgentView, now time.Time) string {
 		}
 	}
 	return strings.Join(r, "; ")
+}
+
+// pausedWhy says who paused the agent, since when and why: "paused by
+// ops 3m ago (2026-05-04 10:00:00 UTC): db migration". A pause from before
+// the worker kept who and why reads "paused by an operator".
+func pausedWhy(a api.AgentView, now time.Time) string {
+	s := "paused by " + a.PausedBy
+	if a.PausedBy == "" {
+		s = "paused by an operator"
+	}
+	if a.PausedSince != nil {
+		s += " " + relTime(*a.PausedSince, now) + " (" + absTime(*a.PausedSince) + ")"
+	}
+	if a.PauseReason != "" {
+		s += ": " + oneLine(a.PauseReason)
+	}
+	return s
 }
 
 // relTime says when t is relative to now: "now", "in 20s", "3m ago",
@@ -318,3 +328,20 @@ func dash(s string) string {
 
 // oneLine folds s onto one line for the block view.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// getJSON GETs path from the API. With print it writes the answer
+// indented to stdout and reports printed; otherwise it returns it.
+func (c *cli) getJSON(cmd *cobra.Command, client opsClient, path string, print bool) (raw json.RawMessage, printed bool, err error) {
+	if err := client.call(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+		return nil, false, err
+	}
+	if !print {
+		return raw, false, nil
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return nil, false, err
+	}
+	fmt.Fprintln(c.stdout, b.String())
+	return nil, true, nil
+}

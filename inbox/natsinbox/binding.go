@@ -2,8 +2,7 @@ package natsinbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/natsbus/subject"
 	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 // Header names on dead-lettered messages.
@@ -75,6 +75,12 @@ const RejectUnknownAgent = "unknown_agent"
 // (overflow, or too many failed turns).
 const RejectDropped = "dropped"
 
+// RejectOperatorDropped is the reject reason for a queued message an
+// operator abandoned (resume with drop_queued): the receipt is told
+// Dropped with this reason (driver.ReasonOperatorDropped, the same
+// value), and the message is dead-lettered with it and terminated.
+const RejectOperatorDropped = "operator_dropped"
+
 // Target receives an agent's messages; the driver's agent is one.
 type Target interface {
 	Send(inbox.Message)
@@ -102,7 +108,8 @@ type Options struct {
 	AckWait time.Duration
 	// Store records handled message ids (JetStream mode).
 	Store store.Store
-	// HandledTTL is how long a handled id is remembered. Default 24h.
+	// HandledTTL is how long a handled id, and the record of a
+	// dead-lettered one, is remembered. Default 24h.
 	HandledTTL time.Duration
 	Events     *events.Bus
 	Log        *slog.Logger
@@ -115,9 +122,10 @@ type Options struct {
 // Binding consumes the agents' NATS input. Stop it to release the
 // consumers.
 type Binding struct {
-	opts   Options
-	nc     *nats.Conn
-	agents map[string]*Agent
+	opts    Options
+	nc      *nats.Conn
+	agents  map[string]*Agent
+	records *turnlog.Log // dead-letter records; nil without a store
 
 	consumes []jetstream.ConsumeContext // the unknown-agents consumer
 	subs     []*nats.Subscription       // core mode: unknown-agent subscriptions
@@ -150,6 +158,7 @@ type seqKey struct {
 type outcome struct {
 	r      *receipt
 	reason string // "" handled; else the drop reason
+	turn   uint64 // the turn that handled it (0: not told)
 }
 
 // Start creates (or resumes) one durable pull consumer per agent, plus
@@ -172,6 +181,9 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, bound: map[string]func(){}, gen: map[string]uint64{}, wake: make(chan struct{}, 1)}
 	for i := range agents {
 		b.agents[agents[i].Name] = &agents[i]
+	}
+	if opts.Store != nil {
+		b.records = turnlog.New(opts.Store, opts.Log)
 	}
 	b.worker.Add(1)
 	go b.settle()
@@ -483,7 +495,7 @@ func (b *Binding) onMessage(a *Agent, gen uint64, m jetstream.Msg) {
 	}
 	body, err := inbox.ParseBody(m.Data(), b.opts.MaxBytes)
 	if err != nil {
-		b.reject(a.Name, m.Headers().Get(nats.MsgIdHdr), m.Subject(), m.Data(), m.Headers(), err)
+		b.reject(a.Name, rejectedID(m.Headers(), m.Data(), meta), m.Subject(), m.Data(), m.Headers(), err)
 		if err := m.TermWithReason(rejectReason(err)); err != nil {
 			b.opts.Log.Warn("terminate rejected message", "agent", a.Name, "error", err)
 		}
@@ -581,7 +593,10 @@ func rejectReason(err error) string {
 
 // reject publishes the original body to the agent's dead-letter subject
 // with the reason, logs it and emits message-rejected. id is the message's
-// id when known ("" otherwise), for the log and the event.
+// id when known ("" otherwise), for the log and the event; for a
+// configured agent, a message with an id is also recorded in the store
+// (turnlog.DeadLetter, kept HandledTTL), so GET
+// /v1/agents/{name}/messages/{id} can say why.
 func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, why error) {
 	reason := rejectReason(why)
 	dlq := b.opts.Subjects.DLQ(agent)
@@ -596,8 +611,17 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 	out.Header.Set(HeaderOriginalSubject, subject)
 	out.Header.Set(HeaderAgent, agent)
 	out.Data = data
+	published := dlq
 	if err := b.nc.PublishMsg(out); err != nil {
+		published = ""
 		b.opts.Log.Error("dead-letter publish failed; the rejected message is lost", "agent", agent, "subject", subject, "reason", reason, "error", err)
+	}
+	if b.records != nil && b.agents[agent] != nil {
+		detail := why.Error()
+		if re, ok := errors.AsType[*inbox.RejectError](why); ok {
+			detail = re.Detail
+		}
+		b.records.DeadLetter(agent, turnlog.DeadLetter{ID: id, Reason: reason, Detail: detail, Subject: subject, DLQ: published, At: b.opts.Clock.Now()}, b.opts.HandledTTL)
 	}
 	b.opts.Log.Warn("message rejected to the dead-letter subject", "agent", agent, "id", id, "subject", subject, "reason", reason, "detail", clip(why.Error(), 200), "dlq", dlq)
 	b.emit(agent, events.MessageRejected, map[string]any{"id": id, "reason": reason, "subject": subject, "dlq": dlq})
@@ -607,6 +631,24 @@ func (b *Binding) emit(agent, typ string, data map[string]any) {
 	if b.opts.Events != nil {
 		b.opts.Events.Publish(events.Event{Time: b.opts.Clock.Now(), Agent: agent, Type: typ, Data: data})
 	}
+}
+
+// rejectedID is the id of a message whose body was refused, as far as it
+// can be told: its Nats-Msg-Id, else the "id" of a JSON object body that
+// has one, else its stream sequence (what messageID would have made).
+func rejectedID(h nats.Header, data []byte, meta *jetstream.MsgMetadata) string {
+	if id := h.Get(nats.MsgIdHdr); id != "" {
+		return id
+	}
+	var env struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(data, &env) == nil {
+		if id := strings.TrimSpace(env.ID); id != "" {
+			return id
+		}
+	}
+	return meta.Stream + "-seq-" + strconv.FormatUint(meta.Sequence.Stream, 10)
 }
 
 // messageID returns the message's idempotency key and whether the sender
@@ -621,11 +663,9 @@ func messageID(h nats.Header, body inbox.Body, meta *jetstream.MsgMetadata) (str
 	return meta.Stream + "-seq-" + strconv.FormatUint(meta.Sequence.Stream, 10), false
 }
 
-// handledKey is the store key that records a handled message id.
-func handledKey(agent, id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return "handled." + agent + "." + hex.EncodeToString(sum[:16])
-}
+// handledKey is the store key that records a handled message id; its
+// value is turnlog.Handled (the id, the turn that handled it, when).
+func handledKey(agent, id string) string { return turnlog.HandledKey(agent, id) }
 
 // HandledID reports whether a message with id was handled by a turn of
 // agent (within the binding's HandledTTL): the check a delivery of that id

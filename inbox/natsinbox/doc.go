@@ -11,15 +11,21 @@
 //     deadline is kept alive with in-progress acks, however long the agent
 //     sleeps, is paused or halted, or the turn runs.
 //   - No double work: a handled message's id (Nats-Msg-Id, else the
-//     envelope's id, else the stream sequence) is recorded in the store
-//     before the ack; a redelivery or republish of it is acked without a
-//     turn. HandledID asks the same question, so a publisher (the API)
-//     can answer "duplicate" instead of queueing what would be dropped.
+//     envelope's id, else the stream sequence, "<stream>-seq-<n>") is
+//     recorded in the store before the ack, with the number of the turn
+//     that handled it when the driver says (HandledBy; turnlog.Handled);
+//     a redelivery or republish of it is acked without a turn. HandledID
+//     asks the same question, so a publisher (the API) can answer
+//     "duplicate" instead of queueing what would be dropped.
 //   - Backpressure, not loss: the server delivers at most inbox.cap
 //     unacked messages per agent; the rest wait in the stream.
 //   - Bad input never blocks the loop: it is published to the dead-letter
 //     subject with an Agent-Worker-Reject-Reason header, terminated (not
 //     redelivered), logged and announced as a message-rejected event.
+//     For a configured agent the reason is also recorded in the store
+//     under the message's id (turnlog.DeadLetter, kept HandledTTL,
+//     written in the background), and so is a dropped message's; Stop
+//     waits a few seconds for those records.
 //
 // In core NATS mode none of this holds: delivery is at most once.
 //

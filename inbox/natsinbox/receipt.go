@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 // receipt is a JetStream message waiting in an agent's inbox.
@@ -34,6 +35,12 @@ var _ inbox.Receipt = (*receipt)(nil)
 
 // Handled queues the ack; the driver never waits on NATS.
 func (r *receipt) Handled() { r.b.enqueue(outcome{r: r}) }
+
+// HandledBy is Handled, also naming the turn that handled the message: the
+// handled id's record (turnlog.Handled) keeps it, so a lookup of the id
+// from any replica can say which turn took it. The driver calls it instead
+// of Handled.
+func (r *receipt) HandledBy(turn uint64) { r.b.enqueue(outcome{r: r, turn: turn}) }
 
 // Dropped queues the dead-letter and termination.
 func (r *receipt) Dropped(reason string) { r.b.enqueue(outcome{r: r, reason: reason}) }
@@ -88,15 +95,19 @@ func (b *Binding) settleOne(o outcome) {
 	}()
 	if o.reason != "" {
 		msg := r.current()
-		b.reject(r.agent, r.id, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: RejectDropped, Detail: o.reason})
-		if err := msg.TermWithReason(RejectDropped); err != nil {
+		reason, detail := RejectDropped, o.reason
+		if o.reason == RejectOperatorDropped {
+			reason, detail = RejectOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)"
+		}
+		b.reject(r.agent, r.id, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: reason, Detail: detail})
+		if err := msg.TermWithReason(reason); err != nil {
 			b.opts.Log.Warn("terminate dropped message", "agent", r.agent, "id", r.id, "error", err)
 		}
 		return
 	}
 	if b.opts.Store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := b.opts.Store.Create(ctx, handledKey(r.agent, r.id), []byte(r.id), b.opts.HandledTTL)
+		_, err := b.opts.Store.Create(ctx, handledKey(r.agent, r.id), turnlog.HandledValue(r.id, o.turn, b.opts.Clock.Now()), b.opts.HandledTTL)
 		cancel()
 		if err != nil && !errors.Is(err, store.ErrExists) {
 			b.opts.Log.Warn("could not record a handled message id; a redelivery would run again", "agent", r.agent, "id", r.id, "error", err)
@@ -174,5 +185,13 @@ func (b *Binding) Stop() {
 	b.mu.Unlock()
 	for _, m := range waiting {
 		_ = m.Nak()
+	}
+	if b.records != nil {
+		// Dead-letter records still being written finish, within bounds.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := b.records.Flush(ctx); err != nil {
+			b.opts.Log.Warn("dead-letter records not all written before stop", "error", err)
+		}
+		cancel()
 	}
 }

@@ -42,7 +42,9 @@ func TestADeliveryOutlastingUnbindIsReleased(t *testing.T) {
 	t.Parallel()
 	st := gatedStore{Store: memory.New(nil), reading: make(chan struct{}, 1), open: make(chan struct{}), done: &atomic.Int32{}}
 	r := newRig(t, st, 30*time.Second)
-	ids := []string{"m1", "m2", "m3"}
+	// One message: deliveries queued behind it in the client may or may
+	// not reach a callback before Unbind gives up on the drain.
+	ids := []string{"m1"}
 	for _, id := range ids {
 		r.publish(t, "agents.a.inbox", id, `{"text": "disk full", "id": "`+id+`"}`)
 	}

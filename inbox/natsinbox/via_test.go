@@ -2,6 +2,7 @@ package natsinbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 func (r *rig) next(t *testing.T) inbox.Message {
@@ -82,11 +84,14 @@ func TestHandledIDAfterTheTurn(t *testing.T) {
 		t.Fatalf("before: handled %v, %v", ok, err)
 	}
 	r.publish(t, "agents.a.inbox", "job-1", `{"text": "rotate the certificates", "id": "job-1"}`)
-	r.next(t).Receipt.Handled()
+	// The driver names the turn that handled the message; the record
+	// keeps it, so a lookup from any replica can say which turn.
+	r.next(t).Receipt.(interface{ HandledBy(turn uint64) }).HandledBy(7)
 	select {
-	case id := <-st.written:
-		if id != "job-1" {
-			t.Fatalf("handled id %q written", id)
+	case v := <-st.written:
+		var h turnlog.Handled
+		if err := json.Unmarshal([]byte(v), &h); err != nil || h.ID != "job-1" || h.Turn != 7 || h.At.IsZero() {
+			t.Fatalf("handled record %s (%v)", v, err)
 		}
 	case <-time.After(deadline):
 		t.Fatal("the handled id was never recorded")

@@ -393,7 +393,7 @@ func TestRequestMapping(t *testing.T) {
 				Mode: genai.FunctionCallingConfigModeAny, AllowedFunctionNames: []string{"lookup"}}},
 		},
 	}
-	p, err := messageParams("m", 4096, req)
+	p, err := messageParams("m", 4096, 0, req)
 	if err != nil {
 		t.Fatal(err)
 	}

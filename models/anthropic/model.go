@@ -15,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"google.golang.org/adk/model"
 
+	"github.com/agent-worker/agent-worker/models/internal/wire"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -63,6 +64,12 @@ type Options struct {
 	HTTPClient *http.Client
 	// Log receives the retry warnings; nil discards.
 	Log *slog.Logger
+	// Reasoning turns on extended thinking with a budget per level:
+	// thinking {type: "enabled", budget_tokens: 1024 | 4096 | 16384} for
+	// "low" | "medium" | "high". The budget is added to max_tokens, which
+	// the API requires to exceed it, so MaxTokens keeps bounding the
+	// answer itself. "" sends no thinking parameter.
+	Reasoning string
 }
 
 // Model is an ADK model.LLM speaking Anthropic's Messages API with tool use.
@@ -79,6 +86,11 @@ type Options struct {
 //   - Every response carries the usage the server reported, cache reads
 //     and writes included (see llmResponse in response.go).
 //
+// With Options.Reasoning, the thinking blocks of a response (redacted ones
+// included) are kept as thought parts and sent back unchanged with the
+// conversation, as the API requires within a tool-use loop; see
+// messageParams for when a request goes without thinking.
+//
 // Not guaranteed: streaming, or sampling settings (temperature, top_p are
 // not sent). GenerateContent always makes one non-streamed request and
 // yields one complete response, also when stream is true.
@@ -86,6 +98,7 @@ type Model struct {
 	name      string
 	messages  sdk.MessageService
 	maxTokens int64
+	budget    int64 // thinking budget_tokens; 0: no thinking
 	timeout   time.Duration
 	retry     retry.Policy
 	secrets   []string
@@ -100,6 +113,10 @@ func New(o Options) (*Model, error) {
 	}
 	if o.APIKey == "" {
 		return nil, errors.New("anthropic: no API key")
+	}
+	budget, err := wire.ThinkingBudget(o.Reasoning)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
 	}
 	base := o.BaseURL
 	if base == "" {
@@ -160,6 +177,7 @@ func New(o Options) (*Model, error) {
 		name:      o.Model,
 		messages:  client.Messages,
 		maxTokens: maxTokens,
+		budget:    int64(budget),
 		timeout:   timeout,
 		retry:     pol,
 		secrets:   secrets,
@@ -184,7 +202,7 @@ func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLM
 	if req.Model != "" {
 		name = req.Model
 	}
-	params, err := messageParams(name, m.maxTokens, req)
+	params, err := messageParams(name, m.maxTokens, m.budget, req)
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: build request: %w", err)
 	}

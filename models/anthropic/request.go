@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -27,12 +28,26 @@ import (
 //   - Config.Tools' function declarations → tools {name, description,
 //     input_schema};
 //   - max_tokens is Config.MaxOutputTokens when set, else maxTokens;
-//     StopSequences and the function-calling mode are passed on.
+//     StopSequences and the function-calling mode are passed on;
+//   - with a thinking budget (> 0): thinking {type: "enabled",
+//     budget_tokens: budget}, budget added to max_tokens (the API requires
+//     max_tokens > budget_tokens), and the thought parts of model contents
+//     that carry a signature sent back as they came: "thinking" blocks
+//     {thinking, signature}, or "redacted_thinking" {data} for a thought
+//     part without text (see llmResponse).
 //
-// Thought parts and empty texts are left out (the API rejects empty text
-// blocks). Parts it cannot carry here (inline data, files, code) and
-// non-function tools are errors rather than silently dropped.
-func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.MessageNewParams, error) {
+// A request goes without thinking, even with a budget, when the API would
+// refuse it: when it forces a tool (tool_choice any or tool, which manual
+// extended thinking does not allow), or when it continues a tool-use loop
+// whose assistant message does not start with a thinking block (one
+// thinking configuration per assistant turn: a loop started by a fallback
+// model, or before reasoning was configured, finishes without thinking).
+//
+// Without thinking, thought parts are left out. Empty texts are always
+// left out (the API rejects empty text blocks). Parts it cannot carry here
+// (inline data, files, code) and non-function tools are errors rather than
+// silently dropped.
+func messageParams(name string, maxTokens, budget int64, req *model.LLMRequest) (sdk.MessageNewParams, error) {
 	p := sdk.MessageNewParams{Model: sdk.Model(name), MaxTokens: maxTokens}
 	cfg := req.Config
 	if cfg == nil {
@@ -45,6 +60,12 @@ func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.Mes
 		p.System = []sdk.TextBlockParam{{Text: sys}}
 	}
 
+	thinking := budget > 0 && !forcesTool(cfg) && !loopWithoutThinking(req.Contents)
+	if thinking {
+		p.Thinking = sdk.ThinkingConfigParamOfEnabled(budget)
+		p.MaxTokens += budget
+	}
+
 	type turn struct {
 		assistant bool
 		blocks    []sdk.ContentBlockParamUnion
@@ -55,7 +76,7 @@ func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.Mes
 			continue
 		}
 		assistant := c.Role == genai.RoleModel
-		blocks, err := contentBlocks(c, assistant)
+		blocks, err := contentBlocks(c, assistant, thinking)
 		if err != nil {
 			return p, fmt.Errorf("contents[%d]: %w", i, err)
 		}
@@ -109,11 +130,80 @@ func messageParams(name string, maxTokens int64, req *model.LLMRequest) (sdk.Mes
 	return p, nil
 }
 
-func contentBlocks(c *genai.Content, assistant bool) ([]sdk.ContentBlockParamUnion, error) {
+// forcesTool reports whether cfg makes the model call a tool (tool_choice
+// any or tool), which extended thinking does not allow.
+func forcesTool(cfg *genai.GenerateContentConfig) bool {
+	if cfg.ToolConfig == nil || cfg.ToolConfig.FunctionCallingConfig == nil || !slices.ContainsFunc(cfg.Tools, func(t *genai.Tool) bool {
+		return t != nil && len(t.FunctionDeclarations) > 0
+	}) {
+		return false
+	}
+	switch cfg.ToolConfig.FunctionCallingConfig.Mode {
+	case genai.FunctionCallingConfigModeAny, genai.FunctionCallingConfigModeValidated:
+		return true
+	}
+	return false
+}
+
+// loopWithoutThinking reports whether contents end in a tool-use loop (the
+// last message carries tool results) whose assistant message does not
+// start with a signed thought part: sending thinking now would be
+// refused ("a final assistant message must start with a thinking block").
+func loopWithoutThinking(contents []*genai.Content) bool {
+	last := len(contents) - 1
+	for last >= 0 && contents[last] == nil {
+		last--
+	}
+	if last < 0 || contents[last].Role == genai.RoleModel || !slices.ContainsFunc(contents[last].Parts, func(p *genai.Part) bool {
+		return p != nil && p.FunctionResponse != nil
+	}) {
+		return false
+	}
+	end := last
+	for end >= 0 && (contents[end] == nil || contents[end].Role != genai.RoleModel) {
+		end--
+	}
+	if end < 0 {
+		return false
+	}
+	start := end
+	for start > 0 && (contents[start-1] == nil || contents[start-1].Role == genai.RoleModel) {
+		start--
+	}
+	for _, c := range contents[start : end+1] {
+		if c == nil {
+			continue
+		}
+		for _, p := range c.Parts {
+			switch {
+			case p == nil:
+			case p.Thought:
+				if len(p.ThoughtSignature) > 0 {
+					return false
+				}
+			case p.FunctionCall != nil, strings.TrimSpace(p.Text) != "":
+				return true
+			}
+		}
+	}
+	return true
+}
+
+func contentBlocks(c *genai.Content, assistant, thinking bool) ([]sdk.ContentBlockParamUnion, error) {
 	var blocks []sdk.ContentBlockParamUnion
 	for j, part := range c.Parts {
 		switch {
-		case part == nil, part.Thought:
+		case part == nil:
+		case part.Thought:
+			// Sent back unchanged (the signature vouches for the text),
+			// and only to a request that thinks: Anthropic's own blocks.
+			switch sig := string(part.ThoughtSignature); {
+			case !thinking || !assistant || sig == "":
+			case part.Text != "":
+				blocks = append(blocks, sdk.NewThinkingBlock(sig, part.Text))
+			default:
+				blocks = append(blocks, sdk.NewRedactedThinkingBlock(sig))
+			}
 		case part.FunctionCall != nil:
 			if !assistant {
 				return nil, fmt.Errorf("parts[%d]: function call in a %q content", j, c.Role)

@@ -18,8 +18,9 @@ const CacheWriteKey = "cache_write_tokens"
 
 // llmResponse maps a Messages API answer onto an ADK response: "text"
 // blocks become text parts, "tool_use" blocks FunctionCall parts (ID, name,
-// input as Args), "thinking" blocks thought parts; other block types are
-// left out. An input that is not a JSON object is an error naming the tool,
+// input as Args), "thinking" blocks thought parts (text, and the signature
+// as ThoughtSignature), "redacted_thinking" blocks thought parts without
+// text (the data as ThoughtSignature); other block types are left out. An input that is not a JSON object is an error naming the tool,
 // never a panic.
 //
 // Usage: PromptTokenCount is every prompt token, input_tokens +
@@ -38,6 +39,12 @@ func llmResponse(msg *sdk.Message) (*model.LLMResponse, error) {
 		case "thinking":
 			if b.Thinking != "" {
 				parts = append(parts, &genai.Part{Text: b.Thinking, Thought: true, ThoughtSignature: []byte(b.Signature)})
+			}
+		case "redacted_thinking":
+			// Encrypted reasoning: no text, only the data the API wants
+			// back within a tool-use loop (messageParams sends it).
+			if b.Data != "" {
+				parts = append(parts, &genai.Part{Thought: true, ThoughtSignature: []byte(b.Data)})
 			}
 		case "tool_use":
 			args := map[string]any{}

@@ -4,6 +4,7 @@
 // per-attempt timeout and secret hygiene that every provider here shares.
 //
 // It must not change what ADK's Gemini model sends or reports (contents,
-// tools, usage pass through as genai defines them), nor let an API key
-// reach a log line or an error.
+// tools, usage pass through as genai defines them; the one addition is a
+// configured thinking budget), nor let an API key reach a log line or an
+// error.
 package gemini

@@ -14,6 +14,7 @@ import (
 	adkgemini "google.golang.org/adk/model/gemini"
 	"google.golang.org/genai"
 
+	"github.com/agent-worker/agent-worker/models/internal/wire"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -56,6 +57,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// Log receives the retry warnings; nil discards.
 	Log *slog.Logger
+	// Reasoning sets generationConfig.thinkingConfig.thinkingBudget on
+	// every request that has no thinking config of its own: 1024, 4096 or
+	// 16384 tokens for "low", "medium" or "high". "" sends none, leaving
+	// the model's default (dynamic thinking on 2.5 models).
+	Reasoning string
 }
 
 // Model is ADK's own Gemini model.LLM (google.golang.org/adk/model/gemini)
@@ -82,6 +88,7 @@ type Model struct {
 	timeout time.Duration
 	retry   retry.Policy
 	secrets []string
+	budget  int32 // thinkingBudget; 0: none set
 }
 
 var _ model.LLM = (*Model)(nil)
@@ -92,6 +99,10 @@ var _ model.LLM = (*Model)(nil)
 func New(ctx context.Context, o Options) (*Model, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
+	}
+	budget, err := wire.ThinkingBudget(o.Reasoning)
+	if err != nil {
+		return nil, fmt.Errorf("gemini: %w", err)
 	}
 	hc := &http.Client{}
 	if o.HTTPClient != nil {
@@ -145,7 +156,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	if pol.Log != nil {
 		pol.Log = pol.Log.With("provider", "gemini", "model", o.Model)
 	}
-	return &Model{inner: inner, timeout: timeout, retry: pol, secrets: secrets}, nil
+	return &Model{inner: inner, timeout: timeout, retry: pol, secrets: secrets, budget: int32(budget)}, nil
 }
 
 func (o Options) validate() error {
@@ -182,12 +193,30 @@ func (m *Model) GetGoogleLLMVariant() genai.Backend {
 // failure before the first is retried, a failure after it ends the call
 // with that error. The work happens when the sequence is iterated.
 func (m *Model) GenerateContent(ctx context.Context, req *model.LLMRequest, stream bool) iter.Seq2[*model.LLMResponse, error] {
+	req = m.withThinking(req)
 	if stream {
 		return m.generateStream(ctx, req)
 	}
 	return func(yield func(*model.LLMResponse, error) bool) {
 		yield(m.generate(ctx, req))
 	}
+}
+
+// withThinking returns req with the model's thinking budget in its
+// config, unless there is no budget or req has a thinking config of its
+// own (an agent's planner). req itself is not changed.
+func (m *Model) withThinking(req *model.LLMRequest) *model.LLMRequest {
+	if m.budget == 0 || req == nil || (req.Config != nil && req.Config.ThinkingConfig != nil) {
+		return req
+	}
+	r := *req
+	cfg := genai.GenerateContentConfig{}
+	if req.Config != nil {
+		cfg = *req.Config
+	}
+	cfg.ThinkingConfig = &genai.ThinkingConfig{ThinkingBudget: genai.Ptr(m.budget)}
+	r.Config = &cfg
+	return &r
 }
 
 func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLMResponse, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"google.golang.org/adk/model"
 
+	"github.com/agent-worker/agent-worker/models/internal/wire"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -52,6 +53,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// Log receives the retry warnings; nil discards.
 	Log *slog.Logger
+	// Reasoning is sent as reasoning_effort ("low", "medium" or "high")
+	// with every request; "" sends none, leaving the server's default.
+	// Only reasoning models accept it (o-series, gpt-5): others answer 400,
+	// which fails the call at once.
+	Reasoning string
 }
 
 // Model is an ADK model.LLM speaking the OpenAI Chat Completions API, so it
@@ -72,11 +78,12 @@ type Options struct {
 // Not guaranteed: streaming. GenerateContent always makes one non-streamed
 // request and yields one complete response, also when stream is true.
 type Model struct {
-	name    string
-	chat    oai.ChatCompletionService
-	timeout time.Duration
-	retry   retry.Policy
-	secrets []string
+	name      string
+	chat      oai.ChatCompletionService
+	timeout   time.Duration
+	retry     retry.Policy
+	secrets   []string
+	reasoning string
 }
 
 var _ model.LLM = (*Model)(nil)
@@ -85,6 +92,9 @@ var _ model.LLM = (*Model)(nil)
 func New(o Options) (*Model, error) {
 	if strings.TrimSpace(o.Model) == "" {
 		return nil, errors.New("openai: no model name")
+	}
+	if _, err := wire.ThinkingBudget(o.Reasoning); err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
 	}
 	base := o.BaseURL
 	if base == "" {
@@ -134,10 +144,11 @@ func New(o Options) (*Model, error) {
 		name: o.Model,
 		// NewChatCompletionService, unlike oai.NewClient, reads no
 		// OPENAI_* environment variables.
-		chat:    oai.NewChatCompletionService(opts...),
-		timeout: timeout,
-		retry:   pol,
-		secrets: secrets,
+		chat:      oai.NewChatCompletionService(opts...),
+		timeout:   timeout,
+		retry:     pol,
+		secrets:   secrets,
+		reasoning: o.Reasoning,
 	}, nil
 }
 
@@ -159,7 +170,7 @@ func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLM
 	if req.Model != "" {
 		name = req.Model
 	}
-	params, err := chatParams(name, req)
+	params, err := chatParams(name, m.reasoning, req)
 	if err != nil {
 		return nil, fmt.Errorf("openai: build request: %w", err)
 	}

@@ -465,7 +465,7 @@ func TestRequestMapping(t *testing.T) {
 			ToolConfig: &genai.ToolConfig{FunctionCallingConfig: &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeAny}},
 		},
 	}
-	p, err := chatParams("m", req)
+	p, err := chatParams("m", "", req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func TestRequestMapping(t *testing.T) {
 
 	// Parts chat completions cannot carry are refused, not dropped.
 	req.Contents = append(req.Contents, &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{InlineData: &genai.Blob{MIMEType: "image/png", Data: []byte{1}}}}})
-	if _, err := chatParams("m", req); err == nil || !strings.Contains(err.Error(), "inline data") {
+	if _, err := chatParams("m", "", req); err == nil || !strings.Contains(err.Error(), "inline data") {
 		t.Errorf("inline data: err = %v", err)
 	}
 }

@@ -25,13 +25,18 @@ import (
 //   - Config.Tools' function declarations → tools of type "function" with
 //     the declaration's JSON schema as parameters;
 //   - Temperature, TopP, MaxOutputTokens (as max_completion_tokens),
-//     StopSequences, Seed and the function-calling mode.
+//     StopSequences, Seed and the function-calling mode;
+//   - reasoning, when not "", as reasoning_effort ("low", "medium",
+//     "high"), Chat Completions' own parameter for it.
 //
 // Thought parts are left out (they are the model's own, not conversation).
 // Parts OpenAI chat cannot carry here (inline data, files, executable code)
 // and non-function tools are errors rather than silently dropped.
-func chatParams(name string, req *model.LLMRequest) (oai.ChatCompletionNewParams, error) {
+func chatParams(name, reasoning string, req *model.LLMRequest) (oai.ChatCompletionNewParams, error) {
 	p := oai.ChatCompletionNewParams{Model: shared.ChatModel(name)}
+	if reasoning != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(reasoning)
+	}
 	cfg := req.Config
 	if cfg == nil {
 		cfg = &genai.GenerateContentConfig{}

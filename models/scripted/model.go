@@ -59,8 +59,17 @@ type Hook func(ctx context.Context, req *model.LLMRequest, call int) error
 type Option func(*Model)
 
 // WithHook installs h to run before every call. Later hooks replace earlier ones.
+// It does not run for memory folds (see WithFoldHook).
 func WithHook(h Hook) Option {
 	return func(m *Model) { m.hook = h }
+}
+
+// WithFoldHook installs h to run before every memory fold the model
+// answers (a request of package memory; see summarise.go), with the
+// fold's 1-based number. A non-nil error becomes the fold's error, so a
+// test can make the summariser fail; it may block until ctx is done.
+func WithFoldHook(h Hook) Option {
+	return func(m *Model) { m.foldHook = h }
 }
 
 // Model is a model.LLM that plays a script, one step per call, or the demo
@@ -77,10 +86,12 @@ type Model struct {
 	loop      bool
 	behaviour string
 	hook      Hook
+	foldHook  Hook
 	idPrefix  string
 
 	mu     sync.Mutex
-	calls  int // GenerateContent calls made, including failed ones
+	calls  int // GenerateContent calls made, including failed ones; folds aside
+	folds  int // memory folds asked for, including failed ones
 	served int // script steps consumed
 	ids    int // function call IDs handed out
 }
@@ -137,16 +148,29 @@ func nonce() string {
 func (m *Model) Name() string { return m.name }
 
 // Calls returns how many calls GenerateContent has started so far, including
-// calls that failed or were cancelled.
+// calls that failed or were cancelled — memory folds aside (see Folds).
 func (m *Model) Calls() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.calls
 }
 
+// Folds returns how many memory folds the model was asked for, including
+// those that failed.
+func (m *Model) Folds() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.folds
+}
+
 // GenerateContent yields exactly one complete, non-partial response or one
 // error per call, whether or not stream is set. The work happens when the
 // returned sequence is iterated.
+//
+// A memory fold (a request of package memory) is answered by the built-in
+// summariser instead, in every mode: it is counted in Folds, the fold hook
+// runs, the context is checked, and the summary is returned; no script
+// step is taken.
 //
 // Order of events in a call: the call is counted, the hook runs, the context
 // is checked (a done context yields context.Cause without consuming a step),
@@ -161,6 +185,9 @@ func (m *Model) GenerateContent(ctx context.Context, req *model.LLMRequest, stre
 }
 
 func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLMResponse, error) {
+	if isFold(req) {
+		return m.fold(ctx, req)
+	}
 	m.mu.Lock()
 	m.calls++
 	call := m.calls
@@ -205,6 +232,23 @@ func (m *Model) generate(ctx context.Context, req *model.LLMRequest) (*model.LLM
 	default:
 		return stepResponse(step, m.nextID), nil
 	}
+}
+
+// fold answers a memory fold with the built-in summariser.
+func (m *Model) fold(ctx context.Context, req *model.LLMRequest) (*model.LLMResponse, error) {
+	m.mu.Lock()
+	m.folds++
+	n := m.folds
+	m.mu.Unlock()
+	if m.foldHook != nil {
+		if err := m.foldHook(ctx, req, n); err != nil {
+			return nil, err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return foldResponse(req), nil
 }
 
 // nextStepLocked consumes the next step and returns it with its index.

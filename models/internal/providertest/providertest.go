@@ -199,7 +199,8 @@ func WeatherTurn(t *testing.T, app string, m model.LLM) (events []*session.Event
 }
 
 // Describe sums an event up for a shape assertion: "call NAME",
-// "response NAME", "final TEXT" or "other TEXT".
+// "response NAME", "final TEXT" or "other TEXT", thought parts left out of
+// TEXT.
 func Describe(ev *session.Event) string {
 	if ev.Content == nil {
 		return "empty"
@@ -212,7 +213,9 @@ func Describe(ev *session.Event) string {
 		case p.FunctionResponse != nil:
 			return "response " + p.FunctionResponse.Name
 		}
-		text.WriteString(p.Text)
+		if !p.Thought { // a thought is not what the model said
+			text.WriteString(p.Text)
+		}
 	}
 	if ev.IsFinalResponse() {
 		return "final " + text.String()

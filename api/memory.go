@@ -1,0 +1,80 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/agent-worker/agent-worker/control"
+)
+
+// memoryRoutes registers the running memory's routes: GET shows it, POST
+// .../memory/compact folds every turn not yet folded, DELETE clears it.
+// Each goes to the agent's owner (control's memory verbs), whichever
+// replica was asked; GET needs role read, the others operate.
+func (s *Server) memoryRoutes() {
+	s.mux.HandleFunc("GET /v1/agents/{name}/memory", s.getMemory)
+	s.needs["GET /v1/agents/{name}/memory"] = accessRead
+	for _, route := range []struct{ pattern, action, verb string }{
+		{"POST /v1/agents/{name}/memory/compact", "memory-compact", control.VerbMemoryCompact},
+		{"DELETE /v1/agents/{name}/memory", "memory-clear", control.VerbMemoryClear},
+	} {
+		s.mux.HandleFunc(route.pattern, s.memoryVerb(route.verb))
+		s.actions[route.pattern] = route.action
+		s.needs[route.pattern] = accessOperate
+	}
+}
+
+// getMemory serves GET /v1/agents/{name}/memory: the owner's
+// driver.MemoryView — the text, its tokens estimate and bound, the turns
+// folded (and through which turn), when it was updated, the last error,
+// how many turns wait to be folded and when a failed fold is retried.
+func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.agent(w, r)
+	if !ok {
+		return
+	}
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbMemory, By: record(r).who.name})
+	if err != nil {
+		noOwner(w, r, err)
+		return
+	}
+	replyBody(w, r, reply)
+}
+
+// memoryVerb serves POST /v1/agents/{name}/memory/compact (202: the fold
+// of every turn not yet folded is queued on the owner and runs as soon as
+// no turn does; 409 when the memory is off or the agent halted) and
+// DELETE /v1/agents/{name}/memory (200: cleared). Both take an optional
+// {"reason"} and act on behalf of the caller's token name: a clear's
+// memory-cleared event names both. The answer is the owner's
+// driver.MemoryView, or {"error"}.
+func (s *Server) memoryVerb(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.agent(w, r)
+		if !ok {
+			return
+		}
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		if !s.decode(w, r, &body, false) {
+			return
+		}
+		reason, ok := operatorReason(w, r, body.Reason)
+		if !ok {
+			return
+		}
+		reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: verb, By: record(r).who.name, Reason: reason})
+		if err != nil {
+			noOwner(w, r, err)
+			return
+		}
+		replyBody(w, r, reply)
+		if reply.OK {
+			what := "memory fold queued on "
+			if verb == control.VerbMemoryClear {
+				what = "memory cleared on "
+			}
+			record(r).result = what + reply.Owner
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agent-worker/agent-worker/control"
+	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/turnlog"
+)
+
+// Statuses of GET /v1/agents/{name}/messages/{id}.
+const (
+	// MessageQueued: waiting in the agent's inbox on its owner.
+	MessageQueued = driver.MessageQueued
+	// MessageRunning: taken by the turn running now (turn.n).
+	MessageRunning = driver.MessageRunning
+	// MessageHandled: a completed turn handled it (turn.n, with the
+	// turn's outcome and final text while the turn log holds it).
+	MessageHandled = driver.MessageHandled
+	// MessageDeadLettered: rejected or dropped; dead_letter says why.
+	MessageDeadLettered = "dead_lettered"
+	// MessageUnknown: nobody knows the id (answered 404).
+	MessageUnknown = driver.MessageUnknown
+)
+
+// MessageInfo is the answer of GET /v1/agents/{name}/messages/{id}.
+type MessageInfo struct {
+	Agent  string `json:"agent"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Owner names the replica whose memory was asked (the agent's owner);
+	// ServedBy the replica that answered.
+	Owner    string `json:"owner,omitempty"`
+	ServedBy string `json:"served_by,omitempty"`
+	// Kind, Source, Received and Attempts describe a queued or running
+	// message.
+	Kind     string     `json:"kind,omitempty"`
+	Source   string     `json:"source,omitempty"`
+	Received *time.Time `json:"received,omitempty"`
+	Attempts int        `json:"attempts,omitempty"`
+	// Turn is the turn running or that handled the message.
+	Turn *MessageTurn `json:"turn,omitempty"`
+	// HandledAt is when the handled message was acked (NATS only).
+	HandledAt *time.Time `json:"handled_at,omitempty"`
+	// DeadLetter says why a dead-lettered message was refused or dropped.
+	DeadLetter *turnlog.DeadLetter `json:"dead_letter,omitempty"`
+	// OwnerError says why the owner's memory could not be asked; the
+	// answer then comes from the store alone.
+	OwnerError string `json:"owner_error,omitempty"`
+	// Error says, on a 404, what was looked at.
+	Error string `json:"error,omitempty"`
+}
+
+// MessageTurn is the turn of a running or handled message. Recorded says
+// whether the turn log still holds the turn's summary; the other fields
+// come from it.
+type MessageTurn struct {
+	N               uint64     `json:"n"`
+	Recorded        bool       `json:"recorded"`
+	Outcome         string     `json:"outcome,omitempty"`
+	Started         *time.Time `json:"started,omitempty"`
+	DurationSeconds float64    `json:"duration_seconds,omitempty"`
+	CostUSD         float64    `json:"cost_usd,omitempty"`
+	// Text is the turn's final text, cut to MaxTurnText runes.
+	Text string `json:"text,omitempty"`
+}
+
+// getMessage serves GET /v1/agents/{name}/messages/{id}: what became of
+// the message with that id (the id a 202 answered, a Nats-Msg-Id, an
+// envelope "id", or "<stream>-seq-<n>" for a NATS message that had none).
+// It asks, in order:
+//
+//  1. the agent's owner (control verb message, forwarded to whichever
+//     replica owns the agent): queued, running in turn N, or handled by a
+//     turn of its history window;
+//  2. the store, from any replica: the handled id the NATS binding wrote
+//     before acking (its turn), and the dead-letter record (reason,
+//     detail, subject) — the newer wins when a message met both;
+//  3. the turn log's summaries (their first turnlog.MaxMessages ids), for
+//     messages handled without a handled id (no JetStream).
+//
+// A handled message's turn comes with its outcome and final text from the
+// turn log. Answers: 200 for queued, running, handled and dead_lettered;
+// 404 {"status":"unknown","error"} when none knows the id; 503 when the
+// owner could not be asked and the store does not know the id either (it
+// may be queued there), or the store cannot be read.
+//
+// Not guaranteed: a message still in the stream, not yet delivered to the
+// owner (its inbox at its cap), is unknown until it is delivered; handled
+// ids and dead-letter records expire after a day (natsinbox HandledTTL);
+// records are written just after the fact, so a message may read unknown
+// for a moment between leaving the owner's memory and its record landing.
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.agent(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	info := MessageInfo{Agent: a.Name(), ID: id, Status: MessageUnknown, ServedBy: s.o.Holder}
+	st := driver.MessageState{Status: driver.MessageUnknown}
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbMessage, MessageID: id, By: record(r).who.name})
+	switch {
+	case err != nil:
+		info.OwnerError = err.Error()
+	case !reply.OK:
+		info.OwnerError = reply.Error
+	default:
+		info.Owner = reply.Owner
+		if err := json.Unmarshal(reply.Result, &st); err != nil {
+			info.OwnerError = fmt.Sprintf("the owner %q sent no message state: %v", reply.Owner, err)
+		}
+	}
+	switch st.Status {
+	case driver.MessageQueued, driver.MessageRunning:
+		info.Status, info.Kind, info.Source, info.Received, info.Attempts = st.Status, st.Kind, st.Source, st.Received, st.Attempts
+		if st.Status == driver.MessageRunning {
+			info.Turn = &MessageTurn{N: st.Turn}
+		}
+		writeJSON(w, http.StatusOK, info)
+		return
+	}
+	log := s.driver.TurnLog()
+	fate, ferr := log.Fate(r.Context(), a.Name(), id)
+	var turn uint64
+	switch {
+	case st.Status == driver.MessageHandled:
+		info.Status, turn = MessageHandled, st.Turn
+		if fate.Handled != nil && !fate.Handled.At.IsZero() {
+			at := fate.Handled.At
+			info.HandledAt = &at
+		}
+	case ferr != nil:
+		w.Header().Set("Retry-After", retryAfter)
+		fail(w, r, http.StatusServiceUnavailable, "message %q of agent %q cannot be looked up: %v", logSafe(id), a.Name(), ferr)
+		return
+	case fate.Handled != nil && (fate.DeadLetter == nil || !fate.DeadLetter.At.After(fate.Handled.At) || fate.Handled.At.IsZero()):
+		info.Status, turn = MessageHandled, fate.Handled.Turn
+		if !fate.Handled.At.IsZero() {
+			at := fate.Handled.At
+			info.HandledAt = &at
+		}
+	case fate.DeadLetter != nil:
+		info.Status, info.DeadLetter = MessageDeadLettered, fate.DeadLetter
+	}
+	if info.Status == MessageUnknown {
+		if t, found, err := log.FindMessage(r.Context(), a.Name(), id); err == nil && found {
+			info.Status = MessageHandled
+			info.Turn = turnOf(t)
+		}
+	} else if turn > 0 {
+		info.Turn = &MessageTurn{N: turn}
+		if t, found, err := log.Find(r.Context(), a.Name(), turn); err == nil && found {
+			info.Turn = turnOf(t)
+		}
+	}
+	switch {
+	case info.Status != MessageUnknown:
+		writeJSON(w, http.StatusOK, info)
+	case info.OwnerError != "":
+		w.Header().Set("Retry-After", retryAfter)
+		fail(w, r, http.StatusServiceUnavailable, "message %q of agent %q: its owner could not be asked (%s) and the store does not know it", logSafe(id), a.Name(), info.OwnerError)
+	default:
+		info.Error = fmt.Sprintf("agent %q has no message %q: not queued or running on its owner, not handled by a recorded turn, not dead-lettered (records are kept a day)", a.Name(), logSafe(id))
+		record(r).result = info.Error
+		writeJSON(w, http.StatusNotFound, info)
+	}
+}
+
+// turnOf is the MessageTurn of a recorded turn.
+func turnOf(t turnlog.Turn) *MessageTurn {
+	started := t.Started
+	return &MessageTurn{N: t.N, Recorded: true, Outcome: t.Outcome, Started: &started, DurationSeconds: t.DurationSeconds,
+		CostUSD: t.CostUSD, Text: cutRunes(t.Text, MaxTurnText)}
+}

@@ -1,0 +1,84 @@
+package driver
+
+import (
+	"time"
+
+	"github.com/agent-worker/agent-worker/inbox"
+)
+
+// Audit says who asked for an operator action and why. The action's event
+// carries both ("by", and "reason" when given) and its time; a pause keeps
+// them in its stored record, so status shows them after a restart or a
+// change of owner.
+type Audit struct {
+	// By names the caller: the operator API's token name ("anonymous" on
+	// an API without tokens), "nats" for a request on the control subject
+	// that named nobody, or whatever an in-process caller says. "" is
+	// unknown; the events then carry no "by".
+	By string `json:"by,omitempty"`
+	// Reason is the operator's own words ("db migration"); optional.
+	Reason string `json:"reason,omitempty"`
+}
+
+// into adds the audit fields to an event's data and returns it: "by" and
+// "reason", each only when set.
+func (au Audit) into(data map[string]any) map[string]any {
+	if data == nil {
+		data = map[string]any{}
+	}
+	if au.By != "" {
+		data["by"] = au.By
+	}
+	if au.Reason != "" {
+		data["reason"] = au.Reason
+	}
+	return data
+}
+
+// Fields returns the audit fields as event data: "by" and "reason", each
+// only when set (for packages that publish their own audited events).
+func (au Audit) Fields() map[string]any { return au.into(nil) }
+
+// PauseInfo is an agent's pause: since when, who paused it and why. It is
+// stored with the pause (key "agent.<name>.paused"), written by the
+// agent's owner only, so it survives restarts and changes of owner.
+type PauseInfo struct {
+	Since  time.Time `json:"since"`
+	By     string    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	// Interrupt: the pause came with an interrupt (interrupt and hold).
+	Interrupt bool `json:"interrupt,omitempty"`
+}
+
+// ReasonOperatorDropped is the reason of a message an operator abandoned
+// (ResumeAs with dropQueued): the message-dropped event's reason and what
+// its Receipt is told. The NATS binding dead-letters such a message with
+// this reject reason (natsinbox.RejectOperatorDropped, the same value).
+const ReasonOperatorDropped = "operator_dropped"
+
+// QueuedMessage is one message waiting in an agent's inbox, as operators
+// see it (GET /v1/agents/{name}/inbox): what and where from, not its text.
+type QueuedMessage struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Source string `json:"source"`
+	// From is the sender's self-declared name; untrusted.
+	From string `json:"from,omitempty"`
+	// SizeBytes is inbox.Message.Size: text, attributes, id, source and
+	// sender, in bytes.
+	SizeBytes int       `json:"size_bytes"`
+	Received  time.Time `json:"received"`
+	// AgeSeconds is how long it has waited, at the time of the listing.
+	AgeSeconds float64 `json:"age_seconds"`
+	// Attempts counts failed turns that took it and gave it back.
+	Attempts    int  `json:"attempts,omitempty"`
+	Redelivered bool `json:"redelivered,omitempty"`
+}
+
+func queuedOf(m inbox.Message, now time.Time) QueuedMessage {
+	return QueuedMessage{
+		ID: m.ID, Kind: string(m.Kind), Source: m.Source, From: m.From, SizeBytes: m.Size(),
+		Received: m.Received, AgeSeconds: max(now.Sub(m.Received).Seconds(), 0),
+		Attempts: m.Attempts, Redelivered: m.Redelivered,
+	}
+}

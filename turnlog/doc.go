@@ -1,0 +1,30 @@
+// Package turnlog is what an operator reads after the fact: a bounded list
+// of each agent's recent turn summaries (completed or failed, with their
+// messages, tool calls, final text, tokens and cost) and what became of
+// individual messages (handled by which turn, or dead-lettered and why).
+// It keeps them in the store, so any replica can answer for any agent. It
+// records and reads; it must not decide anything about turns or messages.
+//
+// # Store keys
+//
+//	key                             written by             bound
+//	turnlog.<agent>                 the agent's owner      a list of the newest Keep turn summaries, one item per turn
+//	handled.<agent>.<hash(id)>      the NATS binding       one per handled message: {id, turn, at}; expires after its TTL (24h)
+//	deadletter.<agent>.<hash(id)>   the binding, driver    one per dead-lettered message id: {id, reason, detail, subject, dlq, at}; expires after its TTL (24h)
+//
+// Summaries and dead-letter records are written in the background, in
+// order per agent, so recording them never delays a turn or its acks:
+// a turn's summary is one list append (one store round trip: Keep is the
+// NATS KV list bound, so nothing is trimmed). A summary is written only
+// while the writer still owns the agent (the owns function Record is
+// handed, the driver's lease fence).
+//
+// # Not guaranteed
+//
+// A summary or dead-letter record that cannot be written (the store is
+// down, the worker is killed before Flush) is logged and lost: the turn
+// and the message are not affected, only their record. Records appear
+// shortly after the turn ends, not at once. Each agent has at most
+// MaxPending writes waiting; beyond that the oldest is dropped and
+// logged.
+package turnlog

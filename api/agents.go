@@ -59,6 +59,11 @@ type AgentView struct {
 	// WaitingFor says why queued work waits (state "waiting"): a
 	// dependency that is down. It runs by itself when it is back.
 	WaitingFor string `json:"waiting_for,omitempty"`
+	// NotConsuming says why the owner does not consume the agent's
+	// messages: its NATS consumers could not be bound (the stream's
+	// consumer limit reached, ...). Its messages wait in the stream; the
+	// owner retries with backoff and /readyz answers 503 meanwhile.
+	NotConsuming string `json:"not_consuming,omitempty"`
 	// FailedTurns counts failed turns in a row; their retries back off.
 	FailedTurns int `json:"failed_turns,omitempty"`
 	// ThrottledUntil is set while a turn limit holds the next turn back;
@@ -134,6 +139,9 @@ type ViewOptions struct {
 	// Holder names this replica: the view's owner, since only the owner
 	// is asked for it.
 	Holder string
+	// NotConsuming says why the agent's consumers are not bound ("" when
+	// they are); nil: always "".
+	NotConsuming func(agent string) string
 }
 
 // LocalView returns the view function control.Options.View takes: the
@@ -168,6 +176,11 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 		InboxPending: st.InboxPending, DeferredPending: st.Deferred, InboxCap: st.InboxCap,
 		PendingWakes: st.PendingWakes, Turns: st.Turns, Model: a.ModelName(),
 		Schedules: []ScheduleView{},
+	}
+	if o.NotConsuming != nil {
+		if why := o.NotConsuming(st.Name); why != "" {
+			v.NotConsuming = "not consuming: " + why
+		}
 	}
 	if p, ok := a.PauseInfo(); ok {
 		if !p.Since.IsZero() {

@@ -230,6 +230,11 @@ type Options struct {
 	// (nats.replicas; natsbus.StreamSpec.Replicas). Zero creates it with
 	// 1 and leaves an existing stream's count as it is.
 	Replicas int
+	// MaxConsumers is that stream's consumer limit
+	// (natsbus.StreamSpec.MaxConsumers): it holds a charges consumer per
+	// parent agent and the runners'. Zero leaves it to the server's
+	// default (1,000 per stream).
+	MaxConsumers int
 	// Replica names this replica (its lease holder) in the registry.
 	Replica string
 	// MaxPerReplica is how many subagents (of any parent) this replica

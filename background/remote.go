@@ -205,6 +205,7 @@ func ensureStream(ctx context.Context, o *Options) (jetstream.Stream, error) {
 		DuplicateWindow: o.DuplicateWindow,
 		WorkQueue:       true,
 		Replicas:        o.Replicas,
+		MaxConsumers:    o.MaxConsumers,
 	}, o.Log)
 }
 

@@ -34,6 +34,9 @@ type Config struct {
 	Memory    Memory           `yaml:"memory"` // every agent's running memory, by default (memory.go)
 	Agents    []Agent          `yaml:"agents"`
 
+	// Metrics is what /metrics exposes per agent (metrics.go).
+	Metrics Metrics `yaml:"metrics"`
+
 	// File is the path the configuration was read from ("" for the
 	// embedded default). Not a YAML key.
 	File string `yaml:"-"`
@@ -95,6 +98,13 @@ type NATS struct {
 	// lease's move (lease.ttl), so a dead replica's messages are ready
 	// for the new owner by the time it takes the agent.
 	AckWait Duration `yaml:"ack_wait"`
+	// MaxConsumers is the consumer limit set on the input stream (Stream).
+	// Every agent has two durable consumers on it (wake and deferred
+	// input), shared by all replicas, plus one for input to unknown
+	// agents: ConsumersNeeded. Without a limit of its own a stream gets
+	// the server's default (nats-server: 1,000 per stream), which holds
+	// 499 agents. Zero (the default): ConsumerLimit's automatic value.
+	MaxConsumers int `yaml:"max_consumers"`
 	// Authentication. With an external server (URL set) these are the
 	// worker's credentials. With the embedded server they are also what
 	// the server requires of every client — required when Listen is
@@ -109,6 +119,29 @@ type NATS struct {
 	TokenEnv     string `yaml:"token_env"`
 	TokenFile    string `yaml:"token_file"`
 	TLS          TLS    `yaml:"tls"`
+}
+
+// ConsumersNeeded is how many consumers agents agents hold on the input
+// stream: a wake and a deferred consumer each (durable, shared by every
+// replica, so replicas do not multiply it), plus the one that
+// dead-letters input for unknown agents.
+func ConsumersNeeded(agents int) int { return 2*agents + 1 }
+
+// DefaultServerMaxConsumers is nats-server's default consumer limit per
+// stream (JetStream limits default_max_consumers,
+// server.JSDefaultMaxConsumersPerStream), in force for a stream that has
+// no limit of its own and an account without one.
+const DefaultServerMaxConsumers = 1000
+
+// ConsumerLimit is the consumer limit the input stream gets for agents
+// agents: MaxConsumers when set, else twice what they need (room for
+// agents added while replicas with the older config still run, and for
+// operators' own consumers), at least the server's default.
+func (n NATS) ConsumerLimit(agents int) int {
+	if n.MaxConsumers > 0 {
+		return n.MaxConsumers
+	}
+	return max(DefaultServerMaxConsumers, 2*ConsumersNeeded(agents))
 }
 
 // Authenticated reports whether n names credentials a server can check:

@@ -98,6 +98,7 @@ func applyDefaults(c *Config) {
 		}
 	}
 	applyMemoryDefaults(c)
+	setString(&c.Metrics.PerAgent, "auto")
 }
 
 func setString(p *string, def string) {

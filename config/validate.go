@@ -148,6 +148,12 @@ func (v *validator) config(c *Config) {
 	if c.NATS.AckWait > 0 && c.NATS.AckWait.D() < time.Second {
 		v.at(root.key("nats", "ack_wait"), "must be at least 1s; got %v", c.NATS.AckWait.D())
 	}
+	switch n, need := c.NATS.MaxConsumers, ConsumersNeeded(len(c.Agents)); {
+	case n < 0:
+		v.at(root.key("nats", "max_consumers"), "must not be negative (0 sets it from the number of agents); got %d", n)
+	case n > 0 && n < need:
+		v.at(root.key("nats", "max_consumers"), "%d consumers cannot hold %d agents: each has two (wake and deferred input) and one more reads input for unknown agents, %d in all; set at least %d, or 0 to size it from the agents (%d)", n, len(c.Agents), need, need, max(DefaultServerMaxConsumers, 2*need))
+	}
 	switch n := c.NATS.Replicas; {
 	case !slices.Contains(natsReplicas, n):
 		v.at(root.key("nats", "replicas"), "must be 1, 3 or 5 (an odd number of copies, so that a majority of them outlives a lost server); got %d", n)
@@ -159,6 +165,7 @@ func (v *validator) config(c *Config) {
 
 	v.events(c)
 	v.memory(c)
+	v.metrics(c)
 
 	scheme, _, ok := strings.Cut(c.Store.URL, "://")
 	switch {

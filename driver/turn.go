@@ -312,6 +312,17 @@ func (a *Agent) afterFailure(causes []Cause, outcome string) time.Duration {
 	if outcome == OutcomeInterrupted || outcome == OutcomeHalted {
 		if a.paused || a.halt != "" {
 			a.causes = append(kept, a.causes...)
+		} else if outcome == OutcomeHalted && (len(kept) > 0 || wakeMsgs > 0) {
+			// The halt was lifted (a guardrail reset) before the halted
+			// turn ended: the reopening found nothing queued to run, so
+			// the turn's work runs now, as it would have after it.
+			if len(a.causes) == 0 {
+				a.firstWake = now
+			}
+			a.causes = append(kept, a.causes...)
+			if len(a.causes) == 0 {
+				a.causes = []Cause{{Source: SourceOperator, At: now}}
+			}
 		} else if len(kept) > 0 {
 			a.log.Info("interrupted turn's wake dropped: the operator stopped it and left the gate open", "causes", len(kept))
 		}

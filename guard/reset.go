@@ -67,19 +67,35 @@ func (g *Guard) ResetAs(agent, guardrail string, addUSD float64, by driver.Audit
 	if addUSD < 0 || math.IsNaN(addUSD) || math.IsInf(addUSD, 0) {
 		return ResetResult{}, fmt.Errorf("add_budget_usd must be a non-negative number; got %v", addUSD)
 	}
-	g.mu.Lock()
-	defer g.unlock()
-	l := g.agents[agent]
+	l := g.ledger(agent)
 	if l == nil {
 		return ResetResult{}, fmt.Errorf("%w: agent %q", ErrUnknown, agent)
 	}
+	l.mu.Lock()
 	if err := g.writable(l); err != nil {
+		l.mu.Unlock()
 		g.o.Log.Warn("guardrail reset refused", "agent", agent, "guardrail", guardrail, "reason", err)
 		return ResetResult{}, fmt.Errorf("reset of %s refused: %w", guardrail, err)
 	}
-	g.rollDay(l)
-	res := ResetResult{Guardrail: guardrail, AddedUSD: addUSD}
-	// audit is the reset's event data; reopen announces what it lifted.
+	if changed, _ := g.rollDay(l); changed {
+		g.markLocked(l)
+	}
+	res, others, err := g.resetLocked(l, guardrail, addUSD)
+	// The reopening calls run last, once the reset is stored and
+	// announced: its event comes before anything the reopened agents do.
+	// The reopenings run last, in ticket order (this agent's first),
+	// once the reset is stored and announced: its event comes before
+	// anything the reopened agents do.
+	calls := []func(){g.release(l)}
+	defer func() {
+		for _, f := range calls {
+			f()
+		}
+	}()
+	if err != nil {
+		return res, err
+	}
+	// audit is the reset's event data.
 	audit := func() map[string]any {
 		d := by.Fields()
 		d["guardrail"], d["add_budget_usd"], d["cleared"] = guardrail, addUSD, res.Cleared
@@ -87,6 +103,32 @@ func (g *Guard) ResetAs(agent, guardrail string, addUSD float64, by driver.Audit
 		d["ceiling_before_usd"], d["ceiling_after_usd"] = res.CeilingBeforeUSD, res.CeilingUSD
 		return d
 	}
+	if others {
+		// The worker-wide trip is lifted: every other agent reopens
+		// (unless a trip of its own still holds it) and is told.
+		for _, x := range g.ledgers() {
+			if x == l {
+				continue
+			}
+			d := audit()
+			d["reset_agent"] = agent
+			x.mu.Lock()
+			g.reopenLocked(x, guardrail, d)
+			calls = append(calls, g.release(x))
+		}
+	}
+	if err := g.flushWithin(l); errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotLoaded) {
+		return ResetResult{}, err
+	}
+	g.announceReset(l, guardrail, audit(), by)
+	return res, nil
+}
+
+// resetLocked changes the ledgers for ResetAs. Callers hold l.mu.
+// others: the worker-wide trip was lifted, and the other agents are to
+// reopen.
+func (g *Guard) resetLocked(l *ledger, guardrail string, addUSD float64) (res ResetResult, others bool, err error) {
+	res = ResetResult{Guardrail: guardrail, AddedUSD: addUSD}
 	switch guardrail {
 	case Session, Daily:
 		limit, spent, added := l.limits.SessionUSD, l.st.SessionSpent, &l.st.SessionAdded
@@ -94,65 +136,60 @@ func (g *Guard) ResetAs(agent, guardrail string, addUSD float64, by driver.Audit
 			limit, spent, added = l.limits.DailyUSD, l.st.DaySpent, &l.st.DayAdded
 		}
 		if limit <= 0 {
-			return res, fmt.Errorf("agent %q has no %s ceiling configured; there is nothing to reset", agent, guardrail)
+			return res, false, fmt.Errorf("agent %q has no %s ceiling configured; there is nothing to reset", l.name, guardrail)
 		}
 		ceiling := limit + *added
 		if spent >= ceiling+addUSD {
-			return res, &RefusedError{Guardrail: guardrail, Spent: spent, Ceiling: ceiling, MinAddUSD: roundUpCents(spent - ceiling)}
+			return res, false, &RefusedError{Guardrail: guardrail, Spent: spent, Ceiling: ceiling, MinAddUSD: roundUpCents(spent - ceiling)}
 		}
 		*added += addUSD
+		g.markLocked(l)
 		res.CeilingBeforeUSD, res.CeilingUSD, res.SpentUSD = ceiling, ceiling+addUSD, spent
 	case WorkerDaily:
 		if g.o.WorkerDailyUSD <= 0 {
-			return res, fmt.Errorf("no worker-wide daily ceiling is configured; there is nothing to reset")
+			return res, false, fmt.Errorf("no worker-wide daily ceiling is configured; there is nothing to reset")
 		}
+		g.wmu.Lock()
 		ceiling := g.workerCeiling()
 		if g.worker.Spent >= ceiling+addUSD {
-			return res, &RefusedError{Guardrail: guardrail, Spent: g.worker.Spent, Ceiling: ceiling, MinAddUSD: roundUpCents(g.worker.Spent - ceiling)}
+			spent := g.worker.Spent
+			g.wmu.Unlock()
+			return res, false, &RefusedError{Guardrail: guardrail, Spent: spent, Ceiling: ceiling, MinAddUSD: roundUpCents(spent - ceiling)}
 		}
 		g.worker.Added += addUSD
 		res.CeilingBeforeUSD, res.CeilingUSD, res.SpentUSD = ceiling, ceiling+addUSD, g.worker.Spent
 		if g.worker.Trip != nil {
 			g.worker.Trip = nil
 			res.Cleared = true
-			for _, x := range g.agents {
-				if x != l {
-					d := audit()
-					d["reset_agent"] = agent
-					g.reopenLocked(x, guardrail, d)
-				}
-			}
+			others = true
+		}
+		g.markWorkerLocked(l)
+		g.wmu.Unlock()
+		if others {
 			g.reopenLocked(l, guardrail, nil)
 		}
-		if err := g.save(l); err != nil {
-			return ResetResult{}, err
-		}
-		g.announceReset(l, guardrail, audit(), by)
-		return res, nil
+		return res, others, nil
 	case Turn, Watchdog:
 		if addUSD > 0 {
-			return res, fmt.Errorf("%s takes no added budget: each turn starts at $0", guardrail)
+			return res, false, fmt.Errorf("%s takes no added budget: each turn starts at $0", guardrail)
 		}
 		if guardrail == Turn {
 			res.SpentUSD, res.CeilingUSD, res.CeilingBeforeUSD = l.turnSpent, l.limits.TurnUSD, l.limits.TurnUSD
 		}
 	default:
-		return res, fmt.Errorf("%w: guardrail %q (want %s, %s, %s, %s or %s)", ErrUnknown, guardrail, Turn, Session, Daily, WorkerDaily, Watchdog)
+		return res, false, fmt.Errorf("%w: guardrail %q (want %s, %s, %s, %s or %s)", ErrUnknown, guardrail, Turn, Session, Daily, WorkerDaily, Watchdog)
 	}
 	if t := l.st.Trip; t != nil && t.Guardrail == guardrail {
 		l.st.Trip = nil
+		g.markLocked(l)
 		res.Cleared = true
 		g.reopenLocked(l, guardrail, nil)
 	}
-	if err := g.save(l); err != nil {
-		return ResetResult{}, err
-	}
-	g.announceReset(l, guardrail, audit(), by)
-	return res, nil
+	return res, false, nil
 }
 
 // announceReset logs and emits a reset that succeeded, with its audit
-// data. Callers hold mu.
+// data.
 func (g *Guard) announceReset(l *ledger, guardrail string, data map[string]any, by driver.Audit) {
 	g.o.Log.Info("guardrail reset", "agent", l.name, "guardrail", guardrail, "by", by.By, "reason", by.Reason,
 		"add_budget_usd", data["add_budget_usd"], "spent_usd", data["spent_after_usd"],
@@ -163,17 +200,19 @@ func (g *Guard) announceReset(l *ledger, guardrail string, data map[string]any, 
 // reopenLocked schedules the agent's reopening after a lifted trip unless
 // another trip still holds it, and emits data as its guardrail-reset
 // event when it is not nil (the caller announces the agent it reset
-// itself). Callers hold mu.
+// itself). Callers hold l.mu, not wmu.
 func (g *Guard) reopenLocked(l *ledger, guardrail string, data map[string]any) {
 	if data != nil {
 		g.o.Log.Info("guardrail reset", "agent", l.name, "guardrail", guardrail)
 		g.emit(l.name, EventReset, data)
 	}
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
 	if l.st.Trip != nil || g.worker.Trip != nil {
 		return
 	}
-	if ctl := l.ctl; ctl != nil {
-		g.after = append(g.after, ctl.ClearHalt)
+	if ctl := g.ctl(l.name); ctl != nil {
+		g.orderedLocked(l, ctl.ClearHalt)
 	}
 }
 
@@ -198,12 +237,14 @@ type Status struct {
 
 // Status reports the agent's spend and ceilings.
 func (g *Guard) Status(agent string) (Status, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	l := g.agents[agent]
+	l := g.ledger(agent)
 	if l == nil {
 		return Status{}, false
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
 	session, daily := l.ceilings()
 	s := Status{
 		Model: l.model, Priced: l.priced,

@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/adk/agent"
@@ -9,24 +11,32 @@ import (
 	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/outage"
 )
 
 // BeginTurn implements driver.Guard.
 func (g *Guard) BeginTurn(agent string, _ driver.TurnInfo) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if l := g.agents[agent]; l != nil {
+	if l := g.ledger(agent); l != nil {
+		l.mu.Lock()
 		l.inTurn, l.turnSpent, l.modelCalls, l.toolCalls, l.tokens, l.stopped = true, 0, 0, 0, 0, nil
 		l.tokensIn, l.tokensOut, l.responses = 0, 0, 0
+		l.mu.Unlock()
 	}
 }
 
-// EndTurn implements driver.Guard.
+// EndTurn implements driver.Guard. It stores the turn's spend (the
+// agent's ledger, and the worker-wide one shared with the agents ending
+// their turns at the same time) before it returns, so the driver records
+// the turn and acks its messages only once the spend is durable: the
+// store lags the ledger in memory by at most the running turn. A failed
+// write is retried in the background, and the agent's next model call
+// waits for it (see beforeModel).
 func (g *Guard) EndTurn(agent string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if l := g.agents[agent]; l != nil {
+	if l := g.ledger(agent); l != nil {
+		l.mu.Lock()
 		l.inTurn = false
+		l.mu.Unlock()
+		g.flushNow(l)
 	}
 }
 
@@ -35,9 +45,9 @@ func (g *Guard) EndTurn(agent string) {
 // prefers it to what it saw, because a response the guard stops a turn on
 // is charged but never reaches the driver.
 func (g *Guard) TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if l := g.agents[agent]; l != nil {
+	if l := g.ledger(agent); l != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		return l.responses, l.tokensIn, l.tokensOut
 	}
 	return 0, 0, 0
@@ -47,9 +57,9 @@ func (g *Guard) TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int) {
 // USD, as the guard priced it (0 for an unpriced model). The driver puts
 // it in the turn's summary.
 func (g *Guard) TurnCost(agent string) float64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if l := g.agents[agent]; l != nil {
+	if l := g.ledger(agent); l != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		return l.turnSpent
 	}
 	return 0
@@ -90,14 +100,28 @@ func (g *Guard) Plugin(name string) *plugin.Plugin {
 	return p
 }
 
-// beforeModel stops the turn before a model call beyond the cap.
+// ErrUnstored is wrapped (marked as a store outage) by the error that
+// holds a model call while the agent's earlier spend is not stored yet.
+var ErrUnstored = errors.New("the agent's earlier spend is not stored yet")
+
+// beforeModel stops the turn before a model call beyond the cap, and
+// holds it while an earlier write of the agent's ledger is failing: no
+// model call is made while the store is behind by more than this turn.
 func (g *Guard) beforeModel(name string) error {
-	g.mu.Lock()
-	defer g.unlock()
-	l := g.agents[name]
+	l := g.ledger(name)
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
+	failing := l.failing
+	l.mu.Unlock()
+	if failing {
+		if err := g.flushWithin(l); err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrNotLoaded) {
+			return outage.Mark("store", fmt.Errorf("%w: %w", ErrUnstored, err))
+		}
+	}
+	l.mu.Lock()
+	defer g.unlock(l)
 	if l.stopped != nil {
 		return l.stopped
 	}
@@ -106,8 +130,11 @@ func (g *Guard) beforeModel(name string) error {
 		// model call, not even one that would fail on the cancelled turn.
 		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
 	}
-	if t := g.worker.Trip; t != nil {
-		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
+	g.wmu.Lock()
+	wt := g.worker.Trip
+	g.wmu.Unlock()
+	if wt != nil {
+		return fmt.Errorf("%w: %s", driver.ErrHalted, wt.Reason)
 	}
 	if lim := l.limits.ModelCallsPerTurn; lim > 0 && l.modelCalls >= lim {
 		return g.capLocked(l, "model_calls_per_turn", fmt.Sprintf("%d model calls", lim))
@@ -117,15 +144,17 @@ func (g *Guard) beforeModel(name string) error {
 }
 
 // afterModel charges a completed response, at the price of the model that
-// answered it, and checks ceilings and the token cap.
+// answered it, and checks ceilings and the token cap. It decides on the
+// ledger in memory and writes nothing, except a trip: that is stored
+// before the call returns and the turn stops. The rest of the turn's
+// spend is stored when it ends (EndTurn).
 func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 	u := UsageOf(resp.UsageMetadata, resp.CustomMetadata)
-	g.mu.Lock()
-	defer g.unlock()
-	l := g.agents[name]
+	l := g.ledger(name)
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
 	served, price, priced := l.model, l.price, l.priced
 	if s, _ := resp.CustomMetadata[ServedByKey].(string); s != "" && s != l.model {
 		// A fallback answered: its own price, under its own name.
@@ -136,32 +165,36 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 	if priced {
 		cost = price.Cost(u)
 	}
-	g.addSpend(l, cost)
 	l.tokens += u.Input + u.Output
 	l.tokensIn += u.Input
 	l.tokensOut += u.Output
 	l.responses++
 	g.emit(name, EventCharged, map[string]any{"model": served, "input_tokens": u.Input, "cached_input_tokens": u.CachedInput,
 		"cache_write_tokens": u.CacheWrite, "output_tokens": u.Output, "cost_usd": cost, "priced": priced})
-	if t := g.crossed(l, true); t != nil && l.st.Trip == nil && g.worker.Trip == nil {
-		g.tripLocked(l, t)
+	if t := g.chargeLocked(l, cost, true); t != nil {
+		// The trip is stored before the agent is halted and the turn
+		// stops; the halt keeps its place before any later reopening.
+		calls := g.release(l)
+		g.flushNow(l)
+		calls()
 		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
 	}
-	_ = g.save(l)
+	var err error
 	if lim := l.limits.TokensPerTurn; lim > 0 && l.tokens >= lim {
-		return g.capLocked(l, "tokens_per_turn", fmt.Sprintf("%d tokens", lim))
+		err = g.capLocked(l, "tokens_per_turn", fmt.Sprintf("%d tokens", lim))
 	}
-	return nil
+	g.unlock(l)
+	return err
 }
 
 // beforeTool refuses a tool call beyond the cap and stops the turn.
 func (g *Guard) beforeTool(name string) (map[string]any, error) {
-	g.mu.Lock()
-	defer g.unlock()
-	l := g.agents[name]
+	l := g.ledger(name)
 	if l == nil {
 		return nil, nil
 	}
+	l.mu.Lock()
+	defer g.unlock(l)
 	if lim := l.limits.ToolCallsPerTurn; lim > 0 && l.toolCalls >= lim {
 		_ = g.capLocked(l, "tool_calls_per_turn", fmt.Sprintf("%d tool calls", lim))
 		return map[string]any{"error": fmt.Sprintf("not run: this turn reached its limit of %d tool calls", lim)}, nil
@@ -173,7 +206,7 @@ func (g *Guard) beforeTool(name string) (map[string]any, error) {
 // capLocked stops the running turn at a cap (the agent is not halted):
 // the returned error ends the turn where the callback returns it, and
 // every later model call of the turn is refused too. The next prompt is
-// told. Callers hold mu.
+// told. Callers hold l.mu.
 func (g *Guard) capLocked(l *ledger, limit, what string) error {
 	err := fmt.Errorf("%w: %s (%s)", driver.ErrCapped, limit, what)
 	if l.stopped != nil {
@@ -182,19 +215,24 @@ func (g *Guard) capLocked(l *ledger, limit, what string) error {
 	l.stopped = err
 	g.o.Log.Warn("turn stopped at a per-turn limit", "agent", l.name, "limit", limit, "value", what)
 	g.emit(l.name, EventCapped, map[string]any{"limit": limit, "value": what})
-	if ctl := l.ctl; ctl != nil {
-		g.after = append(g.after, func() {
+	if ctl := g.ctl(l.name); ctl != nil {
+		l.after = append(l.after, call{f: func() {
 			ctl.Note(fmt.Sprintf("your previous turn was stopped after %s, this agent's limit per turn; its messages are shown again. Work in fewer steps.", what))
-		})
+		}})
 	}
 	return err
 }
 
 func (g *Guard) modelOf(agent string) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if l := g.agents[agent]; l != nil {
+	if l := g.ledger(agent); l != nil {
 		return l.model
 	}
 	return ""
+}
+
+// flushWithin is flushNow that returns the error.
+func (g *Guard) flushWithin(l *ledger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	return g.flush(ctx, l)
 }

@@ -14,6 +14,12 @@
 // agent_worker_events_dropped_total). A model that names a tool of its
 // own invention therefore cannot create a series.
 //
+// How many per-agent series exist is a choice (Options.PerAgent, the
+// config's metrics.per_agent): full creates them all at 0 for alerts
+// that need a series before the first event; lazy creates each with its
+// first event and keeps the histograms per worker, for thousands of
+// agents (mode.go, BenchmarkScrape).
+//
 // There is no global state: each Metrics has its own registry, so tests
 // and several workers in one process do not share counters.
 package metrics

@@ -55,12 +55,12 @@ func (mm memoryMetrics) record(e events.Event) {
 	switch e.Type {
 	case events.MemoryCompacted:
 		mm.compactions.WithLabelValues(e.Agent, "completed").Inc()
-		addPositive(mm.cost.WithLabelValues(e.Agent), e.Data["cost_usd"])
+		addPositive(mm.cost, e.Data["cost_usd"], e.Agent)
 	case events.MemoryCompactionFailed:
 		mm.compactions.WithLabelValues(e.Agent, "failed").Inc()
 	case events.MemoryCompactionSkipped:
 		mm.compactions.WithLabelValues(e.Agent, "skipped").Inc()
 	case events.MemoryTurnsDropped:
-		addPositive(mm.dropped.WithLabelValues(e.Agent), e.Data["count"])
+		addPositive(mm.dropped, e.Data["count"], e.Agent)
 	}
 }

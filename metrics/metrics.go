@@ -52,8 +52,10 @@ type agent struct {
 type Metrics struct {
 	reg     *prometheus.Registry
 	handler http.Handler
-	agents  map[string]*agent
-	drops   *dropCollector
+	// lazy: per-agent series appear with their first event (mode.go).
+	lazy   bool
+	agents map[string]*agent
+	drops  *dropCollector
 
 	turns          *prometheus.CounterVec
 	turnDuration   *prometheus.HistogramVec
@@ -81,7 +83,8 @@ type Metrics struct {
 	httpDuration    *prometheus.HistogramVec
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
-	memory          memoryMetrics // memory.go
+	memory          memoryMetrics   // memory.go
+	binding         *bindingMetrics // binding.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 }
@@ -101,12 +104,20 @@ var (
 )
 
 // New returns the metrics of a worker running agents, on a registry of
-// their own that also holds the Go runtime and process collectors. Every
-// counter series of the fixed label sets is created at 0 for each agent
-// (and for agent "_unknown" in messages_rejected_total). src reports the
-// gauges at scrape time; with a nil src those gauges have no series.
-// Duplicate agent names are merged, the first one's Model and Priced win.
+// their own that also holds the Go runtime and process collectors. In
+// full mode every counter series of the fixed label sets is created at 0
+// for each agent (and for agent "_unknown" in messages_rejected_total);
+// in lazy mode only _unknown's are, and an agent's series appear with
+// their first event (PerAgent). src reports the gauges at scrape time;
+// with a nil src those gauges have no series. Duplicate agent names are
+// merged, the first one's Model and Priced win. New runs in PerAgentAuto
+// mode: full up to AutoFullMaxAgents agents, lazy above.
 func New(agents []AgentInfo, src Source) *Metrics {
+	return NewWith(agents, src, Options{})
+}
+
+// NewWith is New with opts.
+func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m := &Metrics{
 		reg:    prometheus.NewRegistry(),
 		agents: make(map[string]*agent, len(agents)),
@@ -134,6 +145,8 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		}
 	}
 
+	m.lazy = opts.PerAgent.resolve(len(m.agents)) == PerAgentLazy
+
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
 	}
@@ -142,13 +155,13 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		"agent", "outcome")
 	m.turnDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "turn_duration_seconds",
 		Help:    "Wall-clock duration of turns, completed or failed, from start to end.",
-		Buckets: turnBuckets}, []string{"agent"})
+		Buckets: turnBuckets}, agentLabels(m.lazy))
 	m.wakes = counter("wakes_total",
 		"Wake requests, by what asked for the turn (several may coalesce into one turn).",
 		"agent", "source")
 	m.wakeLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "wake_latency_seconds",
 		Help:    "Time from the oldest cause of a turn (message received, timer or tick due) to the turn's start.",
-		Buckets: wakeLatencyBuckets}, []string{"agent"})
+		Buckets: wakeLatencyBuckets}, agentLabels(m.lazy))
 	m.received = counter("messages_received_total",
 		"Messages queued in an agent's inbox, by kind: inbox (wakes the agent) or deferred (waits for the next turn).",
 		"agent", "kind")
@@ -213,6 +226,9 @@ func New(agents []AgentInfo, src Source) *Metrics {
 
 	m.memory = newMemoryMetrics()
 	m.reg.MustRegister(m.memory.collectors()...)
+	m.binding = newBindingMetrics(src)
+	m.reg.MustRegister(m.binding.collectors()...)
+	m.reg.MustRegister(newLedgerMetrics(src))
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -221,7 +237,7 @@ func New(agents []AgentInfo, src Source) *Metrics {
 		m.modelRequests, m.modelTokens, m.modelCost, m.modelFallbacks, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
 		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
-		newGaugeCollector(m.agents, src),
+		newGaugeCollector(m.agents, src, m.lazy),
 		m.drops,
 	)
 	m.precreate()
@@ -238,9 +254,16 @@ func New(agents []AgentInfo, src Source) *Metrics {
 }
 
 // precreate makes every series of the fixed label sets exist at 0, so
-// rate() and absent-or-zero alerts work from the first scrape.
+// rate() and absent-or-zero alerts work from the first scrape; in lazy
+// mode only the worker's own (the histograms, "_unknown"'s rejections).
 func (m *Metrics) precreate() {
-	for name, a := range m.agents {
+	agents := m.agents
+	if m.lazy {
+		m.turnDuration.WithLabelValues()
+		m.wakeLatency.WithLabelValues()
+		agents = nil
+	}
+	for name, a := range agents {
 		for _, o := range turnOutcomes {
 			m.turns.WithLabelValues(name, o)
 		}

@@ -3,6 +3,8 @@ package metrics
 import (
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agent-worker/agent-worker/events"
 )
 
@@ -89,7 +91,7 @@ func (m *Metrics) record(e events.Event) {
 		if at, ok := instant(d["cause_at"]); ok {
 			// A cause stamped after the event (clock skew between
 			// publishers) is no latency, not a negative one.
-			m.wakeLatency.WithLabelValues(e.Agent).Observe(max(e.Time.Sub(at).Seconds(), 0))
+			m.agentObserver(m.wakeLatency, e.Agent).Observe(max(e.Time.Sub(at).Seconds(), 0))
 		}
 	case events.Wake:
 		m.wakes.WithLabelValues(e.Agent, oneOf(text(d["source"]), wakeSources)).Inc()
@@ -116,9 +118,9 @@ func (m *Metrics) record(e events.Event) {
 		model, priced := a.modelLabel(text(d["model"]))
 		m.modelRequests.WithLabelValues(e.Agent, model, "ok").Inc()
 		for _, t := range tokenTypes {
-			addPositive(m.modelTokens.WithLabelValues(e.Agent, model, t.label), d[t.key])
+			addPositive(m.modelTokens, d[t.key], e.Agent, model, t.label)
 		}
-		addPositive(m.modelCost.WithLabelValues(e.Agent, model, priced), d["cost_usd"])
+		addPositive(m.modelCost, d["cost_usd"], e.Agent, model, priced)
 	case eventModelError:
 		m.modelRequests.WithLabelValues(e.Agent, a.model, "error").Inc()
 	case eventModelRetry:
@@ -192,14 +194,15 @@ func droppedReason(d map[string]any) string {
 // observeDuration records a turn event's duration_ms, if it has one.
 func (m *Metrics) observeDuration(e events.Event) {
 	if ms, ok := number(e.Data["duration_ms"]); ok && ms >= 0 {
-		m.turnDuration.WithLabelValues(e.Agent).Observe(ms / 1000)
+		m.agentObserver(m.turnDuration, e.Agent).Observe(ms / 1000)
 	}
 }
 
-// addPositive adds v to c if it is a positive number: a counter must not
-// go down, and a missing field adds nothing.
-func addPositive(c interface{ Add(float64) }, v any) {
+// addPositive adds v to vec's series of labels if it is a positive
+// number: a counter must not go down, and a missing field adds nothing —
+// nor creates the series (in lazy mode it appears with its first count).
+func addPositive(vec *prometheus.CounterVec, v any, labels ...string) {
 	if f, ok := number(v); ok && f > 0 {
-		c.Add(f)
+		vec.WithLabelValues(labels...).Add(f)
 	}
 }

@@ -63,17 +63,19 @@ type AgentGauges struct {
 type gaugeCollector struct {
 	agents                               map[string]*agent
 	src                                  Source
+	lazy                                 bool // PerAgentLazy: no zeros
 	pending, state, subagents, nextRunAt *prometheus.Desc
 	dependencyUp                         *prometheus.Desc
 	owned, replicas                      *prometheus.Desc
 	memoryTokens                         *prometheus.Desc
 }
 
-func newGaugeCollector(agents map[string]*agent, src Source) *gaugeCollector {
+func newGaugeCollector(agents map[string]*agent, src Source, lazy bool) *gaugeCollector {
 	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
 	return &gaugeCollector{
 		agents: agents,
 		src:    src,
+		lazy:   lazy,
 		pending: prometheus.NewDesc(name("inbox_pending"),
 			"Messages waiting in the agent's inbox (wake and deferred) for its next turn.", []string{"agent"}, nil),
 		state: prometheus.NewDesc(name("agent_state"),
@@ -135,12 +137,20 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, 1, g.Name)
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(g.InboxPending), g.Name)
-		ch <- prometheus.MustNewConstMetric(c.subagents, prometheus.GaugeValue, float64(g.SubagentsRunning), g.Name)
-		ch <- prometheus.MustNewConstMetric(c.memoryTokens, prometheus.GaugeValue, float64(g.MemoryTokens), g.Name)
+		// Lazy mode leaves out the zeros: of agent_state all but the
+		// current state, and subagents and memory while there are none.
+		if !c.lazy || g.SubagentsRunning != 0 {
+			ch <- prometheus.MustNewConstMetric(c.subagents, prometheus.GaugeValue, float64(g.SubagentsRunning), g.Name)
+		}
+		if !c.lazy || g.MemoryTokens != 0 {
+			ch <- prometheus.MustNewConstMetric(c.memoryTokens, prometheus.GaugeValue, float64(g.MemoryTokens), g.Name)
+		}
 		for _, s := range agentStates {
 			v := 0.0
 			if s == g.State {
 				v = 1
+			} else if c.lazy {
+				continue
 			}
 			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, g.Name, s)
 		}

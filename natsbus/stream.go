@@ -50,6 +50,10 @@ type StreamSpec struct {
 	// until enough servers are back. With 1 the stream lives on one server:
 	// while it is down the agents get no input.
 	Replicas int
+	// MaxConsumers is the stream's consumer limit. Zero creates the
+	// stream without one (the server's default per stream applies,
+	// nats-server's 1,000) and leaves an existing stream's as it is.
+	MaxConsumers int
 }
 
 // managedKey marks, in the stream's metadata, a stream agent-worker
@@ -116,13 +120,16 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		Replicas:    max(spec.Replicas, 1),
 		Metadata:    map[string]string{managedKey: "1"},
 	}
+	if spec.MaxConsumers > 0 {
+		want.MaxConsumers = spec.MaxConsumers
+	}
 	s, err := js.Stream(ctx, spec.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		s, err = js.CreateStream(ctx, want)
 		if err != nil {
 			return nil, fmt.Errorf("create stream %s over %v%s: %w", spec.Name, subjects, replicasHint(err, want.Replicas), err)
 		}
-		log.Info("stream created", "stream", spec.Name, "subjects", subjects, "replicas", want.Replicas)
+		log.Info("stream created", "stream", spec.Name, "subjects", subjects, "replicas", want.Replicas, "max_consumers", want.MaxConsumers)
 		return s, nil
 	}
 	if err != nil {
@@ -141,15 +148,18 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	if spec.Replicas == 0 {
 		want.Replicas = have.Replicas // zero: keep the count it has
 	}
+	if spec.MaxConsumers <= 0 {
+		want.MaxConsumers = have.MaxConsumers // zero: keep the limit it has
+	}
 	sameReplicas := have.Replicas == want.Replicas
 	sameRest := slices.Equal(have.Subjects, want.Subjects) && have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge &&
-		have.MaxBytes == want.MaxBytes
+		have.MaxBytes == want.MaxBytes && have.MaxConsumers == want.MaxConsumers
 	if sameRest && sameReplicas {
 		return s, nil
 	}
 	upd := have
 	upd.Subjects, upd.Duplicates, upd.MaxAge, upd.Replicas = want.Subjects, want.Duplicates, want.MaxAge, want.Replicas
-	upd.MaxBytes = want.MaxBytes
+	upd.MaxBytes, upd.MaxConsumers = want.MaxBytes, want.MaxConsumers
 	s, err = js.UpdateStream(ctx, upd)
 	if err != nil {
 		return nil, fmt.Errorf("update stream %s to subjects %v, %d replicas%s: %w", spec.Name, subjects, want.Replicas, replicasHint(err, want.Replicas), err)
@@ -161,7 +171,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	}
 	if !sameRest {
 		log.Info("stream updated", "stream", spec.Name, "subjects", subjects, "was", have.Subjects, "duplicate_window", want.Duplicates,
-			"max_age", want.MaxAge, "max_bytes", want.MaxBytes)
+			"max_age", want.MaxAge, "max_bytes", want.MaxBytes, "max_consumers", want.MaxConsumers)
 	}
 	return s, nil
 }
@@ -188,4 +198,38 @@ func replicasHint(err error, replicas int) string {
 		return fmt.Sprintf(" (nats.replicas is %d: the JetStream cluster needs at least %d servers up, each with room for a copy)", replicas, replicas)
 	}
 	return ""
+}
+
+// ErrConsumerLimit: the NATS account cannot hold the consumers the
+// agents need on one stream.
+var ErrConsumerLimit = errors.New("consumer limit")
+
+// ConsumerLimit returns the consumer limit to set on the input stream:
+// want (nats.max_consumers, or its automatic value when auto), checked
+// against the NATS account's own limit of consumers per stream (its
+// JetStream limits' max_consumers), which a stream's limit cannot
+// exceed. An automatic value above the account's limit is lowered to it;
+// an account limit below need (the consumers the agents hold), or a
+// configured value above the account's limit, is an error wrapping
+// ErrConsumerLimit that names the numbers. When the account's limits
+// cannot be read (a user without $JS.API.INFO), want is returned
+// unchecked, with a warning in log.
+func ConsumerLimit(ctx context.Context, js jetstream.JetStream, want, need int, auto bool, log *slog.Logger) (int, error) {
+	info, err := js.AccountInfo(ctx)
+	if err != nil {
+		if log != nil {
+			log.Warn("cannot read the NATS account's limits; the input stream's consumer limit is set without checking them against the account's", "max_consumers", want, "needed", need, "error", err)
+		}
+		return want, nil
+	}
+	acct := info.Limits.MaxConsumers // per stream; <= 0: unlimited
+	switch {
+	case acct > 0 && acct < need:
+		return 0, fmt.Errorf("%w: the NATS account allows %d consumers per stream (its JetStream max_consumers), but the agents need %d (two per agent, plus one for unknown agents); raise the account's limit to at least %d, or split the agents over several streams (nats.stream)", ErrConsumerLimit, acct, need, need)
+	case acct > 0 && want > acct && auto:
+		return acct, nil
+	case acct > 0 && want > acct:
+		return 0, fmt.Errorf("%w: nats.max_consumers is %d, but the NATS account allows at most %d consumers per stream (its JetStream max_consumers); set nats.max_consumers to between %d and %d, or raise the account's limit", ErrConsumerLimit, want, acct, need, acct)
+	}
+	return want, nil
 }

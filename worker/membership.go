@@ -78,9 +78,9 @@ func (s *spread) acquired(agent string) {
 	a, _ := w.driver.Agent(agent)
 	a.SetOwner(s.holder)
 	a.SetOwned(true) // first: a standby agent queues no consumer's message
-	if err := w.binding.Bind(context.Background(), agent); err != nil {
-		s.log.Error("cannot consume for an agent this replica owns", "agent", agent, "error", err)
-	}
+	// A failure is logged, counted, shown (status, /readyz) and retried
+	// by the binding until it binds or the agent leaves this replica.
+	_ = w.binding.Bind(context.Background(), agent)
 	w.metrics.OwnershipChange(agent, string(lease.Acquired))
 	s.log.Info("agent owned here", "agent", agent, "holder", s.holder)
 	if pat := s.affinity[agent]; pat != "" && !membership.Matches(pat, s.holder) {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,12 @@ type fleet struct {
 	agents  []string
 	ackWait string
 	js      jetstream.JetStream
+	// maxConsumers sets nats.max_consumers when not 0; bindRetry
+	// Options.BindRetry.
+	maxConsumers int
+	bindRetry    time.Duration
+	// lease is the lease section; default ttl 3s, heartbeat 200ms.
+	lease string
 
 	mu        sync.Mutex
 	reps      map[string]*fleetReplica
@@ -109,15 +116,15 @@ func (c *fleet) config(holder string) *config.Config {
 	fmt.Fprintf(&b, `data_dir: %s
 shutdown_grace: 10s
 api: {listen: "127.0.0.1:0"}
-nats: {url: %q, ack_wait: %s}
-lease: {holder: %s, ttl: 3s, heartbeat: 200ms}
+nats: {url: %q, ack_wait: %s, max_consumers: %d}
+lease: {holder: %s, %s}
 models:
   fake:
     provider: scripted
     script: [{text: "noted", delay: %s, usage: {input: 100, output: 10}}]
     loop: true
 agents:
-`, c.tb.TempDir(), c.url, c.ackWait, holder, turnDelay)
+`, c.tb.TempDir(), c.url, c.ackWait, c.maxConsumers, holder, cmp.Or(c.lease, "ttl: 3s, heartbeat: 200ms"), turnDelay)
 	for _, a := range c.agents {
 		fmt.Fprintf(&b, "  - {name: %s, model: fake, tools: [report_done]}\n", a)
 	}
@@ -136,7 +143,8 @@ agents:
 func (c *fleet) start(holder string) *fleetReplica {
 	c.tb.Helper()
 	w, err := Start(context.Background(), c.config(holder), Options{
-		Models: func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) },
+		Models:    func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) },
+		BindRetry: c.bindRetry,
 	})
 	if err != nil {
 		c.tb.Fatal(err)

@@ -59,6 +59,9 @@ type Options struct {
 	// Models, when set, supplies the model of an agent instead of
 	// models.New (tests inject scripted models with hooks).
 	Models func(agent string, def config.Model) (model.LLM, error)
+	// BindRetry is the first wait before a failed bind of an agent's
+	// consumers is retried (natsinbox.Options.BindRetry; default 1s).
+	BindRetry time.Duration
 }
 
 // Worker is a running agent-worker.
@@ -85,6 +88,10 @@ type Worker struct {
 	stopEv      func()
 	events      *eventstream.Stream // the durable events stream; nil in core NATS mode (events.go)
 	cancel      context.CancelFunc
+	// consumerLimit is the input stream's consumer limit
+	// (nats.max_consumers or its automatic value; 0 in core NATS mode),
+	// set on the subagent stream too, which holds a consumer per parent.
+	consumerLimit int
 
 	// spread shares the agents with the other replicas (membership.go).
 	spread spread
@@ -126,6 +133,15 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 				spec.Subjects = append(spec.Subjects, s.Subject)
 			}
 		}
+		// Every agent's two consumers, and the unknown agents', on one
+		// stream: the server's default limit per stream (1,000) would
+		// leave agents past the 499th unbound.
+		need := config.ConsumersNeeded(len(cfg.Agents))
+		w.consumerLimit, err = natsbus.ConsumerLimit(ctx, w.conn.JS, cfg.NATS.ConsumerLimit(len(cfg.Agents)), need, cfg.NATS.MaxConsumers == 0, o.Log)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %d agents: %w", ErrConfig, len(cfg.Agents), err)
+		}
+		spec.MaxConsumers = w.consumerLimit
 		if _, err = natsbus.EnsureStream(ctx, w.conn.JS, spec, o.Log); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -174,7 +190,8 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
 			Fallbacks: fallbacks, Tools: a.Tools, Schedules: ag.Schedules()})
 	}
-	w.metrics = metrics.New(infos, gauges{w.driver, w.subagents, w.health, &w.spread})
+	w.metrics = metrics.NewWith(infos, gauges{w.driver, w.subagents, w.health, &w.spread},
+		metrics.Options{PerAgent: metrics.PerAgent(cfg.Metrics.PerAgent)})
 	w.stopMetrics = w.metrics.Observe(w.bus)
 	w.health.OnChange(func(up bool) {
 		if up {
@@ -199,6 +216,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, bound, natsinbox.Options{
 		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes,
 		AckWait: cfg.NATS.AckWait.D(), Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true,
+		BindRetry: o.BindRetry, OnBindFailure: func(agent string, _ error) { w.metrics.BindFailed(agent) },
 	})
 	if err != nil {
 		return nil, err
@@ -209,7 +227,8 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	holder := holderName(cfg)
 	w.ctl, err = control.New(control.Options{Driver: w.driver, Guard: w.guard, Scheduler: sched, Owner: &w.owner,
 		Holder: holder, Conn: w.conn.NC, Subjects: subjects, Log: o.Log,
-		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder})})
+		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder,
+			NotConsuming: w.binding.BindError})})
 	if err != nil {
 		return nil, err
 	}
@@ -371,8 +390,28 @@ func (w *Worker) APIAddr() string { return w.apiAddr }
 
 // notReady lists why the worker cannot serve — NATS, its JetStream
 // storage or the store down — from the health monitor's last probes, so
-// /readyz answers at once however hung a dependency is.
-func (w *Worker) notReady() []string { return w.health.Problems() }
+// /readyz answers at once however hung a dependency is; and the agents
+// this replica owns but does not consume (their consumers could not be
+// bound; retried), the first maxNotConsumingReasons by name.
+func (w *Worker) notReady() []string {
+	out := w.health.Problems()
+	if w.binding == nil {
+		return out
+	}
+	nc := w.binding.NotConsuming()
+	for i, a := range nc {
+		if i == maxNotConsumingReasons {
+			out = append(out, fmt.Sprintf("%d more agents not consuming", len(nc)-i))
+			break
+		}
+		out = append(out, fmt.Sprintf("agent %s not consuming: %s (since %s, %d attempts; retrying)", a.Agent, a.Err,
+			a.Since.UTC().Format(time.RFC3339), a.Attempts))
+	}
+	return out
+}
+
+// maxNotConsumingReasons bounds the agents /readyz names one by one.
+const maxNotConsumingReasons = 10
 
 // Health returns the monitor of the worker's dependencies.
 func (w *Worker) Health() *health.Monitor { return w.health }
@@ -457,6 +496,13 @@ func (w *Worker) Stop(grace context.Context) {
 		w.driver.Shutdown(grace)
 	}
 	<-subsStopped
+	if w.guard != nil {
+		// Spend not stored yet (a write the store failed, still being
+		// retried) is stored while this replica holds its leases.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = w.guard.Shutdown(ctx)
+		cancel()
+	}
 	if w.leases != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		w.leases.Stop(ctx) // released to the replicas they are placed on, who take them at once
@@ -697,6 +743,31 @@ type gauges struct {
 // Replicas implements metrics.ReplicaSource.
 func (g gauges) Replicas() int { return g.replicas.Replicas() }
 
+// NotConsuming implements metrics.BindingSource.
+func (g gauges) NotConsuming() int {
+	if w := g.replicas.w; w != nil && w.binding != nil {
+		b := w.binding
+		return len(b.NotConsuming())
+	}
+	return 0
+}
+
+// LedgerWriteFailures implements metrics.LedgerSource.
+func (g gauges) LedgerWriteFailures() uint64 {
+	if w := g.replicas.w; w != nil && w.guard != nil {
+		return w.guard.WriteFailures()
+	}
+	return 0
+}
+
+// LedgersUnstored implements metrics.LedgerSource.
+func (g gauges) LedgersUnstored() int {
+	if w := g.replicas.w; w != nil && w.guard != nil {
+		return len(w.guard.Unstored())
+	}
+	return 0
+}
+
 func (g gauges) Dependencies() []metrics.Dependency {
 	var out []metrics.Dependency
 	for _, s := range g.health.Statuses() {
@@ -737,6 +808,7 @@ func (w *Worker) subagentOptions(cfg *config.Config, o Options) background.Optio
 	opts.JetStream, opts.NATS, opts.Store = w.conn.JS, w.conn.NC, w.store
 	opts.Subjects = natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
 	opts.Stream, opts.DuplicateWindow, opts.Replicas = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D(), cfg.NATS.Replicas
+	opts.MaxConsumers = w.consumerLimit
 	opts.AckWait, opts.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
 	return opts
 }

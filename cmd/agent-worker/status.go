@@ -218,6 +218,9 @@ func why(a api.AgentView, now time.Time) string {
 	if a.WaitingFor != "" {
 		r = append(r, "waiting for "+a.WaitingFor+"; it runs by itself once that is back")
 	}
+	if a.NotConsuming != "" {
+		r = append(r, a.NotConsuming+"; its messages wait in the stream, binding is retried")
+	}
 	if a.ThrottledUntil != nil {
 		r = append(r, "held back by "+dash(a.ThrottledBy)+" (next turn "+relTime(*a.ThrottledUntil, now)+")")
 	}

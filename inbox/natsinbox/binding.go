@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,13 @@ type Options struct {
 	// Leased: consume an agent only after Bind (when this replica holds
 	// its lease); otherwise every agent is bound at Start.
 	Leased bool
+	// BindRetry is the first wait before a failed Bind is tried again
+	// (default 1s); each further failure doubles it, up to BindRetryMax
+	// (default 30s), with up to 20% jitter.
+	BindRetry, BindRetryMax time.Duration
+	// OnBindFailure, when set, is told of every failed Bind (the first and
+	// each retry), for a metric.
+	OnBindFailure func(agent string, err error)
 }
 
 // Binding consumes the agents' NATS input. Stop it to release the
@@ -132,6 +140,11 @@ type Binding struct {
 	stream   jetstream.Stream           // nil in core NATS mode
 	// bound holds how to stop consuming each agent this replica consumes.
 	bound map[string]func()
+	// locks serialises Bind, its retries and Unbind of one agent.
+	locks map[string]*sync.Mutex
+	// failed holds, under mu, the agents whose Bind failed and is being
+	// retried: they are not consumed although this replica owns them.
+	failed map[string]*bindFailure
 	// gen counts each agent's Binds and Unbinds (under mu): a delivery of
 	// an earlier generation, still in its callback when Unbind began, is
 	// released instead of reaching the agent.
@@ -146,8 +159,28 @@ type Binding struct {
 	queue   []outcome // receipts settled by the driver, to be acked or termed
 	wake    chan struct{}
 	stopped bool
+	closing bool // Stop began: no more binds
 	keep    clock.Timer
 	worker  sync.WaitGroup
+}
+
+// bindFailure is an agent whose consumers could not be bound, retried
+// with backoff until Bind succeeds or Unbind gives the agent up.
+type bindFailure struct {
+	err      error
+	since    time.Time
+	attempts int
+	timer    clock.Timer
+}
+
+// NotConsuming is an agent this replica owns but does not consume: its
+// consumers could not be bound (Err), since Since, Attempts times; the
+// binding retries with backoff.
+type NotConsuming struct {
+	Agent    string
+	Err      string
+	Since    time.Time
+	Attempts int
 }
 
 type seqKey struct {
@@ -178,9 +211,17 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	if opts.AckWait == 0 {
 		opts.AckWait = 30 * time.Second
 	}
-	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, bound: map[string]func(){}, gen: map[string]uint64{}, wake: make(chan struct{}, 1)}
+	if opts.BindRetry <= 0 {
+		opts.BindRetry = time.Second
+	}
+	if opts.BindRetryMax < opts.BindRetry {
+		opts.BindRetryMax = max(30*time.Second, opts.BindRetry)
+	}
+	b := &Binding{opts: opts, nc: nc, agents: map[string]*Agent{}, pending: map[*receipt]struct{}{}, bySeq: map[seqKey]*receipt{}, bound: map[string]func(){},
+		gen: map[string]uint64{}, wake: make(chan struct{}, 1), locks: map[string]*sync.Mutex{}, failed: map[string]*bindFailure{}}
 	for i := range agents {
 		b.agents[agents[i].Name] = &agents[i]
+		b.locks[agents[i].Name] = &sync.Mutex{}
 	}
 	if opts.Store != nil {
 		b.records = turnlog.New(opts.Store, opts.Log)
@@ -254,12 +295,108 @@ func (b *Binding) startJetStream(ctx context.Context, js jetstream.JetStream) er
 
 // Bind starts consuming the agent's input (when this replica gains its
 // lease; at Start for every agent when not leased). Binding a bound agent
-// is a no-op.
+// is a no-op. A failure (the stream's consumer limit reached, NATS
+// unreachable, ...) is logged, told to Options.OnBindFailure, reported by
+// NotConsuming until a retry succeeds, and retried with backoff until
+// then or until Unbind; the error is returned as well.
 func (b *Binding) Bind(ctx context.Context, name string) error {
-	a := b.agents[name]
-	if a == nil {
+	if b.agents[name] == nil {
 		return fmt.Errorf("bind: unknown agent %q", name)
 	}
+	return b.bindAgent(ctx, name, nil)
+}
+
+// bindAgent binds the agent under its lock. retry is the failure a
+// retry answers: when it is no longer the agent's (Unbind gave it up, or
+// another Bind settled it), nothing is done.
+func (b *Binding) bindAgent(ctx context.Context, name string, retry *bindFailure) error {
+	lk := b.locks[name]
+	lk.Lock()
+	defer lk.Unlock()
+	b.mu.Lock()
+	current, stopped := b.failed[name], b.stopped || b.closing
+	b.mu.Unlock()
+	if stopped || (retry != nil && current != retry) {
+		return nil
+	}
+	if err := b.bind(ctx, name); err != nil {
+		b.bindFailed(name, err)
+		return err
+	}
+	if current != nil {
+		b.mu.Lock()
+		delete(b.failed, name)
+		current.timer.Stop()
+		b.mu.Unlock()
+		b.opts.Log.Info("consuming for the agent again after failed binds", "agent", name, "attempts", current.attempts,
+			"not_consuming_for", b.opts.Clock.Now().Sub(current.since).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// bindFailed records a failed bind of the agent and arms its retry.
+func (b *Binding) bindFailed(name string, err error) {
+	b.mu.Lock()
+	if b.stopped || b.closing {
+		b.mu.Unlock()
+		return
+	}
+	f := b.failed[name]
+	if f == nil {
+		f = &bindFailure{since: b.opts.Clock.Now()}
+		b.failed[name] = f
+	} else {
+		f.timer.Stop()
+	}
+	f.err = err
+	f.attempts++
+	wait := b.opts.BindRetry << min(f.attempts-1, 16)
+	wait = min(wait, b.opts.BindRetryMax)
+	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
+	f.timer = b.opts.Clock.AfterFunc(wait, func() { b.retryBind(name, f) })
+	attempts := f.attempts
+	b.mu.Unlock()
+	b.opts.Log.Error("cannot consume for an agent this replica owns: its messages are not handled until a retry succeeds", "agent", name,
+		"attempt", attempts, "retry_in", wait.Round(time.Millisecond), "error", err)
+	if b.opts.OnBindFailure != nil {
+		b.opts.OnBindFailure(name, err)
+	}
+}
+
+// retryBind is a failed bind's retry.
+func (b *Binding) retryBind(name string, f *bindFailure) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = b.bindAgent(ctx, name, f) // a failure arms the next retry
+}
+
+// NotConsuming lists, by name, the agents whose Bind failed and is being
+// retried: this replica owns them, but their messages wait in the stream.
+func (b *Binding) NotConsuming() []NotConsuming {
+	b.mu.Lock()
+	out := make([]NotConsuming, 0, len(b.failed))
+	for name, f := range b.failed {
+		out = append(out, NotConsuming{Agent: name, Err: f.err.Error(), Since: f.since, Attempts: f.attempts})
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(x, y NotConsuming) int { return strings.Compare(x.Agent, y.Agent) })
+	return out
+}
+
+// BindError says why the agent is not consumed although this replica
+// owns it ("" when it is consumed, or not owned here).
+func (b *Binding) BindError(name string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if f := b.failed[name]; f != nil {
+		return f.err.Error()
+	}
+	return ""
+}
+
+// bind creates the agent's consumers and starts consuming them.
+func (b *Binding) bind(ctx context.Context, name string) error {
+	a := b.agents[name]
 	b.mu.Lock()
 	_, bound := b.bound[name]
 	b.mu.Unlock()
@@ -372,9 +509,18 @@ func (b *Binding) stopConsuming(cc jetstream.ConsumeContext, agent, durable stri
 }
 
 // Unbind stops consuming the agent's input and releases its waiting
-// messages (nak) for whichever replica owns the agent next.
+// messages (nak) for whichever replica owns the agent next; a failed
+// Bind is no longer retried.
 func (b *Binding) Unbind(name string) {
+	if lk := b.locks[name]; lk != nil {
+		lk.Lock()
+		defer lk.Unlock()
+	}
 	b.mu.Lock()
+	if f := b.failed[name]; f != nil {
+		f.timer.Stop()
+		delete(b.failed, name)
+	}
 	stop := b.bound[name]
 	delete(b.bound, name)
 	b.gen[name]++

@@ -151,6 +151,17 @@ func (b *Binding) Stop() {
 		cc.Stop()
 	}
 	b.mu.Lock()
+	b.closing = true // no Bind or retry from now on
+	for name, f := range b.failed {
+		f.timer.Stop()
+		delete(b.failed, name)
+	}
+	b.mu.Unlock()
+	for _, lk := range b.locks { // wait for the binds under way
+		lk.Lock()
+		lk.Unlock() //nolint:staticcheck // an empty critical section: only waiting
+	}
+	b.mu.Lock()
 	bound := b.bound
 	b.bound = map[string]func(){}
 	b.mu.Unlock()

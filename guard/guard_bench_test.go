@@ -208,16 +208,6 @@ func (bt *bareTurner) turn(agent string) {
 	}
 }
 
-type benchRow struct {
-	name         string
-	perCall      time.Duration
-	perTurn      time.Duration
-	turnsPerSec  float64
-	putsPerTurn  float64
-	sequential   bool
-	anchorPerSec float64
-}
-
 func runSequential(tr benchTurner, turns int) time.Duration {
 	for range 50 { // warm up
 		tr.turn("a0")

@@ -1,6 +1,8 @@
 package natsinbox
 
 import (
+	"sync"
+
 	"context"
 	"errors"
 	"time"
@@ -157,9 +159,8 @@ func (b *Binding) Stop() {
 		delete(b.failed, name)
 	}
 	b.mu.Unlock()
-	for _, lk := range b.locks { // wait for the binds under way
-		lk.Lock()
-		lk.Unlock() //nolint:staticcheck // an empty critical section: only waiting
+	for _, lk := range b.locks {
+		waitFor(lk) // the binds under way
 	}
 	b.mu.Lock()
 	bound := b.bound
@@ -205,4 +206,10 @@ func (b *Binding) Stop() {
 		}
 		cancel()
 	}
+}
+
+// waitFor returns once nobody holds lk (a Bind or a retry under way).
+func waitFor(lk *sync.Mutex) {
+	lk.Lock()
+	defer lk.Unlock()
 }

@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/scheduler"
+	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 // MaxTurnText bounds the text of the last turn shown in a view, in runes.
@@ -208,10 +208,10 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 	}
 	if l := st.LastTurn; l != nil {
 		v.LastTurn = &TurnView{
-			N: l.N, Started: l.Started, Outcome: l.Outcome, Error: cutRunes(l.Error, MaxTurnText),
+			N: l.N, Started: l.Started, Outcome: l.Outcome, Error: turnlog.Clip(l.Error, MaxTurnText),
 			DurationSeconds: l.Duration.Seconds(), TokensIn: l.TokensIn, TokensOut: l.TokensOut,
 			ModelCalls: l.ModelCalls, ToolCalls: l.ToolCalls, Messages: l.Messages,
-			Text: cutRunes(l.Text, MaxTurnText),
+			Text: turnlog.Clip(l.Text, MaxTurnText),
 		}
 		if v.Guardrails != nil {
 			v.LastTurn.CostUSD = v.Guardrails.Turn.SpentUSD
@@ -311,20 +311,4 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-// cutRunes cuts s to at most n runes, the last of them "…" when anything
-// was cut.
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	i, count := 0, 0
-	for i = range s {
-		if count == n-1 {
-			break
-		}
-		count++
-	}
-	return s[:i] + "…"
 }

@@ -173,5 +173,5 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 func turnOf(t turnlog.Turn) *MessageTurn {
 	started := t.Started
 	return &MessageTurn{N: t.N, Recorded: true, Outcome: t.Outcome, Started: &started, DurationSeconds: t.DurationSeconds,
-		CostUSD: t.CostUSD, Text: cutRunes(t.Text, MaxTurnText)}
+		CostUSD: t.CostUSD, Text: turnlog.Clip(t.Text, MaxTurnText)}
 }

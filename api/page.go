@@ -246,7 +246,7 @@ func (s *Server) pageMemoryOf(ctx context.Context, agent string, now time.Time) 
 	if json.Unmarshal(reply.Result, &v) != nil || !v.Enabled {
 		return nil
 	}
-	m := &pageMemory{Text: cutRunes(v.Text, pageMemoryRunes), Tokens: v.Tokens, Through: v.Through}
+	m := &pageMemory{Text: turnlog.Clip(v.Text, pageMemoryRunes), Tokens: v.Tokens, Through: v.Through}
 	if !v.Updated.IsZero() {
 		m.Updated = relTime(v.Updated, now)
 	}
@@ -260,10 +260,10 @@ func pageRecentOf(t turnlog.Turn, now time.Time) pageRecent {
 		Tokens:   fmt.Sprintf("%d in / %d out", t.TokensIn, t.TokensOut),
 		Cost:     usd(t.CostUSD),
 		Wakes:    strings.Join(t.Wakes, "; "),
-		Text:     cutRunes(t.Text, pageTextRunes),
+		Text:     turnlog.Clip(t.Text, pageTextRunes),
 	}
 	if t.Text == "" {
-		p.Text = cutRunes(t.Error, pageTextRunes)
+		p.Text = turnlog.Clip(t.Error, pageTextRunes)
 	}
 	var ids []string
 	for _, m := range t.Messages {

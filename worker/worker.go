@@ -190,7 +190,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
 			Fallbacks: fallbacks, Tools: a.Tools, Schedules: ag.Schedules()})
 	}
-	w.metrics = metrics.NewWith(infos, gauges{w.driver, w.subagents, w.health, &w.spread},
+	w.metrics = metrics.NewWith(infos, gauges{w},
 		metrics.Options{PerAgent: metrics.PerAgent(cfg.Metrics.PerAgent)})
 	w.stopMetrics = w.metrics.Observe(w.bus)
 	w.health.OnChange(func(up bool) {
@@ -733,44 +733,38 @@ func (o *leaseOwner) Owns(agent string) bool {
 // every agent's ownership, and the other per-agent gauges of the agents
 // this replica owns only (metrics.AgentGauges.Standby), so that summed
 // over the replicas each agent counts once.
-type gauges struct {
-	d        *driver.Driver
-	subs     *background.Manager
-	health   *health.Monitor
-	replicas *spread
-}
+type gauges struct{ w *Worker }
 
 // Replicas implements metrics.ReplicaSource.
-func (g gauges) Replicas() int { return g.replicas.Replicas() }
+func (g gauges) Replicas() int { return g.w.spread.Replicas() }
 
 // NotConsuming implements metrics.BindingSource.
 func (g gauges) NotConsuming() int {
-	if w := g.replicas.w; w != nil && w.binding != nil {
-		b := w.binding
-		return len(b.NotConsuming())
+	if g.w.binding == nil {
+		return 0
 	}
-	return 0
+	return len(g.w.binding.NotConsuming())
 }
 
 // LedgerWriteFailures implements metrics.LedgerSource.
 func (g gauges) LedgerWriteFailures() uint64 {
-	if w := g.replicas.w; w != nil && w.guard != nil {
-		return w.guard.WriteFailures()
+	if g.w.guard == nil {
+		return 0
 	}
-	return 0
+	return g.w.guard.WriteFailures()
 }
 
 // LedgersUnstored implements metrics.LedgerSource.
 func (g gauges) LedgersUnstored() int {
-	if w := g.replicas.w; w != nil && w.guard != nil {
-		return len(w.guard.Unstored())
+	if g.w.guard == nil {
+		return 0
 	}
-	return 0
+	return len(g.w.guard.Unstored())
 }
 
 func (g gauges) Dependencies() []metrics.Dependency {
 	var out []metrics.Dependency
-	for _, s := range g.health.Statuses() {
+	for _, s := range g.w.health.Statuses() {
 		out = append(out, metrics.Dependency{Name: s.Name, Up: s.Err == nil})
 	}
 	return out
@@ -778,14 +772,15 @@ func (g gauges) Dependencies() []metrics.Dependency {
 
 func (g gauges) Gauges() []metrics.AgentGauges {
 	var out []metrics.AgentGauges
-	for _, a := range g.d.Agents() {
+	d := g.w.driver
+	for _, a := range d.Agents() {
 		st := a.Status()
 		next := map[string]time.Time{}
 		for _, s := range a.Schedules() {
-			next[s] = g.d.Scheduler().Next(a.Name(), s)
+			next[s] = d.Scheduler().Next(a.Name(), s)
 		}
 		out = append(out, metrics.AgentGauges{Name: a.Name(), Standby: st.Standby, State: string(st.State), InboxPending: st.InboxPending + st.Deferred,
-			SubagentsRunning: g.subs.Running(a.Name()), NextSchedule: next, MemoryTokens: a.MemoryTokens()})
+			SubagentsRunning: g.w.subagents.Running(a.Name()), NextSchedule: next, MemoryTokens: a.MemoryTokens()})
 	}
 	return out
 }

@@ -76,11 +76,12 @@ type MessageTurn struct {
 //  1. the agent's owner (control verb message, forwarded to whichever
 //     replica owns the agent): queued, running in turn N, or handled by a
 //     turn of its history window;
-//  2. the store, from any replica: the handled id the NATS binding wrote
-//     before acking (its turn), and the dead-letter record (reason,
+//  2. the store, from any replica: the agent's handled-id record the NATS
+//     binding wrote before acking (the id's turn), and the dead-letter record (reason,
 //     detail, subject) — the newer wins when a message met both;
 //  3. the turn log's summaries (their first turnlog.MaxMessages ids), for
-//     messages handled without a handled id (no JetStream).
+//     messages handled without a handled id (no JetStream, or an id the
+//     bounded record no longer holds).
 //
 // A handled message's turn comes with its outcome and final text from the
 // turn log. Answers: 200 for queued, running, handled and dead_lettered;
@@ -90,7 +91,8 @@ type MessageTurn struct {
 //
 // Not guaranteed: a message still in the stream, not yet delivered to the
 // owner (its inbox at its cap), is unknown until it is delivered; handled
-// ids and dead-letter records expire after a day (natsinbox HandledTTL);
+// ids expire after a day or once nats.handled_ids newer ones were handled,
+// dead-letter records after a day (natsinbox HandledTTL, HandledKeep);
 // records are written just after the fact, so a message may read unknown
 // for a moment between leaving the owner's memory and its record landing.
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {

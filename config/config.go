@@ -105,6 +105,12 @@ type NATS struct {
 	// the server's default (nats-server: 1,000 per stream), which holds
 	// 499 agents. Zero (the default): ConsumerLimit's automatic value.
 	MaxConsumers int `yaml:"max_consumers"`
+	// HandledIDs bounds how many handled message ids each agent's record
+	// remembers (for a day at most): a redelivery or republish of one of
+	// them is acked without a turn. The record is one store key per
+	// agent, about 32 bytes per id, written once per settled batch.
+	// Zero (the default): 1,000.
+	HandledIDs int `yaml:"handled_ids"`
 	// Authentication. With an external server (URL set) these are the
 	// worker's credentials. With the embedded server they are also what
 	// the server requires of every client — required when Listen is

@@ -43,3 +43,22 @@ agents: [{name: a, model: m}, {name: b, model: m}, {name: c, model: m}]
 		t.Errorf("automatic limit for 1,200 agents: %d, want %d (4802)", got, want)
 	}
 }
+
+// nats.handled_ids bounds each agent's handled-id record; out of range it
+// fails with its line.
+func TestNATSHandledIDs(t *testing.T) {
+	t.Parallel()
+	const agents = "\nmodels: {m: {provider: scripted, script: [{text: ok}]}}\nagents: [{name: a, model: m}]\n"
+	for _, c := range []struct {
+		nats string
+		errs []string
+	}{
+		{"nats: {handled_ids: 5000}", nil},
+		{"nats:\n  handled_ids: -1", []string{"config.yaml:2: nats.handled_ids: must be between 0 (the default, 1000) and 20000; got -1"}},
+		{"nats:\n  handled_ids: 50000", []string{"config.yaml:2: nats.handled_ids: must be between 0 (the default, 1000) and 20000; got 50000"}},
+	} {
+		if _, errs := loadText(t, "\n"+c.nats+agents); !slices.Equal(errs, c.errs) {
+			t.Errorf("%q: errors\n  %q\nwant\n  %q", c.nats, errs, c.errs)
+		}
+	}
+}

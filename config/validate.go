@@ -39,6 +39,10 @@ var (
 	namePattern = regexp.MustCompile(`^[a-z0-9_-]+$`)
 )
 
+// maxHandledIDs bounds nats.handled_ids: a record of that many ids (32
+// bytes each) stays well inside NATS's default 1 MB payload limit.
+const maxHandledIDs = 20000
+
 // cronParser accepts what the scheduler accepts: five fields, an optional
 // leading seconds field, or a descriptor ("@daily", "@every 10m").
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -153,6 +157,9 @@ func (v *validator) config(c *Config) {
 		v.at(root.key("nats", "max_consumers"), "must not be negative (0 sets it from the number of agents); got %d", n)
 	case n > 0 && n < need:
 		v.at(root.key("nats", "max_consumers"), "%d consumers cannot hold %d agents: each has two (wake and deferred input) and one more reads input for unknown agents, %d in all; set at least %d, or 0 to size it from the agents (%d)", n, len(c.Agents), need, need, max(DefaultServerMaxConsumers, 2*need))
+	}
+	if n := c.NATS.HandledIDs; n < 0 || n > maxHandledIDs {
+		v.at(root.key("nats", "handled_ids"), "must be between 0 (the default, 1000) and %d; got %d", maxHandledIDs, n)
 	}
 	switch n := c.NATS.Replicas; {
 	case !slices.Contains(natsReplicas, n):

@@ -23,27 +23,18 @@ func hashID(id string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// HandledKey is the store key that records that agent handled the message
-// with id (written by the NATS binding before it acks the message).
-func HandledKey(agent, id string) string { return "handled." + agent + "." + hashID(id) }
-
 // DeadLetterKey is the store key that records why the message with id was
 // dead-lettered.
 func DeadLetterKey(agent, id string) string { return "deadletter." + agent + "." + hashID(id) }
 
-// Handled is the value of a handled key.
+// Handled is what an agent's handled-id record (HandledSetKey) says of
+// one message id.
 type Handled struct {
 	ID string `json:"id"`
 	// Turn is the number of the turn that handled the message; 0 when
-	// the record predates turn numbers (the value was the bare id).
+	// the binding was not told.
 	Turn uint64    `json:"turn,omitempty"`
 	At   time.Time `json:"at"`
-}
-
-// HandledValue encodes a handled key's value.
-func HandledValue(id string, turn uint64, at time.Time) []byte {
-	raw, _ := json.Marshal(Handled{ID: id, Turn: turn, At: at})
-	return raw
 }
 
 // DeadLetter says why a message was dead-lettered.
@@ -92,13 +83,13 @@ type Fate struct {
 	DeadLetter *DeadLetter
 }
 
-// Fate reads the handled and dead-letter records of agent's message id:
-// two reads, made at once.
+// Fate reads agent's handled-id record (HandledSetKey) and the message
+// id's dead-letter record: two reads, made at once.
 func (l *Log) Fate(ctx context.Context, agent, id string) (Fate, error) {
 	var (
-		f          Fate
-		herr, derr error
-		done       = make(chan struct{})
+		f    Fate
+		derr error
+		done = make(chan struct{})
 	)
 	go func() {
 		defer close(done)
@@ -109,16 +100,9 @@ func (l *Log) Fate(ctx context.Context, agent, id string) (Fate, error) {
 			f.DeadLetter = &d
 		}
 	}()
-	e, err := l.st.Get(ctx, HandledKey(agent, id))
-	switch {
-	case err == nil:
-		h := Handled{ID: id}
-		if json.Unmarshal(e.Value, &h) != nil {
-			h = Handled{ID: id} // a record of an older version: the bare id
-		}
+	h, ok, herr := LookupHandled(ctx, l.st, agent, id, time.Now())
+	if ok {
 		f.Handled = &h
-	case !errors.Is(err, store.ErrNotFound):
-		herr = err
 	}
 	<-done
 	if err := errors.Join(herr, derr); err != nil {

@@ -86,19 +86,15 @@ func TestRecordIsFencedByOwnership(t *testing.T) {
 	}
 }
 
-// A message lookup sees the handled record (with its turn, or a bare id
-// from an older version) and the dead-letter record; the first
-// dead-letter record of an id stands.
+// A message lookup sees the handled-id record (with the turn) and the
+// dead-letter record; the first dead-letter record of an id stands.
 func TestFate(t *testing.T) {
 	t.Parallel()
 	st := memory.New(nil)
 	l := turnlog.New(st, nil)
 	ctx := t.Context()
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if _, err := st.Create(ctx, turnlog.HandledKey("a", "m-1"), turnlog.HandledValue("m-1", 4, at), time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Create(ctx, turnlog.HandledKey("a", "old"), []byte("old"), time.Hour); err != nil {
+	at := time.Now().UTC()
+	if err := turnlog.RecordHandled(ctx, st, "a", []turnlog.Handled{{ID: "m-1", Turn: 4, At: at}, {ID: "old", At: at}}, 0, 0, at); err != nil {
 		t.Fatal(err)
 	}
 	l.DeadLetter("a", turnlog.DeadLetter{ID: "bad", Reason: "invalid_json", Detail: "first", At: at}, 0)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -138,8 +139,8 @@ func TestMessageLookupAndTurnsFromAStandby(t *testing.T) {
 	}
 	// The handled id names the turn in the store, for a lookup after the
 	// owner has forgotten the message.
-	e, err := r1.w.Store().Get(t.Context(), turnlog.HandledKey("triage", "job-1"))
-	if err != nil || !strings.Contains(string(e.Value), `"turn":1`) {
-		t.Fatalf("handled record %s, %v", e.Value, err)
+	h, ok, err := turnlog.LookupHandled(t.Context(), r1.w.Store(), "triage", "job-1", time.Now())
+	if err != nil || !ok || h.Turn != 1 {
+		t.Fatalf("handled record %+v %v, %v", h, ok, err)
 	}
 }

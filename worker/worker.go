@@ -215,7 +215,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, bound, natsinbox.Options{
 		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes,
-		AckWait: cfg.NATS.AckWait.D(), Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true,
+		AckWait: cfg.NATS.AckWait.D(), Store: w.store, HandledKeep: cfg.NATS.HandledIDs, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true,
 		BindRetry: o.BindRetry, OnBindFailure: func(agent string, _ error) { w.metrics.BindFailed(agent) },
 	})
 	if err != nil {

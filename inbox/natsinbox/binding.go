@@ -107,14 +107,18 @@ type Options struct {
 	// AckWait is the consumers' ack deadline; in-progress acks are sent
 	// every AckWait/3.
 	AckWait time.Duration
-	// Store records handled message ids (JetStream mode).
+	// Store records handled message ids (JetStream mode): one record per
+	// agent (turnlog.HandledSetKey).
 	Store store.Store
 	// HandledTTL is how long a handled id, and the record of a
 	// dead-lettered one, is remembered. Default 24h.
 	HandledTTL time.Duration
-	Events     *events.Bus
-	Log        *slog.Logger
-	Clock      clock.Clock
+	// HandledKeep bounds how many handled ids an agent's record keeps:
+	// the newest, within HandledTTL. Default turnlog.DefaultHandledKeep.
+	HandledKeep int
+	Events      *events.Bus
+	Log         *slog.Logger
+	Clock       clock.Clock
 	// Leased: consume an agent only after Bind (when this replica holds
 	// its lease); otherwise every agent is bound at Start.
 	Leased bool
@@ -662,16 +666,16 @@ func (b *Binding) onMessage(a *Agent, gen uint64, m jetstream.Msg) {
 	}
 	b.mu.Unlock()
 	if (explicit || meta.NumDelivered > 1) && b.opts.Store != nil {
-		_, err := b.opts.Store.Get(context.Background(), handledKey(a.Name, id))
+		_, handled, err := turnlog.LookupHandled(context.Background(), b.opts.Store, a.Name, id, b.opts.Clock.Now())
 		switch {
-		case err == nil:
+		case err == nil && handled:
 			b.opts.Log.Info("duplicate of a handled message; acked without a turn", "agent", a.Name, "id", id, "deliveries", meta.NumDelivered)
 			b.emit(a.Name, events.MessageDuplicate, map[string]any{"id": id, "subject": m.Subject(), "deliveries": meta.NumDelivered})
 			if err := m.Ack(); err != nil {
 				b.opts.Log.Warn("ack duplicate", "agent", a.Name, "id", id, "error", err)
 			}
 			return
-		case !errors.Is(err, store.ErrNotFound):
+		case err != nil:
 			b.opts.Log.Warn("cannot check whether a message was handled; delivering it (at least once)", "agent", a.Name, "id", id, "error", err)
 		}
 	}
@@ -809,25 +813,16 @@ func messageID(h nats.Header, body inbox.Body, meta *jetstream.MsgMetadata) (str
 	return meta.Stream + "-seq-" + strconv.FormatUint(meta.Sequence.Stream, 10), false
 }
 
-// handledKey is the store key that records a handled message id; its
-// value is turnlog.Handled (the id, the turn that handled it, when).
-func handledKey(agent, id string) string { return turnlog.HandledKey(agent, id) }
-
 // HandledID reports whether a message with id was handled by a turn of
-// agent (within the binding's HandledTTL): the check a delivery of that id
+// agent (its handled-id record holds it: among the newest HandledKeep,
+// within HandledTTL): the check a delivery of that id
 // meets in JetStream mode, where it is acked as a duplicate without a
 // turn. A publisher asks it before publishing, so it can answer
 // "duplicate" instead of queueing a message that will be dropped. The
 // error is the store's (never store.ErrNotFound).
 func HandledID(ctx context.Context, st store.Store, agent, id string) (bool, error) {
-	_, err := st.Get(ctx, handledKey(agent, id))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	}
-	return false, err
+	_, handled, err := turnlog.LookupHandled(ctx, st, agent, id, time.Now())
+	return handled, err
 }
 
 func clip(s string, n int) string {

@@ -49,15 +49,24 @@ type slowHandled struct {
 	hold time.Duration
 }
 
+// wait holds a write of key for s.hold if it is a handled-id record.
+func (s slowHandled) wait(ctx context.Context, key string) error {
+	if !strings.HasPrefix(key, "handled.") {
+		return nil
+	}
+	t := time.NewTimer(s.hold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (s slowHandled) Create(ctx context.Context, key string, v []byte, ttl time.Duration) (uint64, error) {
-	if strings.HasPrefix(key, "handled.") {
-		t := time.NewTimer(s.hold)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	if err := s.wait(ctx, key); err != nil {
+		return 0, err
 	}
 	return s.Store.Create(ctx, key, v, ttl)
 }
@@ -68,7 +77,9 @@ type rig struct {
 	tgt  *target
 }
 
-func newRig(t *testing.T, st store.Store, ackWait time.Duration) *rig {
+// startServer starts an embedded NATS server with the agents' input
+// stream AGENTS over subjects' inboxes and deferred subjects.
+func startServer(t *testing.T) (*natsbus.Conn, natsbus.Subjects) {
 	t.Helper()
 	conn, err := natsbus.Connect(config.NATS{Listen: "-1"}, t.TempDir(), nil)
 	if err != nil {
@@ -80,7 +91,14 @@ func newRig(t *testing.T, st store.Store, ackWait time.Duration) *rig {
 		Subjects: []string{subjects.AllInboxes(), subjects.AllDeferred()}}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
+	return conn, subjects
+}
+
+func newRig(t *testing.T, st store.Store, ackWait time.Duration) *rig {
+	t.Helper()
+	conn, subjects := startServer(t)
 	r := &rig{conn: conn, tgt: newTarget()}
+	var err error
 	r.b, err = natsinbox.Start(t.Context(), conn.NC, conn.JS, []natsinbox.Agent{{Name: "a", Target: r.tgt, Cap: 10}},
 		natsinbox.Options{Subjects: subjects, Stream: "AGENTS", MaxBytes: 4096, AckWait: ackWait, Store: st})
 	if err != nil {
@@ -163,4 +181,11 @@ func TestWakeAndDeferredHaveTheirOwnConsumers(t *testing.T) {
 	if p := r.ackPending(t, "agent-a"); p != 1 {
 		t.Fatalf("wake consumer holds %d, want 1", p)
 	}
+}
+
+func (s slowHandled) Update(ctx context.Context, key string, v []byte, rev uint64) (uint64, error) {
+	if err := s.wait(ctx, key); err != nil {
+		return 0, err
+	}
+	return s.Store.Update(ctx, key, v, rev)
 }

@@ -12,9 +12,12 @@
 //     sleeps, is paused or halted, or the turn runs.
 //   - No double work: a handled message's id (Nats-Msg-Id, else the
 //     envelope's id, else the stream sequence, "<stream>-seq-<n>") is
-//     recorded in the store before the ack, with the number of the turn
-//     that handled it when the driver says (HandledBy; turnlog.Handled);
-//     a redelivery or republish of it is acked without a turn. HandledID
+//     recorded in the agent's handled-id record before the ack, with the
+//     number of the turn that handled it when the driver says (HandledBy;
+//     turnlog.RecordHandled: one bounded key per agent, one write per
+//     settled batch); a redelivery or republish of it is acked without a
+//     turn while the record holds it (Options.HandledKeep newest ids,
+//     within Options.HandledTTL). HandledID
 //     asks the same question, so a publisher (the API) can answer
 //     "duplicate" instead of queueing what would be dropped.
 //   - Backpressure, not loss: the server delivers at most inbox.cap

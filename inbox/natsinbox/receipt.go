@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/inbox"
-	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -57,8 +56,15 @@ func (b *Binding) enqueue(o outcome) {
 	}
 }
 
+// settleWorkers bounds how many agents' outcomes are settled at once: each
+// agent's are one handled-id write and their acks, in order.
+const settleWorkers = 8
+
 // settle acks handled messages (after recording their ids) and
-// dead-letters dropped ones, until Stop has drained the queue.
+// dead-letters dropped ones, until Stop has drained the queue. What the
+// driver settled meanwhile is taken as one batch: each agent's handled
+// ids in it are one store write, whatever their number, and up to
+// settleWorkers agents are settled at once.
 func (b *Binding) settle() {
 	defer b.worker.Done()
 	for {
@@ -67,10 +73,8 @@ func (b *Binding) settle() {
 		b.queue = nil
 		stopped := b.stopped
 		b.mu.Unlock()
-		for _, o := range q {
-			b.settleOne(o)
-		}
 		if len(q) > 0 {
+			b.settleBatch(q)
 			continue
 		}
 		if stopped {
@@ -80,43 +84,91 @@ func (b *Binding) settle() {
 	}
 }
 
-// settleOne records a handled message's id and then acks it, or
-// dead-letters and terminates a dropped one. The message stays known as
-// waiting (pending, bySeq) until it is settled, so a redelivery that
-// arrives meanwhile — after a reconnect, or because the id write is slow
-// — joins it instead of starting a second turn, and is answered with it:
-// handled and acked are one ordered step. It also keeps getting
-// in-progress acks until then.
-func (b *Binding) settleOne(o outcome) {
-	r := o.r
+// settleBatch settles q: per agent, in the order the driver settled them.
+func (b *Binding) settleBatch(q []outcome) {
+	byAgent := map[string][]outcome{}
+	var order []string
+	for _, o := range q {
+		if byAgent[o.r.agent] == nil {
+			order = append(order, o.r.agent)
+		}
+		byAgent[o.r.agent] = append(byAgent[o.r.agent], o)
+	}
+	if len(order) == 1 {
+		b.settleAgent(byAgent[order[0]])
+		return
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, settleWorkers)
+	for _, agent := range order {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			b.settleAgent(byAgent[agent])
+		})
+	}
+	wg.Wait()
+}
+
+// settleAgent settles one agent's outcomes: dropped messages are
+// dead-lettered and terminated; handled ones are recorded in the agent's
+// handled-id record (one write for all of them) and then acked. Every
+// message stays known as waiting (pending, bySeq) until it is settled, so
+// a redelivery that arrives meanwhile — after a reconnect, or because the
+// record write is slow — joins it instead of starting a second turn, and
+// is answered with it: handled and acked are one ordered step. It also
+// keeps getting in-progress acks until then.
+func (b *Binding) settleAgent(os []outcome) {
 	defer func() {
 		b.mu.Lock()
-		delete(b.pending, r)
-		delete(b.bySeq, r.seq)
+		for _, o := range os {
+			delete(b.pending, o.r)
+			delete(b.bySeq, o.r.seq)
+		}
 		b.mu.Unlock()
 	}()
-	if o.reason != "" {
-		msg := r.current()
-		reason, detail := RejectDropped, o.reason
-		if o.reason == RejectOperatorDropped {
-			reason, detail = RejectOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)"
+	var handled []outcome
+	for _, o := range os {
+		if o.reason != "" {
+			b.drop(o)
+		} else {
+			handled = append(handled, o)
 		}
-		b.reject(r.agent, r.id, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: reason, Detail: detail})
-		if err := msg.TermWithReason(reason); err != nil {
-			b.opts.Log.Warn("terminate dropped message", "agent", r.agent, "id", r.id, "error", err)
-		}
+	}
+	if len(handled) == 0 {
 		return
 	}
 	if b.opts.Store != nil {
+		now := b.opts.Clock.Now()
+		hs := make([]turnlog.Handled, len(handled))
+		for i, o := range handled {
+			hs[i] = turnlog.Handled{ID: o.r.id, Turn: o.turn, At: now}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := b.opts.Store.Create(ctx, handledKey(r.agent, r.id), turnlog.HandledValue(r.id, o.turn, b.opts.Clock.Now()), b.opts.HandledTTL)
+		err := turnlog.RecordHandled(ctx, b.opts.Store, handled[0].r.agent, hs, b.opts.HandledKeep, b.opts.HandledTTL, now)
 		cancel()
-		if err != nil && !errors.Is(err, store.ErrExists) {
-			b.opts.Log.Warn("could not record a handled message id; a redelivery would run again", "agent", r.agent, "id", r.id, "error", err)
+		if err != nil {
+			b.opts.Log.Warn("could not record handled message ids; a redelivery would run again", "agent", handled[0].r.agent, "messages", len(hs), "error", err)
 		}
 	}
-	if err := r.current().Ack(); err != nil {
-		b.opts.Log.Warn("ack failed; the message will be redelivered and recognised as handled", "agent", r.agent, "id", r.id, "error", err)
+	for _, o := range handled {
+		if err := o.r.current().Ack(); err != nil {
+			b.opts.Log.Warn("ack failed; the message will be redelivered and recognised as handled", "agent", o.r.agent, "id", o.r.id, "error", err)
+		}
+	}
+}
+
+// drop dead-letters and terminates a message the driver dropped.
+func (b *Binding) drop(o outcome) {
+	r := o.r
+	msg := r.current()
+	reason, detail := RejectDropped, o.reason
+	if o.reason == RejectOperatorDropped {
+		reason, detail = RejectOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)"
+	}
+	b.reject(r.agent, r.id, r.subject, msg.Data(), r.headers, &inbox.RejectError{Reason: reason, Detail: detail})
+	if err := msg.TermWithReason(reason); err != nil {
+		b.opts.Log.Warn("terminate dropped message", "agent", r.agent, "id", r.id, "error", err)
 	}
 }
 

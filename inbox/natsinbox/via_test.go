@@ -2,7 +2,6 @@ package natsinbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -88,10 +87,10 @@ func TestHandledIDAfterTheTurn(t *testing.T) {
 	// keeps it, so a lookup from any replica can say which turn.
 	r.next(t).Receipt.(interface{ HandledBy(turn uint64) }).HandledBy(7)
 	select {
-	case v := <-st.written:
-		var h turnlog.Handled
-		if err := json.Unmarshal([]byte(v), &h); err != nil || h.ID != "job-1" || h.Turn != 7 || h.At.IsZero() {
-			t.Fatalf("handled record %s (%v)", v, err)
+	case <-st.written:
+		h, ok, err := turnlog.LookupHandled(ctx, st, "a", "job-1", time.Now())
+		if err != nil || !ok || h.ID != "job-1" || h.Turn != 7 || h.At.IsZero() {
+			t.Fatalf("handled record %+v %v (%v)", h, ok, err)
 		}
 	case <-time.After(deadline):
 		t.Fatal("the handled id was never recorded")

@@ -137,9 +137,14 @@ type Manager struct {
 	o      Options
 	agents []string
 	known  map[string]bool
-	// step serialises every read-modify-write of a lease and the
-	// callbacks that follow it.
-	step sync.Mutex
+	// steps serialise each agent's read-modify-writes of its lease and
+	// the callbacks that follow them; agents' steps run in parallel
+	// (roundWorkers at a time in a round), so a round over many agents
+	// takes a few store round trips, not one per agent.
+	steps map[string]*sync.Mutex
+	// cb makes the callbacks (OnAcquire, OnLose, OnUndrain) run one at a
+	// time, as Options promises.
+	cb sync.Mutex
 
 	mu      sync.Mutex
 	held    map[string]hold
@@ -149,10 +154,12 @@ type Manager struct {
 	// stuck: agents taken because the replica they are placed on left
 	// them free for a TTL; not handed back to it until the membership
 	// changes (Rebalance) or stuckFor passes.
-	stuck   map[string]stuckOn
-	timer   clock.Timer
-	done    bool
-	started time.Time
+	stuck map[string]stuckOn
+	timer clock.Timer // the next round seeking free leases
+	// renewTimer is the next renewal of the leases held.
+	renewTimer clock.Timer
+	done       bool
+	started    time.Time
 	// rebalancing: a Rebalance round runs; again: another was asked for.
 	rebalancing, again bool
 	wg                 sync.WaitGroup
@@ -208,25 +215,32 @@ func New(agents []string, o Options) (*Manager, error) {
 	as := append([]string(nil), agents...)
 	sort.Strings(as)
 	known := make(map[string]bool, len(as))
+	steps := make(map[string]*sync.Mutex, len(as))
 	for _, a := range as {
 		known[a] = true
+		steps[a] = &sync.Mutex{}
 	}
-	return &Manager{o: o, agents: as, known: known, held: map[string]hold{}, handing: map[string]*handover{},
+	return &Manager{o: o, agents: as, known: known, steps: steps, held: map[string]hold{}, handing: map[string]*handover{},
 		owners: map[string]string{}, expiry: map[string]clock.Timer{}, stuck: map[string]stuckOn{}}, nil
 }
 
 func key(agent string) string { return "lease." + agent }
 
 // Start takes every free lease placed here now and then keeps renewing
-// and seeking them every RenewEvery until Stop.
+// and seeking them every RenewEvery until Stop. Renewing the leases held
+// and seeking free ones are two loops: the callbacks of many gains (the
+// first round takes every agent of a lone replica, and each OnAcquire
+// binds consumers) never hold up the renewal of the leases already held.
 func (m *Manager) Start(ctx context.Context) {
 	m.mu.Lock()
 	m.started = m.o.Clock.Now()
 	m.mu.Unlock()
-	m.round(ctx)
+	m.armRenew(m.o.RenewEvery)
+	m.round(ctx, m.free)
 	m.arm()
 }
 
+// arm schedules the next round that seeks free leases.
 func (m *Manager) arm() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -234,10 +248,29 @@ func (m *Manager) arm() {
 		return
 	}
 	m.timer = m.o.Clock.AfterFunc(m.o.RenewEvery, func() {
-		m.round(context.Background())
+		m.round(context.Background(), m.free)
 		m.arm()
 	})
 }
+
+// armRenew schedules the next renewal of the held leases in wait. Each
+// is due RenewEvery after the previous one began, or at once if that one
+// took longer.
+func (m *Manager) armRenew(wait time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return
+	}
+	m.renewTimer = m.o.Clock.AfterFunc(wait, func() {
+		began := m.o.Clock.Now()
+		m.round(context.Background(), m.Held)
+		m.armRenew(max(0, m.o.RenewEvery-m.o.Clock.Now().Sub(began)))
+	})
+}
+
+// free reports whether this replica does not hold the agent's lease.
+func (m *Manager) free(agent string) bool { return !m.Held(agent) }
 
 // Held reports whether this replica holds the agent's lease.
 func (m *Manager) Held(agent string) bool {
@@ -301,7 +334,7 @@ func (m *Manager) Rebalance() {
 	go func() {
 		defer m.wg.Done()
 		for {
-			m.round(context.Background())
+			m.round(context.Background(), nil)
 			m.mu.Lock()
 			if !m.again || m.done {
 				m.rebalancing, m.again = false, false
@@ -314,32 +347,60 @@ func (m *Manager) Rebalance() {
 	}()
 }
 
+// roundWorkers bounds how many agents' leases a round renews or seeks at
+// once.
+const roundWorkers = 16
+
 // round renews held leases, takes free ones placed here, and starts or
-// calls off handovers.
-func (m *Manager) round(ctx context.Context) {
-	for _, a := range m.agents {
-		m.stepOne(ctx, a)
+// calls off handovers, for the agents pick picks (nil: all):
+// roundWorkers agents at a time, so that renewing thousands of leases
+// fits well inside TTL - RenewEvery.
+func (m *Manager) round(ctx context.Context, pick func(agent string) bool) {
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range min(roundWorkers, len(m.agents)) {
+		wg.Go(func() {
+			for a := range next {
+				m.stepOne(ctx, a)
+			}
+		})
 	}
+	for _, a := range m.agents {
+		if pick == nil || pick(a) {
+			next <- a
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// callback runs f (a call of OnAcquire, OnLose or OnUndrain) after every
+// callback before it has returned.
+func (m *Manager) callback(f func()) {
+	m.cb.Lock()
+	defer m.cb.Unlock()
+	f()
 }
 
 // stepOne renews or seeks one agent's lease, tells the callbacks, and
 // looks at its placement.
 func (m *Manager) stepOne(ctx context.Context, agent string) {
-	m.step.Lock()
-	defer m.step.Unlock()
+	step := m.steps[agent]
+	step.Lock()
+	defer step.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, m.o.RenewEvery)
 	gained, lost := m.renewOrSeek(ctx, agent)
 	cancel()
 	if gained {
 		m.setOwner(agent, m.o.Holder)
 		if m.o.OnAcquire != nil {
-			m.o.OnAcquire(agent)
+			m.callback(func() { m.o.OnAcquire(agent) })
 		}
 	}
 	if lost {
 		m.setOwner(agent, "")
 		if m.o.OnLose != nil {
-			m.o.OnLose(agent, Lost)
+			m.callback(func() { m.o.OnLose(agent, Lost) })
 		}
 	}
 	if m.Held(agent) {
@@ -347,7 +408,7 @@ func (m *Manager) stepOne(ctx context.Context, agent string) {
 	}
 }
 
-// renewOrSeek renews or seeks one agent's lease. Callers hold m.step.
+// renewOrSeek renews or seeks one agent's lease. Callers hold its step.
 func (m *Manager) renewOrSeek(ctx context.Context, agent string) (gained, lost bool) {
 	m.mu.Lock()
 	h, holding := m.held[agent]
@@ -475,7 +536,8 @@ func (m *Manager) expectExpiry(agent string, cur record, now time.Time) {
 }
 
 // placeHeld starts a handover of a held agent that is placed on another
-// replica, or calls off one whose placement changed. Callers hold m.step.
+// replica, or calls off one whose placement changed. Callers hold its
+// step.
 func (m *Manager) placeHeld(agent string) {
 	if m.o.Assign == nil {
 		return
@@ -523,8 +585,9 @@ func (m *Manager) handOver(ctx context.Context, agent string, h *handover) {
 			return
 		}
 	}
-	m.step.Lock()
-	defer m.step.Unlock()
+	step := m.steps[agent]
+	step.Lock()
+	defer step.Unlock()
 	m.mu.Lock()
 	hd, holding := m.held[agent]
 	done := m.done
@@ -535,12 +598,12 @@ func (m *Manager) handOver(ctx context.Context, agent string, h *handover) {
 	if ctx.Err() != nil || m.o.Assign(agent).Owner != h.to {
 		m.o.Log.Info("handover called off; the agent stays", "agent", agent, "was_for", h.to)
 		if m.o.OnUndrain != nil {
-			m.o.OnUndrain(agent)
+			m.callback(func() { m.o.OnUndrain(agent) })
 		}
 		return
 	}
 	if m.o.OnLose != nil {
-		m.o.OnLose(agent, HandedOver)
+		m.callback(func() { m.o.OnLose(agent, HandedOver) })
 	}
 	m.drop(agent)
 	ectx, cancel := context.WithTimeout(context.Background(), m.o.RenewEvery)
@@ -693,6 +756,9 @@ func (m *Manager) setOwner(agent, holder string) {
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
 	m.done = true
+	if m.renewTimer != nil {
+		m.renewTimer.Stop()
+	}
 	if m.timer != nil {
 		m.timer.Stop()
 	}
@@ -706,29 +772,36 @@ func (m *Manager) Stop(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
-	m.step.Lock()
-	defer m.step.Unlock()
-	m.mu.Lock()
-	held := m.held
-	m.held = map[string]hold{}
-	m.mu.Unlock()
+	// A round that began before done was set may still be renewing: each
+	// agent's step is taken before its lease is released.
 	for _, a := range m.agents {
-		h, ok := held[a]
-		if !ok {
-			continue
+		m.release(ctx, a)
+	}
+}
+
+// release lets a held agent go and expires its lease, for Stop.
+func (m *Manager) release(ctx context.Context, a string) {
+	step := m.steps[a]
+	step.Lock()
+	defer step.Unlock()
+	m.mu.Lock()
+	h, ok := m.held[a]
+	delete(m.held, a)
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	if m.o.OnLose != nil {
+		m.callback(func() { m.o.OnLose(a, Released) })
+	}
+	to := ""
+	if m.o.Assign != nil {
+		if to = m.o.Assign(a).Owner; to == m.o.Holder {
+			to = ""
 		}
-		if m.o.OnLose != nil {
-			m.o.OnLose(a, Released)
-		}
-		to := ""
-		if m.o.Assign != nil {
-			if to = m.o.Assign(a).Owner; to == m.o.Holder {
-				to = ""
-			}
-		}
-		m.expire(ctx, a, h.rev, to)
-		if m.o.OnReleased != nil {
-			m.o.OnReleased(a, to)
-		}
+	}
+	m.expire(ctx, a, h.rev, to)
+	if m.o.OnReleased != nil {
+		m.o.OnReleased(a, to)
 	}
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,8 +101,9 @@ func TestTwoReplicasBindAgentsPastTheServersDefaultConsumerLimit(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
 	c := newFleet(t, manyAgents, "10s")
-	// The default lease timing: 1,200 leases renewed every 200ms under
-	// -race would keep them moving.
+	// A longer lease than the tests' 3s: binding 600 agents' consumers
+	// under -race, while other tests load the machine, holds up the
+	// callbacks long enough for leases to move.
 	c.lease = "ttl: 15s, heartbeat: 1s"
 	c.start("r1")
 	c.start("r2")
@@ -114,6 +117,39 @@ func TestTwoReplicasBindAgentsPastTheServersDefaultConsumerLimit(t *testing.T) {
 	load, _ := c.spread()
 	t.Logf("%d agents, two replicas (%s): spread %v after the second start, all bound %v after the first start; messages handled %v after",
 		manyAgents, loads(load), spreadIn.Round(time.Millisecond), bound.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	// A lease lost is one the other replica took while its holder still
+	// believed it held it (its renewals fell behind): two owners at once.
+	// Before, renewals ran one lease after another and, with 600 leases
+	// each under -race, fell behind the 3s ttl.
+	for _, r := range c.live() {
+		if lost := lostLeases(t, r.w); lost != 0 {
+			t.Errorf("%s lost %v leases to the other replica", r.holder, lost)
+		}
+	}
+}
+
+// lostLeases sums agent_worker_ownership_changes_total{reason="lost"}.
+func lostLeases(t *testing.T, w *Worker) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + w.APIAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var lost float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "agent_worker_ownership_changes_total{") && strings.Contains(line, `reason="lost"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			lost += v
+		}
+	}
+	return lost
 }
 
 // A consumer limit full of others' consumers: the agent that cannot bind

@@ -99,9 +99,12 @@ type Options struct {
 	// Default TTL/3.
 	RenewEvery time.Duration
 	// OnAcquire and OnLose are told when this replica gains or loses an
-	// agent. They run one at a time, in order, and must not block for
-	// long. OnLose with HandedOver follows a successful OnDrain: nothing
-	// runs for the agent any more.
+	// agent. They run one at a time, in order, on a goroutine of the
+	// Manager's (a renewal does not wait for them; Start returns once the
+	// first round's OnAcquires have run), and must not block for long.
+	// OnLose with HandedOver follows a successful OnDrain: nothing runs
+	// for the agent any more. A lost lease is fenced at once (Held is
+	// false) even while its OnLose waits behind others.
 	OnAcquire func(agent string)
 	OnLose    func(agent string, why Reason)
 	// Assign says where the agent belongs. Nil: every replica takes any
@@ -142,9 +145,11 @@ type Manager struct {
 	// (roundWorkers at a time in a round), so a round over many agents
 	// takes a few store round trips, not one per agent.
 	steps map[string]*sync.Mutex
-	// cb makes the callbacks (OnAcquire, OnLose, OnUndrain) run one at a
-	// time, as Options promises.
-	cb sync.Mutex
+	// calls runs the callbacks (OnAcquire, OnLose, OnUndrain) one at a
+	// time, in the order the steps queued them, on a goroutine of its
+	// own: a step does not wait for them, so slow callbacks (binding
+	// consumers for hundreds of gained agents) never hold up renewals.
+	calls *callQueue
 
 	mu      sync.Mutex
 	held    map[string]hold
@@ -220,7 +225,7 @@ func New(agents []string, o Options) (*Manager, error) {
 		known[a] = true
 		steps[a] = &sync.Mutex{}
 	}
-	return &Manager{o: o, agents: as, known: known, steps: steps, held: map[string]hold{}, handing: map[string]*handover{},
+	return &Manager{o: o, agents: as, known: known, steps: steps, calls: newCallQueue(), held: map[string]hold{}, handing: map[string]*handover{},
 		owners: map[string]string{}, expiry: map[string]clock.Timer{}, stuck: map[string]stuckOn{}}, nil
 }
 
@@ -236,7 +241,8 @@ func (m *Manager) Start(ctx context.Context) {
 	m.started = m.o.Clock.Now()
 	m.mu.Unlock()
 	m.armRenew(m.o.RenewEvery)
-	m.round(ctx, m.free)
+	m.round(ctx, m.free, m.stepOne)
+	m.calls.now(func() {}) // the first round's OnAcquires have run
 	m.arm()
 }
 
@@ -248,7 +254,7 @@ func (m *Manager) arm() {
 		return
 	}
 	m.timer = m.o.Clock.AfterFunc(m.o.RenewEvery, func() {
-		m.round(context.Background(), m.free)
+		m.round(context.Background(), m.free, m.stepOne)
 		m.arm()
 	})
 }
@@ -264,7 +270,7 @@ func (m *Manager) armRenew(wait time.Duration) {
 	}
 	m.renewTimer = m.o.Clock.AfterFunc(wait, func() {
 		began := m.o.Clock.Now()
-		m.round(context.Background(), m.Held)
+		m.round(context.Background(), m.Held, m.renewOne)
 		m.armRenew(max(0, m.o.RenewEvery-m.o.Clock.Now().Sub(began)))
 	})
 }
@@ -334,7 +340,7 @@ func (m *Manager) Rebalance() {
 	go func() {
 		defer m.wg.Done()
 		for {
-			m.round(context.Background(), nil)
+			m.round(context.Background(), nil, m.stepOne)
 			m.mu.Lock()
 			if !m.again || m.done {
 				m.rebalancing, m.again = false, false
@@ -352,16 +358,17 @@ func (m *Manager) Rebalance() {
 const roundWorkers = 16
 
 // round renews held leases, takes free ones placed here, and starts or
-// calls off handovers, for the agents pick picks (nil: all):
-// roundWorkers agents at a time, so that renewing thousands of leases
-// fits well inside TTL - RenewEvery.
-func (m *Manager) round(ctx context.Context, pick func(agent string) bool) {
+// calls off handovers, for the agents pick picks (nil: all), with step
+// (stepOne, or renewOne for a renewal round): roundWorkers agents at a
+// time, so that renewing thousands of leases fits well inside
+// TTL - RenewEvery.
+func (m *Manager) round(ctx context.Context, pick func(agent string) bool, step func(ctx context.Context, agent string)) {
 	next := make(chan string)
 	var wg sync.WaitGroup
 	for range min(roundWorkers, len(m.agents)) {
 		wg.Go(func() {
 			for a := range next {
-				m.stepOne(ctx, a)
+				step(ctx, a)
 			}
 		})
 	}
@@ -374,12 +381,78 @@ func (m *Manager) round(ctx context.Context, pick func(agent string) bool) {
 	wg.Wait()
 }
 
-// callback runs f (a call of OnAcquire, OnLose or OnUndrain) after every
-// callback before it has returned.
-func (m *Manager) callback(f func()) {
-	m.cb.Lock()
-	defer m.cb.Unlock()
-	f()
+// callQueue runs queued calls one at a time, in order, on one goroutine.
+type callQueue struct {
+	mu      sync.Mutex
+	q       []func()
+	wake    chan struct{}
+	stopped bool
+	done    chan struct{}
+}
+
+func newCallQueue() *callQueue {
+	c := &callQueue{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+func (c *callQueue) run() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		q, stopped := c.q, c.stopped
+		c.q = nil
+		c.mu.Unlock()
+		for _, f := range q {
+			f()
+		}
+		if len(q) > 0 {
+			continue
+		}
+		if stopped {
+			return
+		}
+		<-c.wake
+	}
+}
+
+// later queues f after every call queued before it; once the queue is
+// stopped, f runs at once.
+func (c *callQueue) later(f func()) {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		f()
+		return
+	}
+	c.q = append(c.q, f)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// now runs f after every call queued before it and returns when f has.
+func (c *callQueue) now(f func()) {
+	done := make(chan struct{})
+	c.later(func() {
+		defer close(done)
+		f()
+	})
+	<-done
+}
+
+// stop runs what is queued and ends the goroutine.
+func (c *callQueue) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	<-c.done
 }
 
 // stepOne renews or seeks one agent's lease, tells the callbacks, and
@@ -388,19 +461,36 @@ func (m *Manager) stepOne(ctx context.Context, agent string) {
 	step := m.steps[agent]
 	step.Lock()
 	defer step.Unlock()
+	m.stepLocked(ctx, agent)
+}
+
+// renewOne is stepOne for a renewal round: an agent whose step is busy
+// (a handover releasing it, a seek or a kick just looking at it) is left
+// to that step.
+func (m *Manager) renewOne(ctx context.Context, agent string) {
+	step := m.steps[agent]
+	if !step.TryLock() {
+		return
+	}
+	defer step.Unlock()
+	m.stepLocked(ctx, agent)
+}
+
+// stepLocked is stepOne under the agent's step lock.
+func (m *Manager) stepLocked(ctx context.Context, agent string) {
 	ctx, cancel := context.WithTimeout(ctx, m.o.RenewEvery)
 	gained, lost := m.renewOrSeek(ctx, agent)
 	cancel()
 	if gained {
 		m.setOwner(agent, m.o.Holder)
 		if m.o.OnAcquire != nil {
-			m.callback(func() { m.o.OnAcquire(agent) })
+			m.calls.later(func() { m.o.OnAcquire(agent) })
 		}
 	}
 	if lost {
 		m.setOwner(agent, "")
 		if m.o.OnLose != nil {
-			m.callback(func() { m.o.OnLose(agent, Lost) })
+			m.calls.later(func() { m.o.OnLose(agent, Lost) })
 		}
 	}
 	if m.Held(agent) {
@@ -598,12 +688,12 @@ func (m *Manager) handOver(ctx context.Context, agent string, h *handover) {
 	if ctx.Err() != nil || m.o.Assign(agent).Owner != h.to {
 		m.o.Log.Info("handover called off; the agent stays", "agent", agent, "was_for", h.to)
 		if m.o.OnUndrain != nil {
-			m.callback(func() { m.o.OnUndrain(agent) })
+			m.calls.now(func() { m.o.OnUndrain(agent) })
 		}
 		return
 	}
 	if m.o.OnLose != nil {
-		m.callback(func() { m.o.OnLose(agent, HandedOver) })
+		m.calls.now(func() { m.o.OnLose(agent, HandedOver) })
 	}
 	m.drop(agent)
 	ectx, cancel := context.WithTimeout(context.Background(), m.o.RenewEvery)
@@ -777,6 +867,7 @@ func (m *Manager) Stop(ctx context.Context) {
 	for _, a := range m.agents {
 		m.release(ctx, a)
 	}
+	m.calls.stop()
 }
 
 // release lets a held agent go and expires its lease, for Stop.
@@ -792,7 +883,7 @@ func (m *Manager) release(ctx context.Context, a string) {
 		return
 	}
 	if m.o.OnLose != nil {
-		m.callback(func() { m.o.OnLose(a, Released) })
+		m.calls.now(func() { m.o.OnLose(a, Released) })
 	}
 	to := ""
 	if m.o.Assign != nil {

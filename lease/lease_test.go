@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,10 +17,22 @@ import (
 type log struct {
 	mu     sync.Mutex
 	events []string
+	ms     []*Manager // whose callbacks add events
 }
 
 func (l *log) add(s string) { l.mu.Lock(); l.events = append(l.events, s); l.mu.Unlock() }
+
+// watch has all wait for m's queued callbacks.
+func (l *log) watch(m *Manager) { l.mu.Lock(); l.ms = append(l.ms, m); l.mu.Unlock() }
+
+// all returns the events, once every callback queued so far has run.
 func (l *log) all() []string {
+	l.mu.Lock()
+	ms := slices.Clone(l.ms)
+	l.mu.Unlock()
+	for _, m := range ms {
+		m.calls.now(func() {})
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.events...)
@@ -34,6 +47,7 @@ func replica(t *testing.T, name string, st store.Store, c *clock.Fake, l *log) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.watch(m)
 	m.Start(context.Background())
 	return m
 }

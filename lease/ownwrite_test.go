@@ -78,6 +78,7 @@ func loggedReplica(t *testing.T, name string, st store.Store, c *clock.Fake, l *
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.watch(m)
 	m.Start(context.Background())
 	return m
 }

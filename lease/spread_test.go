@@ -103,6 +103,7 @@ func spreadRep(t *testing.T, name string, st store.Store, c *clock.Fake, l *log,
 		t.Fatal(err)
 	}
 	r.Manager = m
+	l.watch(m)
 	m.Start(context.Background())
 	t.Cleanup(func() { m.Stop(context.Background()) })
 	return r

@@ -101,10 +101,9 @@ func TestTwoReplicasBindAgentsPastTheServersDefaultConsumerLimit(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
 	c := newFleet(t, manyAgents, "10s")
-	// A longer lease than the tests' 3s: binding 600 agents' consumers
-	// under -race, while other tests load the machine, holds up the
-	// callbacks long enough for leases to move.
-	c.lease = "ttl: 15s, heartbeat: 1s"
+	// The tests' short lease timing (ttl 3s): 600 leases a replica are
+	// renewed well inside it, also under -race with other tests loading
+	// the machine, while the callbacks bind 600 agents' consumers.
 	c.start("r1")
 	c.start("r2")
 	// Each owns about half; the two share the same durable consumers, so

@@ -52,12 +52,24 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // BenchmarkNATSWakeLatency prints, in one run on loopback, the latency
 // from a publish on an agent's inbox subject to its model call starting,
 // next to a bare JetStream publish → pull-consumer callback on the same
-// server measured the same way (target: p50 ratio ≤ 3).
+// server measured the same way (goal: p50 ratio ≤ 1.5).
 func BenchmarkNATSWakeLatency(b *testing.B) {
 	const n = 300
 	for range b.N {
-		started := make(chan time.Time, 1)
-		w, nc := benchWorker(b, "", func(t time.Time) { started <- t })
+		// Every model call reports its start, the memory's folds between
+		// turns too (one every few turns once the history window is full):
+		// never blocking the model, and a turn's call is the first that
+		// starts after its publish.
+		started := make(chan time.Time, 64)
+		// Past its 20th turn the default turns_per_hour (360, a burst of
+		// 20) would space the turns 10s apart: the wake path is measured,
+		// not that limit.
+		w, nc := benchWorker(b, "    limits: {turns_per_hour: 100000000, turn_burst: 100000000}", func(t time.Time) {
+			select {
+			case started <- t:
+			default:
+			}
+		})
 		done := w.Events().Subscribe(16, func(e events.Event) bool { return e.Type == events.TurnCompleted })
 
 		// Bare JetStream on the same server.
@@ -85,6 +97,9 @@ func BenchmarkNATSWakeLatency(b *testing.B) {
 			}
 			_ = nc.Flush()
 			t1 := <-started
+			for t1.Before(t0) { // a fold's, from before this publish
+				t1 = <-started
+			}
 			<-done.C
 			t2 := time.Now()
 			if err := nc.Publish("bare.x", []byte(fmt.Sprintf("alert %d", i))); err != nil {
@@ -103,7 +118,7 @@ func BenchmarkNATSWakeLatency(b *testing.B) {
 		fmt.Fprintf(tw, "publish → agent's model call\t%v\t%v\t\n", percentile(agent, .5).Round(time.Microsecond), percentile(agent, .99).Round(time.Microsecond))
 		fmt.Fprintf(tw, "publish → bare JetStream consume\t%v\t%v\t\n", percentile(bare, .5).Round(time.Microsecond), percentile(bare, .99).Round(time.Microsecond))
 		ratio := float64(percentile(agent, .5)) / float64(percentile(bare, .5))
-		fmt.Fprintf(tw, "ratio (target p50 ≤ 3)\t%.2f\t%.2f\t\n", ratio, float64(percentile(agent, .99))/float64(percentile(bare, .99)))
+		fmt.Fprintf(tw, "ratio (goal p50 ≤ 1.5)\t%.2f\t%.2f\t\n", ratio, float64(percentile(agent, .99))/float64(percentile(bare, .99)))
 		tw.Flush()
 		b.ReportMetric(ratio, "p50-ratio")
 	}
@@ -112,7 +127,7 @@ func BenchmarkNATSWakeLatency(b *testing.B) {
 // BenchmarkNATSDeferredIngest prints the rate at which deferred messages
 // published on loopback reach the agent's inbox, next to the rate a bare
 // JetStream pull consumer on the same server receives the same load
-// (target: ≥ 50% of it). The two alternate for three rounds each and the
+// (goal: ≥ 80% of it). The two alternate for three rounds each and the
 // medians are compared, so one noisy moment of a shared machine does not
 // decide the ratio.
 func BenchmarkNATSDeferredIngest(b *testing.B) {
@@ -174,7 +189,7 @@ func BenchmarkNATSDeferredIngest(b *testing.B) {
 		fmt.Fprintf(tw, "deferred ingest, %d messages, median of %d\tmsgs/s\t\n", n, rounds)
 		fmt.Fprintf(tw, "publish → agent inbox\t%.0f\t\n", agentRate)
 		fmt.Fprintf(tw, "publish → bare JetStream consume\t%.0f\t\n", bareRate)
-		fmt.Fprintf(tw, "agent/bare (target ≥ 0.50)\t%.2f\t\n", agentRate/bareRate)
+		fmt.Fprintf(tw, "agent/bare (goal ≥ 0.80)\t%.2f\t\n", agentRate/bareRate)
 		tw.Flush()
 		b.ReportMetric(agentRate/bareRate, "rate-ratio")
 	}

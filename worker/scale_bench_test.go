@@ -191,10 +191,10 @@ type prodScale struct {
 	// agents, caches and buffers already warm).
 	steadyHeap     float64
 	steadyHeapMsgs int64
-	stop                     time.Duration
-	waiting                  int64 // waiting events: turns held because a dependency was reported down
-	waitingProbe             int64 // the same, by the end of the probe
-	late, lateOf             int   // agents given only the probe message: handled by the end of the run, of
+	stop           time.Duration
+	waiting        int64 // waiting events: turns held because a dependency was reported down
+	waitingProbe   int64 // the same, by the end of the probe
+	late, lateOf   int   // agents given only the probe message: handled by the end of the run, of
 }
 
 // scaleBare measures the idle anchor on its own in-process nats-server:

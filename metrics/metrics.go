@@ -85,6 +85,7 @@ type Metrics struct {
 	ownership       *prometheus.CounterVec
 	memory          memoryMetrics   // memory.go
 	binding         *bindingMetrics // binding.go
+	store           *storeMetrics   // store.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 }
@@ -228,6 +229,8 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.reg.MustRegister(m.memory.collectors()...)
 	m.binding = newBindingMetrics(src)
 	m.reg.MustRegister(m.binding.collectors()...)
+	m.store = newStoreMetrics()
+	m.reg.MustRegister(m.store.ops)
 	m.reg.MustRegister(newLedgerMetrics(src))
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),

@@ -107,4 +107,12 @@ func TestMetricsAfterAScriptedTurn(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	// The turn's store round trips are counted: restoring the agent read
+	// its state, recording the turn wrote it.
+	if got := value(t, f, "agent_worker_store_operations_total", map[string]string{"op": "get", "outcome": "refused"}); got < 1 {
+		t.Errorf("store gets that found nothing = %v, want some (the agent's first restore)", got)
+	}
+	if got := value(t, f, "agent_worker_store_operations_total", map[string]string{"op": "append", "outcome": "ok"}); got < 1 {
+		t.Errorf("store appends = %v, want some (the turn's history record)", got)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,6 +99,13 @@ import (
 //     turns (a turn drains every waiting message, so a burst turn handles
 //     many) and ÷ their messages. Anchor: the bare bursts' CPU time (until
 //     the last ack) ÷ messages.
+//   - store round trips per turn: agent_worker_store_operations_total
+//     over the one-message turns (until quiet) ÷ their turns, less what
+//     the store serves while every agent sleeps (lease renewals, health
+//     probes: the rate over the idle window). It counts background writes
+//     (the turn summary, the handled-id record) too, so it bounds the
+//     synchronous ones from above. Sub-row: without the idle rate taken
+//     off.
 //   - Not goals, printed because they bound the run: how often agents
 //     were told to wait because a dependency was reported down (whole
 //     run), and how long Worker.Stop takes.
@@ -175,7 +183,13 @@ type prodScale struct {
 	singleTime                 time.Duration
 	singleCPU                  time.Duration
 	singleHandled, singleTurns int64
-	singleHeap                 float64 // HeapAlloc after − before, bytes
+	// singleOps: store round trips over the one-message turns (and the
+	// quiet after them, singleOpsTime in all); idleOpsPerSec: the rate
+	// while every agent sleeps (lease renewals, health probes).
+	singleOps, idleOpsPerSec float64
+	singleOpsTime            time.Duration
+	singleOpsBy              []string // "op n" per turn
+	singleHeap               float64  // HeapAlloc after − before, bytes
 	// the burst, over its rounds
 	burstRates               []float64
 	burstFolds               []int64 // memory-compacted events per round
@@ -303,7 +317,9 @@ func scaleWorker(b *testing.B, n, burstAgents, m, single int, idle time.Duration
 	r.rssN = settledRSS()
 	r.rssPerAgent = float64(int64(r.rssN)-int64(r.rss1)) / float64(n-1)
 	r.goroutinesPer = float64(runtime.NumGoroutine()-r.goroutines1) / float64(n-1)
+	ops0, idle0 := storeOps(b, w), time.Now()
 	r.idleCPU = idleCPU(idle)
+	r.idleOpsPerSec = (storeOps(b, w) - ops0) / time.Since(idle0).Seconds()
 	l.mark("start, RSS, idle")
 
 	// Every agent handled and turns counted from here on, by agent index.
@@ -410,6 +426,8 @@ func scaleWorker(b *testing.B, n, burstAgents, m, single int, idle time.Duration
 	quiet()
 	h0, t0 := handledAll.Load(), turns.Load()
 	heap0 := heapAt()
+	ops0 = storeOps(b, w)
+	byOp0 := storeOpsByOp(b, w)
 	cpu0 := cpuTime()
 	start0 := time.Now()
 	publishBurst(b, nc, single, burstAgents, singleOf)
@@ -419,6 +437,13 @@ func scaleWorker(b *testing.B, n, burstAgents, m, single int, idle time.Duration
 	r.singleCPU = cpuTime() - cpu0
 	r.singleHandled = handledAll.Load() - h0
 	r.singleTurns = turns.Load() - t0
+	r.singleOps, r.singleOpsTime = storeOps(b, w)-ops0, time.Since(start0)
+	for op, v := range storeOpsByOp(b, w) {
+		if d := v - byOp0[op]; d > 0 {
+			r.singleOpsBy = append(r.singleOpsBy, fmt.Sprintf("%s %.1f", op, d/float64(max(r.singleTurns, 1))))
+		}
+	}
+	slices.Sort(r.singleOpsBy)
 	r.singleHeap = heapAt() - heap0
 	l.mark("one-message turns")
 
@@ -568,6 +593,11 @@ func printScale(n, burstAgents, m int, idle time.Duration, bare bareScale, p pro
 	one := per(p.singleCPU, p.singleTurns)
 	fmt.Fprintf(tw, "CPU per one-message turn, %d agents (%d msgs, %d turns, %v) vs bare per msg\t%v\t%v\t%s\t≤ 0.4 ms\t\n", burstAgents, p.singleHandled, p.singleTurns, p.singleTime.Round(time.Millisecond),
 		one.Round(time.Microsecond), bareMsg.Round(time.Microsecond), ratio(float64(one), float64(bareMsg)))
+	turns := float64(max(p.singleTurns, 1))
+	fmt.Fprintf(tw, "store round trips per one-message turn (less the idle rate, %.0f/s)\t%.1f\t\t\t≤ 2 synchronous\t\n", p.idleOpsPerSec,
+		(p.singleOps-p.idleOpsPerSec*p.singleOpsTime.Seconds())/turns)
+	fmt.Fprintf(tw, "- all the process's, sync and background (store_operations_total)\t%.1f\t\t\t\t\n", p.singleOps/turns)
+	fmt.Fprintf(tw, "- by op: %s\t\t\t\t\t\n", strings.Join(p.singleOpsBy, ", "))
 	perTurn := per(p.burstCPU, p.burstTurns)
 	fmt.Fprintf(tw, "- CPU per burst turn (%d turns, %.0f msgs each)\t%v\t%v\t%s\t\t\n", p.burstTurns, float64(p.burstHandled)/float64(max(p.burstTurns, 1)),
 		perTurn.Round(time.Microsecond), bareMsg.Round(time.Microsecond), ratio(float64(perTurn), float64(bareMsg)))
@@ -948,4 +978,35 @@ func (h *errorCounter) firstMsg() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.first
+}
+
+// storeOps is the worker's agent_worker_store_operations_total, all ops
+// and outcomes.
+func storeOps(b *testing.B, w *Worker) float64 {
+	return metricSums(b, w)["agent_worker_store_operations_total"]
+}
+
+// storeOpsByOp is agent_worker_store_operations_total by op.
+func storeOpsByOp(b *testing.B, w *Worker) map[string]float64 {
+	resp, err := http.Get("http://" + w.APIAddr() + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "agent_worker_store_operations_total{")
+		if !ok {
+			continue
+		}
+		_, op, _ := strings.Cut(line, `op="`)
+		op, _, _ = strings.Cut(op, `"`)
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			out[op] += v
+		}
+	}
+	return out
 }

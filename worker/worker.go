@@ -66,10 +66,12 @@ type Options struct {
 
 // Worker is a running agent-worker.
 type Worker struct {
-	cfg         *config.Config
-	log         *slog.Logger
-	conn        *natsbus.Conn
-	store       store.Store
+	cfg   *config.Config
+	log   *slog.Logger
+	conn  *natsbus.Conn
+	store store.Store // counted: storeOps
+	// storeOps counts the store's operations once the metrics exist.
+	storeOps    atomic.Pointer[metrics.Metrics]
 	bus         *events.Bus
 	driver      *driver.Driver
 	binding     *natsinbox.Binding
@@ -120,10 +122,17 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, err
 	}
-	w.store, err = openStore(ctx, cfg.Store, cfg.NATS.Replicas, w.conn, o.Log)
+	st, err := openStore(ctx, cfg.Store, cfg.NATS.Replicas, w.conn, o.Log)
 	if err != nil {
 		return nil, err
 	}
+	// Every round trip to the store is counted, once the metrics exist
+	// (agent_worker_store_operations_total).
+	w.store = store.Observed(st, func(op string, took time.Duration, err error) {
+		if m := w.storeOps.Load(); m != nil {
+			m.StoreOperation(op, took, store.Outcome(err))
+		}
+	})
 	w.health = newHealth(w.conn, w.store, o)
 	if w.conn.JS != nil {
 		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(), Replicas: cfg.NATS.Replicas,
@@ -192,6 +201,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	w.metrics = metrics.NewWith(infos, gauges{w},
 		metrics.Options{PerAgent: metrics.PerAgent(cfg.Metrics.PerAgent)})
+	w.storeOps.Store(w.metrics)
 	w.stopMetrics = w.metrics.Observe(w.bus)
 	w.health.OnChange(func(up bool) {
 		if up {

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store operations, as Observed names them.
+const (
+	OpGet    = "get"
+	OpPut    = "put"
+	OpCreate = "create"
+	OpUpdate = "update"
+	OpDelete = "delete"
+	OpAppend = "append"
+	OpTail   = "tail"
+)
+
+// Outcomes of a store operation, as Observed names them: ok, refused (the
+// store answered, and the answer was ErrNotFound, ErrExists or
+// ErrConflict: a normal answer to a conditional operation), error (the
+// store failed, or the caller gave up).
+const (
+	OutcomeOK      = "ok"
+	OutcomeRefused = "refused"
+	OutcomeError   = "error"
+)
+
+// Outcome names err as an outcome of a store operation.
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrExists), errors.Is(err, ErrConflict):
+		return OutcomeRefused
+	}
+	return OutcomeError
+}
+
+// Observed returns st with every operation told to observe once it
+// returned: its name (OpGet, ...), how long it took, and its error. It is
+// for counting round trips (agent_worker_store_operations_total); observe
+// must not block.
+func Observed(st Store, observe func(op string, took time.Duration, err error)) Store {
+	return &observed{st: st, observe: observe}
+}
+
+type observed struct {
+	st      Store
+	observe func(op string, took time.Duration, err error)
+}
+
+func (o *observed) done(op string, began time.Time, err error) {
+	o.observe(op, time.Since(began), err)
+}
+
+func (o *observed) Get(ctx context.Context, key string) (Entry, error) {
+	began := time.Now()
+	e, err := o.st.Get(ctx, key)
+	o.done(OpGet, began, err)
+	return e, err
+}
+
+func (o *observed) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	began := time.Now()
+	rev, err := o.st.Put(ctx, key, value)
+	o.done(OpPut, began, err)
+	return rev, err
+}
+
+func (o *observed) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+	began := time.Now()
+	rev, err := o.st.Create(ctx, key, value, ttl)
+	o.done(OpCreate, began, err)
+	return rev, err
+}
+
+func (o *observed) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	began := time.Now()
+	rev, err := o.st.Update(ctx, key, value, revision)
+	o.done(OpUpdate, began, err)
+	return rev, err
+}
+
+func (o *observed) Delete(ctx context.Context, key string) error {
+	began := time.Now()
+	err := o.st.Delete(ctx, key)
+	o.done(OpDelete, began, err)
+	return err
+}
+
+func (o *observed) Append(ctx context.Context, list string, value []byte, keep int) error {
+	began := time.Now()
+	err := o.st.Append(ctx, list, value, keep)
+	o.done(OpAppend, began, err)
+	return err
+}
+
+func (o *observed) Tail(ctx context.Context, list string, n int) ([][]byte, error) {
+	began := time.Now()
+	items, err := o.st.Tail(ctx, list, n)
+	o.done(OpTail, began, err)
+	return items, err
+}
+
+// Close closes the observed store; it is not an operation counted.
+func (o *observed) Close() error { return o.st.Close() }

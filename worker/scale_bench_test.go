@@ -104,8 +104,12 @@ import (
 //     the store serves while every agent sleeps (lease renewals, health
 //     probes: the rate over the idle window). It counts background writes
 //     (the turn summary, the handled-id record) too, so it bounds the
-//     synchronous ones from above. Sub-row: without the idle rate taken
-//     off.
+//     synchronous ones from above. Sub-rows: without the idle rate taken
+//     off, and by op.
+//   - Worker.Stop: AW_SCALE_STOPDUMP=DIR writes the goroutines 5s into it
+//     (DIR/stop-goroutines.txt). With the embedded server most of it is
+//     nats-server's own shutdown stopping the stream's 2N+1 consumers one
+//     after another, each waiting ~10ms for its state flusher.
 //   - Not goals, printed because they bound the run: how often agents
 //     were told to wait because a dependency was reported down (whole
 //     run), and how long Worker.Stop takes.
@@ -508,6 +512,16 @@ func scaleWorker(b *testing.B, n, burstAgents, m, single int, idle time.Duration
 	sub.Close()
 	nc.Close()
 	t2 := time.Now()
+	if dir := os.Getenv("AW_SCALE_STOPDUMP"); dir != "" {
+		// Where Worker.Stop spends its time: the goroutines 5s into it.
+		dump := time.AfterFunc(5*time.Second, func() {
+			if f, err := os.Create(filepath.Join(dir, "stop-goroutines.txt")); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+				f.Close()
+			}
+		})
+		defer dump.Stop()
+	}
 	w.Stop(ctx)
 	r.stop = time.Since(t2)
 	stopped = true

@@ -152,7 +152,7 @@ func (a *Agent) turn(t turnStart) {
 		// The turn's own context is cancelled by now; recording the turn
 		// must not be. The record names the messages, so a worker that
 		// dies before acking them knows them when they come again.
-		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(framed.RenderForRecord(), genai.RoleUser)}
+		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(framed.RecordOf(prompt), genai.RoleUser)}
 		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name, rec); cerr != nil {
 			err = fmt.Errorf("record turn: %w", cerr)
 		} else {

@@ -43,6 +43,18 @@ func (p Prompt) Render() string { return p.render(0) }
 // the turn. Ids, sources and times are kept whole.
 func (p Prompt) RenderForRecord() string { return p.render(RecordBodyBytes) }
 
+// RecordOf is RenderForRecord, given rendered, the prompt's Render: when
+// no message text is longer than RecordBodyBytes the two are the same
+// text, and a turn renders its prompt once.
+func (p Prompt) RecordOf(rendered string) string {
+	for _, m := range p.Batch.Messages {
+		if len(m.Text) > RecordBodyBytes {
+			return p.RenderForRecord()
+		}
+	}
+	return rendered
+}
+
 // render frames the prompt; clip > 0 cuts message texts to that many
 // bytes (at a rune boundary).
 func (p Prompt) render(clip int) string {

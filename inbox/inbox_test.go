@@ -217,3 +217,17 @@ func TestRenderForRecordClipsLongBodiesAndKeepsIDs(t *testing.T) {
 		t.Fatal("clipping split a rune")
 	}
 }
+
+// RecordOf gives RenderForRecord's text from Render's, rendering again
+// only when a message must be clipped.
+func TestRecordOfIsRenderForRecord(t *testing.T) {
+	t.Parallel()
+	exact := msg(strings.Repeat("a", RecordBodyBytes), Wake)
+	over := msg(strings.Repeat("b", RecordBodyBytes+1), Deferred)
+	for _, msgs := range [][]Message{nil, {msg("disk full", Wake), exact}, {exact, over}} {
+		p := Prompt{Wakes: []string{"inbox message"}, Batch: Batch{Messages: msgs}}
+		if got, want := p.RecordOf(p.Render()), p.RenderForRecord(); got != want {
+			t.Errorf("%d messages: RecordOf differs from RenderForRecord:\n%q\n%q", len(msgs), got, want)
+		}
+	}
+}

@@ -63,7 +63,7 @@ func newHTTPGet(env Env) (tool.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return functiontool.New(functiontool.Config{
+	return newTool(functiontool.Config{
 		Name: HTTPGet,
 		Description: "Read a web page or API over HTTP GET. Allowed URL prefixes: " + allow.String() +
 			". Redirects are followed only within these prefixes.",

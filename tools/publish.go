@@ -32,7 +32,7 @@ func newPublish(env Env) (tool.Tool, error) {
 	if allow == "" {
 		allow = "none"
 	}
-	return functiontool.New(functiontool.Config{
+	return newTool(functiontool.Config{
 		Name:        Publish,
 		Description: "Publish a message on a NATS subject for other systems or agents. Allowed subjects: " + allow + ".",
 	}, func(_ tool.Context, a PublishArgs) (PublishResult, error) {

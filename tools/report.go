@@ -20,7 +20,7 @@ type ReportResult struct {
 }
 
 func newReportDone(host Host) (tool.Tool, error) {
-	return functiontool.New(functiontool.Config{
+	return newTool(functiontool.Config{
 		Name:        ReportDone,
 		Description: "Record that you completed a task, with a short summary. Operators and pipelines see it as a report-done event.",
 	}, func(_ tool.Context, a ReportArgs) (ReportResult, error) {

@@ -29,7 +29,7 @@ type ScheduleResult struct {
 func newScheduleNextTurn(host Host, sleep Sleep) (tool.Tool, error) {
 	desc := "Ask to be woken for another turn later. Without it you sleep until a new message or schedule wakes you. " +
 		fmt.Sprintf("Requests are kept within %s.", bounds(sleep))
-	return functiontool.New(functiontool.Config{Name: ScheduleNextTurn, Description: desc},
+	return newTool(functiontool.Config{Name: ScheduleNextTurn, Description: desc},
 		func(_ tool.Context, a ScheduleArgs) (ScheduleResult, error) {
 			now := host.Now()
 			var want time.Time

@@ -49,7 +49,7 @@ func newSpawnSubagent(s Spawner) (tool.Tool, error) {
 	if s == nil {
 		return nil, errors.New("no subagent manager is available to this worker")
 	}
-	return functiontool.New(functiontool.Config{
+	return newTool(functiontool.Config{
 		Name: SpawnSubagent,
 		Description: "Start a background subagent on a self-contained task. It runs while you sleep; " +
 			"its result arrives later as a message in your inbox and wakes you. Do not wait for it in this turn.",
@@ -69,7 +69,7 @@ func newStopSubagent(s Spawner) (tool.Tool, error) {
 	if s == nil {
 		return nil, errors.New("no subagent manager is available to this worker")
 	}
-	return functiontool.New(functiontool.Config{
+	return newTool(functiontool.Config{
 		Name:        StopSubagent,
 		Description: "Stop a background subagent you started, by its id.",
 	}, func(_ tool.Context, a StopArgs) (StopResult, error) {

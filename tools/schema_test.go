@@ -14,7 +14,9 @@ import (
 // agents at once changes none (run with -race).
 func TestToolSchemasAreSharedAndUnchanged(t *testing.T) {
 	t.Parallel()
-	type declarer interface{ Declaration() *genai.FunctionDeclaration }
+	type declarer interface {
+		Declaration() *genai.FunctionDeclaration
+	}
 	const agents = 16
 	decls := make([][]*genai.FunctionDeclaration, agents)
 	var wg sync.WaitGroup

@@ -78,9 +78,12 @@ func TestOneOwnerAndTakeoverAfterTheHolderDies(t *testing.T) {
 	if !r2.Held("a") || !r2.Held("b") {
 		t.Fatalf("r2 did not take over within TTL + RenewEvery: %v", l.all())
 	}
-	want := []string{"r1+a", "r1+b", "r2+a", "r2+b"}
-	if got := l.all(); len(got) != 4 || got[0] != want[0] || got[2] != want[2] {
-		t.Fatalf("events %v, want %v", got, want)
+	// r1 gained both, then r2 both; a round works on agents in parallel,
+	// so the order within each pair is not fixed.
+	got := l.all()
+	if len(got) != 4 || !slices.Equal(slices.Sorted(slices.Values(got[:2])), []string{"r1+a", "r1+b"}) ||
+		!slices.Equal(slices.Sorted(slices.Values(got[2:])), []string{"r2+a", "r2+b"}) {
+		t.Fatalf("events %v, want r1+a and r1+b, then r2+a and r2+b", got)
 	}
 }
 

@@ -46,6 +46,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sort"
 	"sync"
@@ -99,9 +100,10 @@ type Options struct {
 	// Default TTL/3.
 	RenewEvery time.Duration
 	// OnAcquire and OnLose are told when this replica gains or loses an
-	// agent. They run one at a time, in order, on a goroutine of the
-	// Manager's (a renewal does not wait for them; Start returns once the
-	// first round's OnAcquires have run), and must not block for long.
+	// agent. One agent's run one at a time, in order; different agents'
+	// may run at once (up to callLanes), on goroutines of the Manager's (a
+	// renewal does not wait for them; Start returns once the first round's
+	// OnAcquires have run). They must not block for long.
 	// OnLose with HandedOver follows a successful OnDrain: nothing runs
 	// for the agent any more. A lost lease is fenced at once (Held is
 	// false) even while its OnLose waits behind others.
@@ -145,11 +147,13 @@ type Manager struct {
 	// (roundWorkers at a time in a round), so a round over many agents
 	// takes a few store round trips, not one per agent.
 	steps map[string]*sync.Mutex
-	// calls runs the callbacks (OnAcquire, OnLose, OnUndrain) one at a
-	// time, in the order the steps queued them, on a goroutine of its
-	// own: a step does not wait for them, so slow callbacks (binding
-	// consumers for hundreds of gained agents) never hold up renewals.
-	calls *callQueue
+	// calls run the callbacks (OnAcquire, OnLose, OnUndrain) in the
+	// order the steps queued them, one lane per agent (an agent always
+	// uses the same lane), each lane on a goroutine of its own: a step
+	// does not wait for them, so slow callbacks (binding consumers for
+	// thousands of gained agents) never hold up renewals, and
+	// callLanes agents' callbacks run at once.
+	calls []*callQueue
 
 	mu      sync.Mutex
 	held    map[string]hold
@@ -225,7 +229,7 @@ func New(agents []string, o Options) (*Manager, error) {
 		known[a] = true
 		steps[a] = &sync.Mutex{}
 	}
-	return &Manager{o: o, agents: as, known: known, steps: steps, calls: newCallQueue(), held: map[string]hold{}, handing: map[string]*handover{},
+	return &Manager{o: o, agents: as, known: known, steps: steps, calls: newCallLanes(), held: map[string]hold{}, handing: map[string]*handover{},
 		owners: map[string]string{}, expiry: map[string]clock.Timer{}, stuck: map[string]stuckOn{}}, nil
 }
 
@@ -242,7 +246,7 @@ func (m *Manager) Start(ctx context.Context) {
 	m.mu.Unlock()
 	m.armRenew(m.o.RenewEvery)
 	m.round(ctx, m.free, m.stepOne)
-	m.calls.now(func() {}) // the first round's OnAcquires have run
+	m.flushCalls() // the first round's OnAcquires have run
 	m.arm()
 }
 
@@ -381,6 +385,33 @@ func (m *Manager) round(ctx context.Context, pick func(agent string) bool, step 
 	wg.Wait()
 }
 
+// callLanes is how many agents' callbacks may run at once.
+const callLanes = 8
+
+func newCallLanes() []*callQueue {
+	lanes := make([]*callQueue, callLanes)
+	for i := range lanes {
+		lanes[i] = newCallQueue()
+	}
+	return lanes
+}
+
+// callsOf is the agent's lane: its callbacks run there, in order.
+func (m *Manager) callsOf(agent string) *callQueue {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(agent))
+	return m.calls[h.Sum32()%uint32(len(m.calls))]
+}
+
+// flushCalls returns once every callback queued so far has run.
+func (m *Manager) flushCalls() {
+	var wg sync.WaitGroup
+	for _, c := range m.calls {
+		wg.Go(func() { c.now(func() {}) })
+	}
+	wg.Wait()
+}
+
 // callQueue runs queued calls one at a time, in order, on one goroutine.
 type callQueue struct {
 	mu      sync.Mutex
@@ -484,13 +515,13 @@ func (m *Manager) stepLocked(ctx context.Context, agent string) {
 	if gained {
 		m.setOwner(agent, m.o.Holder)
 		if m.o.OnAcquire != nil {
-			m.calls.later(func() { m.o.OnAcquire(agent) })
+			m.callsOf(agent).later(func() { m.o.OnAcquire(agent) })
 		}
 	}
 	if lost {
 		m.setOwner(agent, "")
 		if m.o.OnLose != nil {
-			m.calls.later(func() { m.o.OnLose(agent, Lost) })
+			m.callsOf(agent).later(func() { m.o.OnLose(agent, Lost) })
 		}
 	}
 	if m.Held(agent) {
@@ -688,12 +719,12 @@ func (m *Manager) handOver(ctx context.Context, agent string, h *handover) {
 	if ctx.Err() != nil || m.o.Assign(agent).Owner != h.to {
 		m.o.Log.Info("handover called off; the agent stays", "agent", agent, "was_for", h.to)
 		if m.o.OnUndrain != nil {
-			m.calls.now(func() { m.o.OnUndrain(agent) })
+			m.callsOf(agent).now(func() { m.o.OnUndrain(agent) })
 		}
 		return
 	}
 	if m.o.OnLose != nil {
-		m.calls.now(func() { m.o.OnLose(agent, HandedOver) })
+		m.callsOf(agent).now(func() { m.o.OnLose(agent, HandedOver) })
 	}
 	m.drop(agent)
 	ectx, cancel := context.WithTimeout(context.Background(), m.o.RenewEvery)
@@ -867,7 +898,9 @@ func (m *Manager) Stop(ctx context.Context) {
 	for _, a := range m.agents {
 		m.release(ctx, a)
 	}
-	m.calls.stop()
+	for _, c := range m.calls {
+		c.stop()
+	}
 }
 
 // release lets a held agent go and expires its lease, for Stop.
@@ -883,7 +916,7 @@ func (m *Manager) release(ctx context.Context, a string) {
 		return
 	}
 	if m.o.OnLose != nil {
-		m.calls.now(func() { m.o.OnLose(a, Released) })
+		m.callsOf(a).now(func() { m.o.OnLose(a, Released) })
 	}
 	to := ""
 	if m.o.Assign != nil {

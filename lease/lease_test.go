@@ -31,7 +31,7 @@ func (l *log) all() []string {
 	ms := slices.Clone(l.ms)
 	l.mu.Unlock()
 	for _, m := range ms {
-		m.calls.now(func() {})
+		m.flushCalls()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // storeMetrics count the state store's operations (round trips).
 type storeMetrics struct {
@@ -21,6 +17,6 @@ func newStoreMetrics() *storeMetrics {
 
 // StoreOperation counts one store operation (store.Observed's observer):
 // op is its name, outcome store.Outcome of its error.
-func (m *Metrics) StoreOperation(op string, _ time.Duration, outcome string) {
+func (m *Metrics) StoreOperation(op, outcome string) {
 	m.store.ops.WithLabelValues(op, outcome).Inc()
 }

@@ -39,68 +39,56 @@ func Outcome(err error) string {
 }
 
 // Observed returns st with every operation told to observe once it
-// returned: its name (OpGet, ...), how long it took, and its error. It is
-// for counting round trips (agent_worker_store_operations_total); observe
-// must not block.
-func Observed(st Store, observe func(op string, took time.Duration, err error)) Store {
+// returned: its name (OpGet, ...) and its error. It is for counting round
+// trips (agent_worker_store_operations_total); observe must not block.
+func Observed(st Store, observe func(op string, err error)) Store {
 	return &observed{st: st, observe: observe}
 }
 
 type observed struct {
 	st      Store
-	observe func(op string, took time.Duration, err error)
-}
-
-func (o *observed) done(op string, began time.Time, err error) {
-	o.observe(op, time.Since(began), err)
+	observe func(op string, err error)
 }
 
 func (o *observed) Get(ctx context.Context, key string) (Entry, error) {
-	began := time.Now()
 	e, err := o.st.Get(ctx, key)
-	o.done(OpGet, began, err)
+	o.observe(OpGet, err)
 	return e, err
 }
 
 func (o *observed) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	began := time.Now()
 	rev, err := o.st.Put(ctx, key, value)
-	o.done(OpPut, began, err)
+	o.observe(OpPut, err)
 	return rev, err
 }
 
 func (o *observed) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
-	began := time.Now()
 	rev, err := o.st.Create(ctx, key, value, ttl)
-	o.done(OpCreate, began, err)
+	o.observe(OpCreate, err)
 	return rev, err
 }
 
 func (o *observed) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	began := time.Now()
 	rev, err := o.st.Update(ctx, key, value, revision)
-	o.done(OpUpdate, began, err)
+	o.observe(OpUpdate, err)
 	return rev, err
 }
 
 func (o *observed) Delete(ctx context.Context, key string) error {
-	began := time.Now()
 	err := o.st.Delete(ctx, key)
-	o.done(OpDelete, began, err)
+	o.observe(OpDelete, err)
 	return err
 }
 
 func (o *observed) Append(ctx context.Context, list string, value []byte, keep int) error {
-	began := time.Now()
 	err := o.st.Append(ctx, list, value, keep)
-	o.done(OpAppend, began, err)
+	o.observe(OpAppend, err)
 	return err
 }
 
 func (o *observed) Tail(ctx context.Context, list string, n int) ([][]byte, error) {
-	began := time.Now()
 	items, err := o.st.Tail(ctx, list, n)
-	o.done(OpTail, began, err)
+	o.observe(OpTail, err)
 	return items, err
 }
 

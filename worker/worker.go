@@ -128,9 +128,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	// Every round trip to the store is counted, once the metrics exist
 	// (agent_worker_store_operations_total).
-	w.store = store.Observed(st, func(op string, took time.Duration, err error) {
+	w.store = store.Observed(st, func(op string, err error) {
 		if m := w.storeOps.Load(); m != nil {
-			m.StoreOperation(op, took, store.Outcome(err))
+			m.StoreOperation(op, store.Outcome(err))
 		}
 	})
 	w.health = newHealth(w.conn, w.store, o)

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,25 +128,7 @@ func TestTwoReplicasBindAgentsPastTheServersDefaultConsumerLimit(t *testing.T) {
 // lostLeases sums agent_worker_ownership_changes_total{reason="lost"}.
 func lostLeases(t *testing.T, w *Worker) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + w.APIAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var lost float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "agent_worker_ownership_changes_total{") && strings.Contains(line, `reason="lost"`) {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			lost += v
-		}
-	}
-	return lost
+	return metricLabelSums(t, w, "agent_worker_ownership_changes_total", "reason")["lost"]
 }
 
 // A consumer limit full of others' consumers: the agent that cannot bind

@@ -1002,25 +1002,5 @@ func storeOps(b *testing.B, w *Worker) float64 {
 
 // storeOpsByOp is agent_worker_store_operations_total by op.
 func storeOpsByOp(b *testing.B, w *Worker) map[string]float64 {
-	resp, err := http.Get("http://" + w.APIAddr() + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "agent_worker_store_operations_total{")
-		if !ok {
-			continue
-		}
-		_, op, _ := strings.Cut(line, `op="`)
-		op, _, _ = strings.Cut(op, `"`)
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			out[op] += v
-		}
-	}
-	return out
+	return metricLabelSums(b, w, "agent_worker_store_operations_total", "op")
 }

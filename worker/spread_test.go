@@ -317,8 +317,9 @@ func (c *fleet) load(gap time.Duration, stop <-chan struct{}) <-chan struct{} {
 	return done
 }
 
-// metricSums scrapes a replica's /metrics and sums each family's samples.
-func metricSums(tb testing.TB, w *Worker) map[string]float64 {
+// metricSeries scrapes a replica's /metrics: each sample's value by its
+// series, `name{labels}` (or `name` without labels).
+func metricSeries(tb testing.TB, w *Worker) map[string]float64 {
 	tb.Helper()
 	resp, err := http.Get("http://" + w.APIAddr() + "/metrics")
 	if err != nil {
@@ -333,15 +334,42 @@ func metricSums(tb testing.TB, w *Worker) map[string]float64 {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, rest, _ := strings.Cut(line, " ")
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			name = line[:i]
-			rest = line[strings.LastIndexByte(line, '}')+2:]
+		series, rest, _ := strings.Cut(line, " ")
+		if i := strings.LastIndexByte(line, '}'); i >= 0 {
+			series, rest = line[:i+1], line[i+2:]
 		}
 		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
 		if err == nil {
-			out[name] += v
+			out[series] += v
 		}
+	}
+	return out
+}
+
+// metricSums scrapes a replica's /metrics and sums each family's samples.
+func metricSums(tb testing.TB, w *Worker) map[string]float64 {
+	tb.Helper()
+	out := map[string]float64{}
+	for series, v := range metricSeries(tb, w) {
+		name, _, _ := strings.Cut(series, "{")
+		out[name] += v
+	}
+	return out
+}
+
+// metricLabelSums scrapes a replica's /metrics and sums family name's
+// samples by the value of their label.
+func metricLabelSums(tb testing.TB, w *Worker, name, label string) map[string]float64 {
+	tb.Helper()
+	out := map[string]float64{}
+	for series, v := range metricSeries(tb, w) {
+		labels, ok := strings.CutPrefix(series, name+"{")
+		if !ok {
+			continue
+		}
+		_, value, _ := strings.Cut(labels, label+`="`)
+		value, _, _ = strings.Cut(value, `"`)
+		out[value] += v
 	}
 	return out
 }

@@ -172,6 +172,7 @@ func TestSubagentCapIsToldToTheModel(t *testing.T) {
 
 type quietHost struct{}
 
+func (quietHost) ActionID(string) string            { return "" }
 func (quietHost) Now() time.Time                    { return time.Now() }
 func (quietHost) RequestWake(time.Time, string)     {}
 func (quietHost) ReportDone(string, map[string]any) {}

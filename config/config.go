@@ -540,6 +540,12 @@ type Turn struct {
 	// first, deferred fill what is left). One message is always taken,
 	// whatever its size. Default 262144 (256 KiB).
 	MaxInputBytes int `yaml:"max_input_bytes"`
+	// ResumeWithin: a turn cut short (the worker killed, its lease lost,
+	// a dependency down) is resumed from its journal by the agent's next
+	// turn — recorded model responses and tool results replayed, not
+	// redone — unless the journal is older than this; then it is
+	// abandoned and its messages run in an ordinary turn. Default 1h.
+	ResumeWithin Duration `yaml:"resume_within"`
 }
 
 // TurnRetry is the backoff between a failed turn and its retry: the n-th

@@ -87,6 +87,7 @@ func applyDefaults(c *Config) {
 		setDuration(&a.Turn.Retry.Base, 2*time.Second)
 		setDuration(&a.Turn.Retry.Max, 5*time.Minute)
 		setInt(&a.Turn.MaxInputBytes, 256<<10)
+		setDuration(&a.Turn.ResumeWithin, time.Hour)
 		for j := range a.Subscribe {
 			setString(&a.Subscribe[j].Mode, "inbox")
 		}

@@ -261,7 +261,7 @@ agents:
 	assertErrors(t, errs, []string{
 		`config.yaml:7: agents[0].sleep: << wants a mapping or a list of mappings, got "5s"`,
 		`config.yaml:9: agents[0].turn: << wants a mapping or a list of mappings, got "oops"`,
-		`config.yaml:10: agents[0].turn: unknown key "bogus" (known keys: timeout, max_per_wake, coalesce, history_turns, retry, max_input_bytes)`,
+		`config.yaml:10: agents[0].turn: unknown key "bogus" (known keys: timeout, max_per_wake, coalesce, history_turns, retry, max_input_bytes, resume_within)`,
 	})
 }
 

@@ -417,6 +417,7 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	if a.Turn.MaxInputBytes < 0 {
 		v.at(p.key("turn", "max_input_bytes"), "must not be negative; got %d", a.Turn.MaxInputBytes)
 	}
+	v.duration(p.key("turn", "resume_within"), a.Turn.ResumeWithin)
 	v.duration(p.key("turn", "retry", "base"), a.Turn.Retry.Base)
 	v.duration(p.key("turn", "retry", "max"), a.Turn.Retry.Max)
 	if a.Turn.Retry.Base > a.Turn.Retry.Max {

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
@@ -103,6 +104,9 @@ type Agent struct {
 	// it again. owner: the lease holder as last told (SetOwner).
 	releasing bool
 	owner     string
+
+	// jr keeps the turn journal (journal.go); nil without a store.
+	jr *journaler
 }
 
 type wakeRequest struct {
@@ -113,6 +117,12 @@ type wakeRequest struct {
 func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 	if s.MaxTurnsPerWake <= 0 {
 		s.MaxTurnsPerWake = 10
+	}
+	if s.ResumeWithin <= 0 {
+		s.ResumeWithin = DefaultResumeWithin
+	}
+	if s.ResumeWait <= 0 {
+		s.ResumeWait = DefaultResumeWait
 	}
 	a := &Agent{
 		spec:    s,
@@ -160,6 +170,13 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		if p := g.Plugin(s.Name); p != nil {
 			plugins = append(plugins, p)
 		}
+	}
+	if a.store != nil {
+		// Last: a response is recorded after the guards charged it, and a
+		// replayed one skips their after-model callbacks (not charged
+		// again).
+		a.jr = newJournaler(a)
+		plugins = append(plugins, a.jr.plugin())
 	}
 	a.runner, err = runner.New(runner.Config{
 		AppName:           AppName,
@@ -629,6 +646,9 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 			return turnStart{}, false
 		}
 	}
+	if a.jr != nil && !a.jr.admitLocked(now) {
+		return turnStart{}, false // an unfinished turn's messages are coming back
+	}
 	if ok, next := a.turnsLimit.take(now); !ok {
 		a.throttleLocked(now, next, "turns_per_hour",
 			fmt.Sprintf("the worker allows you %d turns an hour, so this turn waited until %s", a.spec.TurnsPerHour, next.UTC().Format(time.RFC3339)), a.spec.TurnsPerHour)
@@ -655,7 +675,14 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	a.requested = nil
 	a.retryAt, a.retryOutage = time.Time{}, false
 	a.consecutive++
-	a.turns++
+	if a.jr != nil {
+		t.resume = a.jr.take()
+	}
+	if t.resume != nil && t.resume.Turn > a.turns {
+		a.turns = t.resume.Turn // resumed after a restart: the same turn
+	} else {
+		a.turns++
+	}
 	t.n = a.turns
 	return t, true
 }
@@ -682,6 +709,24 @@ func (h host) RequestWake(at time.Time, reason string) {
 	h.a.mu.Lock()
 	h.a.requested = &wakeRequest{at: at, reason: reason}
 	h.a.mu.Unlock()
+}
+
+// ActionID names the running turn's tool call call: the same when the
+// turn is resumed from its journal (journal.ActionID).
+func (h host) ActionID(call string) string {
+	a := h.a
+	turn, ok := uint64(0), false
+	if a.jr != nil {
+		turn, ok = a.jr.turn()
+	}
+	if !ok {
+		a.mu.Lock()
+		if a.current != nil {
+			turn = a.current.n
+		}
+		a.mu.Unlock()
+	}
+	return journal.ActionID(a.spec.Name, turn, call)
 }
 
 func (h host) ReportDone(summary string, details map[string]any) {

@@ -178,6 +178,7 @@ func (br *bareRunner) turn(tb testing.TB, i int) {
 
 type nopHost struct{}
 
+func (nopHost) ActionID(string) string            { return "" }
 func (nopHost) Now() time.Time                    { return epoch }
 func (nopHost) RequestWake(time.Time, string)     {}
 func (nopHost) ReportDone(string, map[string]any) {}

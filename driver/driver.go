@@ -87,6 +87,14 @@ type Spec struct {
 	// Memory folds turns that leave the window into a running memory
 	// (memory.go). Zero: off.
 	Memory MemorySpec
+	// ResumeWithin: an unfinished turn journal older than this is
+	// abandoned instead of resumed (journal.go). Default
+	// DefaultResumeWithin.
+	ResumeWithin time.Duration
+	// ResumeWait bounds how long, from the agent's start, a resume waits
+	// for the journal's messages to be redelivered (default
+	// DefaultResumeWait; the worker sets twice the ack wait, plus 10s).
+	ResumeWait time.Duration
 }
 
 // Health says whether the dependencies a turn needs (the store, NATS) are

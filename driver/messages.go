@@ -214,7 +214,7 @@ func summary(sum TurnSummary, batch []inbox.Message) turnlog.Turn {
 	t := turnlog.Turn{
 		N: sum.N, Started: sum.Started, DurationSeconds: sum.Duration.Seconds(), Outcome: sum.Outcome, Error: sum.Error,
 		Wakes: append([]string(nil), sum.Wakes...), MessageCount: len(batch), ToolCalls: slices.Clone(sum.tools.calls), ToolCallCount: sum.ToolCalls,
-		ModelCalls: sum.ModelCalls, TokensIn: sum.TokensIn, TokensOut: sum.TokensOut, CostUSD: sum.CostUSD, Text: sum.Text,
+		ModelCalls: sum.ModelCalls, TokensIn: sum.TokensIn, TokensOut: sum.TokensOut, CostUSD: sum.CostUSD, Text: sum.Text, Replayed: sum.Replayed,
 	}
 	for _, m := range batch[:min(len(batch), turnlog.MaxMessages)] {
 		t.Messages = append(t.Messages, turnlog.Message{ID: m.ID, Source: m.Source, Kind: string(m.Kind)})

@@ -91,6 +91,11 @@ func (a *Agent) restore(ctx context.Context) error {
 	if err := a.restoreTurns(ctx); err != nil {
 		return err
 	}
+	if a.jr != nil {
+		if err := a.jr.restore(ctx); err != nil {
+			return err
+		}
+	}
 	if err := a.restoreMemory(ctx); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
 )
 
@@ -53,6 +54,9 @@ type TurnSummary struct {
 	// CostUSD is what the turn's model calls cost, as the guard priced
 	// them (0 unpriced, or without a guard that prices).
 	CostUSD float64 `json:"cost_usd"`
+	// Replayed counts the steps (model responses, tool results) the turn
+	// took from an unfinished turn's journal instead of redoing them.
+	Replayed int `json:"replayed,omitempty"`
 	// tools are the turn's tool calls, for its turnlog summary.
 	tools toolCalls
 }
@@ -74,6 +78,8 @@ type turnStart struct {
 	cancel context.CancelCauseFunc
 	causes []Cause
 	notes  []string
+	// resume is the unfinished turn journal this turn resumes, or nil.
+	resume *journal.Journal
 }
 
 // turn runs one admitted turn and decides the next wake.
@@ -82,12 +88,27 @@ func (a *Agent) turn(t turnStart) {
 	// Taking the batch and naming it the running turn's are one step, so
 	// a lookup (Message) finds every message in the inbox or the turn.
 	a.mu.Lock()
-	batch := a.inbox.Take(a.spec.MaxInputBytes)
+	var batch inbox.Batch
+	if t.resume != nil {
+		batch = a.inbox.TakeIDs(t.resume.Messages)
+	} else {
+		batch = a.inbox.Take(a.spec.MaxInputBytes)
+	}
 	a.current = &runningTurn{n: t.n, msgs: batch.Messages}
 	a.mu.Unlock()
 	wakes, instructions := coalesce(t.causes)
 	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch}
-	prompt := framed.Render()
+	var prompt, record string
+	if t.resume != nil {
+		prompt, record = t.resume.Prompt, t.resume.Prompt
+		a.keepForNext(t)
+	} else {
+		prompt = framed.Render()
+		record = framed.RecordOf(prompt)
+	}
+	if a.jr != nil {
+		a.jr.begin(t.n, start, batch, prompt, t.resume)
+	}
 	sum := TurnSummary{N: t.n, Started: start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(prompt)}
 	ids := make([]string, 0, len(batch.Messages))
 	for _, m := range batch.Messages {
@@ -106,6 +127,10 @@ func (a *Agent) turn(t turnStart) {
 		started["cause_at"] = at
 	}
 	a.emit(events.TurnStarted, started)
+	if r := t.resume; r != nil {
+		a.log.Info("turn resumes an unfinished turn", "turn", t.n, "journal_turn", r.Turn, "steps", len(r.Steps), "resumes", r.Resumes)
+		a.emit(events.TurnResumed, map[string]any{"turn": t.n, "journal_turn": r.Turn, "steps": len(r.Steps), "resumes": r.Resumes})
+	}
 
 	var timer interface{ Stop() bool }
 	if a.spec.TurnTimeout > 0 {
@@ -152,7 +177,7 @@ func (a *Agent) turn(t turnStart) {
 		// The turn's own context is cancelled by now; recording the turn
 		// must not be. The record names the messages, so a worker that
 		// dies before acking them knows them when they come again.
-		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(framed.RecordOf(prompt), genai.RoleUser)}
+		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(record, genai.RoleUser)}
 		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name, rec); cerr != nil {
 			err = fmt.Errorf("record turn: %w", cerr)
 		} else {
@@ -166,6 +191,9 @@ func (a *Agent) turn(t turnStart) {
 		err = fmt.Errorf("%w (%w)", ErrLeaseLost, err)
 	}
 	sum.Outcome = outcome(err)
+	if a.jr != nil {
+		sum.Replayed = a.jr.end(sum.Outcome, errors.Is(err, ErrLeaseLost))
+	}
 	var done func() // announces the outcome once the next wake is set
 	if err != nil {
 		sum.Error = err.Error()
@@ -204,6 +232,28 @@ func (a *Agent) turn(t turnStart) {
 		a.records.Record(a.spec.Name, summary(sum, batch.Messages), a.owns)
 	}
 	a.finish(sum, done)
+}
+
+// keepForNext hands a resuming turn's new causes and notes back for the
+// turn after it: the resumed turn runs its recorded prompt, which has
+// none of what arrived since its journal began.
+func (a *Agent) keepForNext(t turnStart) {
+	var fresh []Cause
+	for _, c := range t.causes {
+		if !c.Source.message() && c.Source != SourceRetry && c.At.After(t.resume.Started) {
+			fresh = append(fresh, c)
+		}
+	}
+	if len(fresh) == 0 && len(t.notes) == 0 {
+		return
+	}
+	a.mu.Lock()
+	if len(a.causes) == 0 && len(fresh) > 0 {
+		a.firstWake = a.clock.Now()
+	}
+	a.causes = append(fresh, a.causes...)
+	a.notes = append(t.notes, a.notes...)
+	a.mu.Unlock()
 }
 
 // execute runs the ADK runner for one prompt and fills in the summary.

@@ -18,20 +18,31 @@ import (
 
 // Event types published by the worker.
 const (
-	TurnStarted    = "turn-started"
-	TurnCompleted  = "turn-completed"
-	TurnFailed     = "turn-failed"
-	MessageQueued  = "message-queued"
-	MessageDropped = "message-dropped"
-	Wake           = "wake"
-	Paused         = "paused"
-	Resumed        = "resumed"
-	Interrupted    = "interrupted"
-	Halted         = "halted"
-	ReportDone     = "report-done"
-	WakeScheduled  = "wake-scheduled"
-	Throttled      = "throttled"
-	Stopping       = "stopping"
+	TurnStarted   = "turn-started"
+	TurnCompleted = "turn-completed"
+	TurnFailed    = "turn-failed"
+	// TurnResumed: a turn resumed an earlier turn's journal (package
+	// journal) instead of starting over. Data: turn, journal_turn (the
+	// turn that began the journal: its side effects' ids), steps (model
+	// responses and tool results recorded, replayed as the turn reaches
+	// them), resumes.
+	TurnResumed = "turn-resumed"
+	// JournalAbandoned: an unfinished turn journal was given up; its
+	// messages run in an ordinary turn. Data: journal_turn, steps, reason
+	// (interrupted, halted, timeout, capped, expired, inputs_missing,
+	// too_large).
+	JournalAbandoned = "journal-abandoned"
+	MessageQueued    = "message-queued"
+	MessageDropped   = "message-dropped"
+	Wake             = "wake"
+	Paused           = "paused"
+	Resumed          = "resumed"
+	Interrupted      = "interrupted"
+	Halted           = "halted"
+	ReportDone       = "report-done"
+	WakeScheduled    = "wake-scheduled"
+	Throttled        = "throttled"
+	Stopping         = "stopping"
 	// Ownership: this replica gained or lost an agent's lease. Data: owned.
 	Ownership = "ownership"
 	// MessageRejected: input refused (bad body, unknown agent) and sent

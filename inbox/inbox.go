@@ -284,3 +284,31 @@ func (q *Inbox) Len() (wake, deferred int) {
 
 // Cap returns the inbox's capacity.
 func (q *Inbox) Cap() int { return q.cap }
+
+// TakeIDs takes the waiting messages whose ids are in ids (a resumed
+// turn's), in queue order; the others stay, and so does the count of
+// messages dropped, for the next turn.
+func (q *Inbox) TakeIDs(ids []string) Batch {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	return Batch{Messages: q.Remove(func(m Message) bool { return m.ID != "" && want[m.ID] })}
+}
+
+// Missing returns those of ids no waiting message has.
+func (q *Inbox) Missing(ids []string) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	have := make(map[string]bool, len(q.queue))
+	for _, m := range q.queue {
+		have[m.ID] = true
+	}
+	var out []string
+	for _, id := range ids {
+		if !have[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}

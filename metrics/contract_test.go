@@ -69,6 +69,12 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 		add("oncall", events.RetryScheduled, map[string]any{"reason": r})
 		want[`agent_worker_turn_retries_total{agent="oncall",reason="`+r+`"}`] = 1
 	}
+	add("oncall", events.TurnResumed, map[string]any{"steps": 2})
+	want[`agent_worker_turns_resumed_total{agent="oncall"}`] = 1
+	for _, r := range []string{"interrupted", "halted", "timeout", "capped", "expired", "inputs_missing", "too_large"} {
+		add("oncall", events.JournalAbandoned, map[string]any{"reason": r})
+		want[`agent_worker_turn_journals_abandoned_total{agent="oncall",reason="`+r+`"}`] = 1
+	}
 	for _, r := range []string{"max_per_wake", "turns_per_hour"} {
 		add("oncall", events.Throttled, map[string]any{"reason": r})
 		want[`agent_worker_turns_throttled_total{agent="oncall",reason="`+r+`"}`] = 1

@@ -11,6 +11,8 @@ var (
 	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup", "retry", "alertmanager"}
 	// The reasons of the driver's retry-scheduled event.
 	retryReasons = []string{"failure", "outage"}
+	// The reasons of the driver's journal-abandoned event.
+	journalReasons = []string{"interrupted", "halted", "timeout", "capped", "expired", "inputs_missing", "too_large"}
 	// The reasons of the driver's throttled event.
 	throttleReasons = []string{"max_per_wake", "turns_per_hour"}
 	// inbox.Wake and inbox.Deferred.

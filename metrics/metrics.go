@@ -65,6 +65,8 @@ type Metrics struct {
 	redelivered    *prometheus.CounterVec
 	rejected       *prometheus.CounterVec
 	retries        *prometheus.CounterVec
+	resumed        *prometheus.CounterVec
+	abandoned      *prometheus.CounterVec
 	throttled      *prometheus.CounterVec
 	wakesDropped   *prometheus.CounterVec
 	modelRequests  *prometheus.CounterVec
@@ -172,6 +174,12 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.retries = counter("turn_retries_total",
 		"Failed turns retried by themselves after a backoff, by reason: failure (the turn failed; counts against its messages) or outage (the store, NATS or the model provider was down; counts against nothing).",
 		"agent", "reason")
+	m.resumed = counter("turns_resumed_total",
+		"Turns that resumed an unfinished turn from its journal (a crash, a lost lease, an outage, a failure cut it short): recorded model responses and tool results replayed instead of asked or run again.",
+		"agent")
+	m.abandoned = counter("turn_journals_abandoned_total",
+		"Unfinished turn journals given up, by reason: interrupted, halted, timeout, capped (the turn was ended on purpose), expired (older than turn.resume_within), inputs_missing (its messages did not come back in time), too_large (above 256 KiB; journaling stopped for that turn). Their messages run in an ordinary turn.",
+		"agent", "reason")
 	m.throttled = counter("turns_throttled_total",
 		"Turns held back by a turn limit, by reason: max_per_wake (back-to-back turns) or turns_per_hour.",
 		"agent", "reason")
@@ -236,7 +244,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.redelivered, m.rejected,
-		m.retries, m.throttled, m.wakesDropped,
+		m.retries, m.resumed, m.abandoned, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.modelFallbacks, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
 		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
@@ -281,6 +289,10 @@ func (m *Metrics) precreate() {
 		}
 		for _, r := range retryReasons {
 			m.retries.WithLabelValues(name, r)
+		}
+		m.resumed.WithLabelValues(name)
+		for _, r := range journalReasons {
+			m.abandoned.WithLabelValues(name, r)
 		}
 		for _, r := range throttleReasons {
 			m.throttled.WithLabelValues(name, r)

@@ -47,7 +47,14 @@ func ForwardEvents(nc *nats.Conn, subjects Subjects, bus *events.Bus, log *slog.
 type Publisher struct{ NC *nats.Conn }
 
 // Publish sends data to subject (core NATS; a stream that captures the
-// subject stores it).
-func (p Publisher) Publish(subject string, data []byte) error {
-	return p.NC.Publish(subject, data)
+// subject stores it), with id as its Nats-Msg-Id when not empty: a stream
+// drops a second message with the same id within its duplicate window
+// (2 minutes by default), and core subscribers see the header.
+func (p Publisher) Publish(subject string, data []byte, id string) error {
+	m := nats.NewMsg(subject)
+	m.Data = data
+	if id != "" {
+		m.Header.Set(nats.MsgIdHdr, id)
+	}
+	return p.NC.PublishMsg(m)
 }

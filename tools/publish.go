@@ -35,7 +35,7 @@ func newPublish(env Env) (tool.Tool, error) {
 	return newTool(functiontool.Config{
 		Name:        Publish,
 		Description: "Publish a message on a NATS subject for other systems or agents. Allowed subjects: " + allow + ".",
-	}, func(_ tool.Context, a PublishArgs) (PublishResult, error) {
+	}, func(ctx tool.Context, a PublishArgs) (PublishResult, error) {
 		if !subject.Valid(a.Subject) {
 			return PublishResult{}, fmt.Errorf("%q is not a subject you can publish to (dot-separated tokens, no wildcards)", a.Subject)
 		}
@@ -46,7 +46,13 @@ func newPublish(env Env) (tool.Tool, error) {
 			return PublishResult{}, errors.New("text is required")
 		}
 		data, _ := json.Marshal(map[string]string{"text": a.Text, "from": env.Agent})
-		if err := env.Publisher.Publish(a.Subject, data); err != nil {
+		// The action id makes a publish repeated by a resumed turn (its
+		// first result was not recorded) a duplicate, not a second report.
+		id := ""
+		if env.Host != nil {
+			id = env.Host.ActionID(ctx.FunctionCallID())
+		}
+		if err := env.Publisher.Publish(a.Subject, data, id); err != nil {
 			return PublishResult{}, fmt.Errorf("publish to %q failed: %w", a.Subject, err)
 		}
 		return PublishResult{Published: true, Subject: a.Subject}, nil

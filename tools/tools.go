@@ -28,6 +28,10 @@ type Host interface {
 	RequestWake(at time.Time, reason string)
 	// ReportDone records a completed task and emits an event.
 	ReportDone(summary string, details map[string]any)
+	// ActionID names the running turn's tool call with function call id
+	// call, the same when the turn is resumed from its journal (package
+	// journal): a side effect carries it so a repeat is recognisable.
+	ActionID(call string) string
 }
 
 // Sleep bounds a model-requested wake.
@@ -35,9 +39,11 @@ type Sleep struct {
 	Min, Max time.Duration
 }
 
-// Publisher sends a message on a NATS subject.
+// Publisher sends a message on a NATS subject. id, when not empty, is
+// the message's idempotency key (Nats-Msg-Id): a stream that captures the
+// subject stores one message per id within its duplicate window.
 type Publisher interface {
-	Publish(subject string, data []byte) error
+	Publish(subject string, data []byte, id string) error
 }
 
 // Env is what one agent's tools may act on: nothing beyond it.

@@ -76,6 +76,10 @@ type Turn struct {
 	CostUSD float64 `json:"cost_usd"`
 	// Text is what the model said in the turn, cut to MaxText runes.
 	Text string `json:"text,omitempty"`
+	// Replayed counts the steps the turn took from an unfinished turn's
+	// journal (model responses not asked again, tool results not run
+	// again): it resumed that turn.
+	Replayed int `json:"replayed,omitempty"`
 }
 
 // Message is one message a turn drained.

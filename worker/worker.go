@@ -687,10 +687,13 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			HistoryTurns:        a.Turn.HistoryTurns,
 			Retry:               driver.Backoff{Base: a.Turn.Retry.Base.D(), Max: a.Turn.Retry.Max.D()},
 			MaxInputBytes:       a.Turn.MaxInputBytes,
-			TurnsPerHour:        a.Limits.TurnsPerHour,
-			TurnBurst:           a.Limits.TurnBurst,
-			Schedules:           schedules(a.Schedules),
-			Memory:              mem,
+			ResumeWithin:        a.Turn.ResumeWithin.D(),
+			// The journal's messages come back when their ack wait ends.
+			ResumeWait:   2*cfg.NATS.AckWait.D() + 10*time.Second,
+			TurnsPerHour: a.Limits.TurnsPerHour,
+			TurnBurst:    a.Limits.TurnBurst,
+			Schedules:    schedules(a.Schedules),
+			Memory:       mem,
 		})
 	}
 	return specs, nil
@@ -872,6 +875,10 @@ type subagentHost struct {
 func (h subagentHost) Now() time.Time { return h.clock.Now() }
 
 func (h subagentHost) RequestWake(time.Time, string) {}
+
+// ActionID is "": a subagent's run has no journal and is never resumed, so
+// its publishes carry no idempotency key.
+func (h subagentHost) ActionID(string) string { return "" }
 
 func (h subagentHost) ReportDone(summary string, details map[string]any) {
 	h.bus.Publish(events.Event{Time: h.clock.Now(), Agent: h.agent, Type: events.ReportDone,

@@ -1,0 +1,193 @@
+package driver
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/journal"
+	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/store/memory"
+)
+
+// publishLog is a tools.Publisher that remembers what was published and
+// with which action id.
+type publishLog struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (p *publishLog) Publish(subject string, data []byte, id string) error {
+	p.mu.Lock()
+	p.ids = append(p.ids, id)
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *publishLog) published() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.ids...)
+}
+
+func publishing(st store.Store, pub *publishLog) func(*Deps) {
+	return func(d *Deps) { d.Store, d.Publisher = st, pub }
+}
+
+func withPublish(s *Spec) {
+	s.Tools = append(s.Tools, "publish")
+	s.Publish = []string{"ops.>"}
+}
+
+// A worker dies in the second model call of a turn whose first step
+// published a report. The next process resumes the turn: the first model
+// response and the publish come from the journal (one publish in all, one
+// first-step model request in all), the model is asked only for the step
+// that has no record — with the recorded call and result in its request —
+// and the message is handled once, by a turn that says it resumed.
+func TestTurnResumesFromItsJournalAfterACrash(t *testing.T) {
+	st, pub := memory.New(nil), &publishLog{}
+	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full on db-1"})
+	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
+	first.holdCalls()
+	rc := &countingReceipt{}
+	first.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: rc})
+	first.waitCall()
+	first.step() // the first response (publish) goes on; the second call is held
+	first.waitCall()
+	if got := pub.published(); len(got) != 1 {
+		t.Fatalf("published %v before the crash, want one report", got)
+	}
+	// The crash: the process stops inside the second model call.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	first.d.Shutdown(ctx)
+	if rc.handled.Load() != 0 {
+		t.Fatal("the message was acked by a turn that did not finish")
+	}
+	jr, err := journal.Load(t.Context(), st, "tester")
+	if err != nil || jr == nil || jr.ModelSteps() != 1 || len(jr.Steps) != 2 {
+		t.Fatalf("journal after the crash: %+v, %v", jr, err)
+	}
+
+	second := newHarnessWith(t, []config.ScriptStep{text("filed")}, publishing(st, pub), withPublish)
+	rc2 := &countingReceipt{}
+	second.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: rc2, Redelivered: true})
+	resumed := second.waitEvent(events.TurnResumed)
+	if resumed.Data["steps"] != 2 {
+		t.Fatalf("turn-resumed %v", resumed.Data)
+	}
+	done := second.waitEvent(events.TurnCompleted)
+	second.waitIdle()
+	if got := pub.published(); len(got) != 1 {
+		t.Fatalf("published %v, want exactly one report across the crash", got)
+	}
+	if n := second.modelCalls(); n != 1 {
+		t.Fatalf("the resumed turn made %d model calls, want 1 (the step with no record)", n)
+	}
+	if !hasToolResult(second, "publish") {
+		t.Fatal("the resumed model call does not carry the recorded publish call and result")
+	}
+	if rc2.handled.Load() != 1 || rc2.dropped.Load() != 0 {
+		t.Fatalf("message handled %d, dropped %d times; want handled once", rc2.handled.Load(), rc2.dropped.Load())
+	}
+	if done.Data["turn"] != jr.Turn {
+		t.Fatalf("the resumed turn is turn %v, want the journal's %d", done.Data["turn"], jr.Turn)
+	}
+	if last := second.a.Status().LastTurn; last == nil || last.Replayed != 2 {
+		t.Fatalf("last turn %+v: want 2 steps replayed", last)
+	}
+}
+
+// hasToolResult reports whether the harness's first model request holds a
+// function response of tool.
+func hasToolResult(h *harness, tool string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.requests[0].Contents {
+		for _, p := range c.Parts {
+			if p.FunctionResponse != nil && p.FunctionResponse.Name == tool {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flakyJournal lets the first ok writes of the journal key through and
+// fails the rest.
+type flakyJournal struct {
+	store.Store
+	mu sync.Mutex
+	ok int
+}
+
+func (f *flakyJournal) Put(ctx context.Context, key string, v []byte) (uint64, error) {
+	if key == journal.Key("tester") {
+		f.mu.Lock()
+		f.ok--
+		fail := f.ok < 0
+		f.mu.Unlock()
+		if fail {
+			return 0, store.ErrClosed
+		}
+	}
+	return f.Store.Put(ctx, key, v)
+}
+
+// A crash after a tool's effect but before its result was recorded runs
+// the tool again on resume — with the same action id, so the second
+// publish can be recognised as a duplicate (Nats-Msg-Id). Until the
+// result is recorded the turn makes no further model call.
+func TestAToolRunAgainOnResumeKeepsItsActionID(t *testing.T) {
+	st, pub := &flakyJournal{Store: memory.New(nil), ok: 1}, &publishLog{}
+	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full on db-1"})
+	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
+	first.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: &countingReceipt{}})
+	failed := first.waitEvent(events.TurnFailed)
+	if failed.Data["outcome"] != OutcomeUnavailable {
+		t.Fatalf("turn failed with %v, want unavailable (the journal write)", failed.Data)
+	}
+	if n := first.modelCalls(); n != 1 {
+		t.Fatalf("%d model calls: the call after an unrecorded tool result must wait for the record", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	first.d.Shutdown(ctx)
+
+	second := newHarnessWith(t, []config.ScriptStep{text("filed")}, publishing(st.Store, pub), withPublish)
+	second.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: &countingReceipt{}, Redelivered: true})
+	second.waitEvent(events.TurnResumed)
+	second.waitEvent(events.TurnCompleted)
+	got := pub.published()
+	if len(got) != 2 || got[0] != got[1] || got[0] == "" {
+		t.Fatalf("publishes %q: want the tool run again with its first action id", got)
+	}
+	if n := second.modelCalls(); n != 1 {
+		t.Fatalf("the resumed turn made %d model calls, want 1", n)
+	}
+}
+
+// An interrupted turn's journal is abandoned: the operator stopped that
+// work, and the next turn starts over.
+func TestAnInterruptedTurnAbandonsItsJournal(t *testing.T) {
+	st, pub := memory.New(nil), &publishLog{}
+	report := call("publish", map[string]any{"subject": "ops.reports", "text": "x"})
+	h := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
+	h.holdCalls()
+	h.a.Send(wakeMsg("disk full"))
+	h.waitCall()
+	h.step()
+	h.waitCall()
+	h.a.Interrupt(false)
+	ab := h.waitEvent(events.JournalAbandoned)
+	if ab.Data["reason"] != OutcomeInterrupted {
+		t.Fatalf("abandoned %v", ab.Data)
+	}
+	if jr, _ := journal.Load(t.Context(), st, "tester"); jr != nil {
+		t.Fatalf("journal still stored: %+v", jr)
+	}
+}

@@ -277,6 +277,26 @@ type family struct {
 	spec    Spec
 	running map[string]*sub // running in this process
 	spawnMu sync.Mutex      // one spawn at a time (distributed: read cap, queue)
+	// keyed maps the newest keyedKeep spawn keys to their subagents' ids
+	// (local mode; under Manager.mu), in order in keys.
+	keyed map[string]string
+	keys  []string
+}
+
+// keyedKeep bounds how many spawn keys a local parent remembers.
+const keyedKeep = 256
+
+// remember records that key spawned id.
+func (f *family) remember(key, id string) {
+	if f.keyed == nil {
+		f.keyed = map[string]string{}
+	}
+	f.keyed[key] = id
+	f.keys = append(f.keys, key)
+	if len(f.keys) > keyedKeep {
+		delete(f.keyed, f.keys[0])
+		f.keys = f.keys[1:]
+	}
 }
 
 type sub struct {
@@ -407,7 +427,7 @@ type spawner struct {
 	parent string
 }
 
-func (s spawner) Spawn(task string) (string, error) { return s.m.Spawn(s.parent, task) }
+func (s spawner) Spawn(task, key string) (string, error) { return s.m.SpawnKeyed(s.parent, task, key) }
 func (s spawner) Stop(id string) error {
 	return s.m.StopBy(context.Background(), s.parent, id, ByParent)
 }
@@ -470,7 +490,19 @@ func (s *sub) info(replica, state string) Info {
 
 // Spawn starts a subagent of parent on task (distributed: queues its
 // job).
-func (m *Manager) Spawn(parent, task string) (string, error) {
+func (m *Manager) Spawn(parent, task string) (string, error) { return m.SpawnKeyed(parent, task, "") }
+
+// SpawnKeyed is Spawn made idempotent by key (the spawning tool call's
+// action id, journal.ActionID): a spawn under a key already spawned
+// starts nothing and returns the first subagent's id — whether it still
+// runs in this process or finished (the newest keyedKeep keys), or,
+// distributed, has a record in the parent's registry (queued, running or
+// finished; the job carries the key to the replica that records it). So a
+// turn resumed from its journal that spawns again finds the first. Not
+// covered: a local subagent that died with its process (it is started
+// again: its report was lost with it), and, distributed, a respawn in the
+// moment between the job's publish and its first record.
+func (m *Manager) SpawnKeyed(parent, task, key string) (string, error) {
 	if m.o.Charger != nil {
 		if err := m.o.Charger.Admit(context.Background(), parent); err != nil {
 			return "", fmt.Errorf("no subagent can start now: %w", err)
@@ -487,13 +519,21 @@ func (m *Manager) Spawn(parent, task string) (string, error) {
 		return "", fmt.Errorf("agent %q may not spawn subagents", parent)
 	case m.remote != nil:
 		m.mu.Unlock()
-		return m.remote.spawn(f, task)
+		return m.remote.spawn(f, task, key)
+	case key != "" && f.keyed[key] != "":
+		id := f.keyed[key]
+		m.mu.Unlock()
+		m.o.Log.Info("subagent spawn repeated by a resumed turn; the first one stands", "agent", parent, "subagent", id)
+		return id, nil
 	case len(f.running) >= f.spec.Max:
 		m.mu.Unlock()
 		return "", limitError(f.spec.Max)
 	}
 	m.seq++
 	id := parent + "-sub-" + strconv.Itoa(m.seq)
+	if key != "" {
+		f.remember(key, id)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	now := m.o.Clock.Now()
 	s := &sub{id: id, task: task, cancel: cancel, run: 1, queued: now, started: now}

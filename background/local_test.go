@@ -82,3 +82,26 @@ func (r *rig) promptWith(s string) string {
 	r.t.Fatalf("no turn with %q", s)
 	return ""
 }
+
+// A spawn repeated under the same key (a turn resumed from its journal
+// spawning again) starts nothing and answers the first subagent's id; a
+// spawn under another key, or none, starts another.
+func TestSpawnUnderTheSameKeyFindsTheFirst(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, []config.ScriptStep{{Text: "ok"}}, []config.ScriptStep{{Hang: true}}, background.Spec{Max: 3})
+	first, err := r.m.SpawnKeyed("boss", "index the wiki", "boss-t7-call_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.m.SpawnKeyed("boss", "index the wiki", "boss-t7-call_1")
+	if err != nil || again != first {
+		t.Fatalf("respawn under the same key: %q %v, want %q", again, err, first)
+	}
+	other, err := r.m.SpawnKeyed("boss", "index the wiki", "boss-t7-call_2")
+	if err != nil || other == first {
+		t.Fatalf("spawn under another key: %q %v", other, err)
+	}
+	if n := r.m.Running("boss"); n != 2 {
+		t.Fatalf("running %d, want 2 (one per key)", n)
+	}
+}

@@ -46,6 +46,9 @@ type Info struct {
 	// StopRequestedBy is set once a stop was asked for ("its parent",
 	// "operator (token ops)").
 	StopRequestedBy string `json:"stop_requested_by,omitempty"`
+	// Key is the spawn's idempotency key (the spawning tool call's action
+	// id), if any: a spawn under the same key finds this record.
+	Key string `json:"key,omitempty"`
 }
 
 // Live reports whether the subagent is queued or running.
@@ -93,6 +96,19 @@ func (g *registry) running() int {
 }
 
 // prune forgets the oldest finished subagents beyond keepFinished.
+// byKey returns the record spawned under key ("": none).
+func (g *registry) byKey(key string) *Info {
+	if key == "" {
+		return nil
+	}
+	for _, i := range g.Subs {
+		if i.Key == key {
+			return i
+		}
+	}
+	return nil
+}
+
 func (g *registry) prune() {
 	var done []*Info
 	for _, s := range g.Subs {

@@ -50,6 +50,8 @@ type job struct {
 	Parent string    `json:"parent"`
 	Task   string    `json:"task"`
 	Queued time.Time `json:"queued"`
+	// Key is the spawn's idempotency key (Manager.SpawnKeyed), if any.
+	Key string `json:"key,omitempty"`
 }
 
 // chargeRecord is one model call's cost, the body of a message on
@@ -528,7 +530,7 @@ func (r *remote) setState(ctx context.Context, j job, fn func(*Info)) {
 	err := r.reg.update(ctx, j.Parent, func(g *registry) error {
 		i := g.Subs[j.ID]
 		if i == nil {
-			i = &Info{ID: j.ID, Task: clipRunes(j.Task, TaskClip), State: StateQueued, Queued: j.Queued}
+			i = &Info{ID: j.ID, Task: clipRunes(j.Task, TaskClip), State: StateQueued, Queued: j.Queued, Key: j.Key}
 			g.Subs[j.ID] = i
 		}
 		fn(i)
@@ -621,14 +623,19 @@ func (r *remote) charge(_ context.Context, f *family, s *sub, call int, usd floa
 // spawn queues a subagent of f on task: the parent's cap is checked and
 // the id drawn in one compare-and-set of its registry, then the job is
 // published (Nats-Msg-Id = id) and recorded queued.
-func (r *remote) spawn(f *family, task string) (string, error) {
+func (r *remote) spawn(f *family, task, key string) (string, error) {
 	o := r.opts()
 	f.spawnMu.Lock()
 	defer f.spawnMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	var id string
+	existing := false
 	err := r.reg.update(ctx, f.name, func(g *registry) error {
+		if i := g.byKey(key); i != nil {
+			id, existing = i.ID, true // spawned before under this key: a resumed turn
+			return errNoChange
+		}
 		if g.live() >= f.spec.Max {
 			return limitError(f.spec.Max)
 		}
@@ -637,12 +644,15 @@ func (r *remote) spawn(f *family, task string) (string, error) {
 		return nil
 	})
 	switch {
+	case existing:
+		o.Log.Info("subagent spawn repeated by a resumed turn; the first one stands", "agent", f.name, "subagent", id)
+		return id, nil
 	case errors.Is(err, ErrLimit):
 		return "", err
 	case err != nil:
 		return "", fmt.Errorf("cannot queue a subagent now (the state store is unavailable): %w", err)
 	}
-	j := job{ID: id, Parent: f.name, Task: task, Queued: o.Clock.Now()}
+	j := job{ID: id, Parent: f.name, Task: task, Queued: o.Clock.Now(), Key: key}
 	msg := nats.NewMsg(o.Subjects.SubagentJobs())
 	msg.Data, _ = json.Marshal(j)
 	msg.Header.Set(nats.MsgIdHdr, id)
@@ -656,7 +666,7 @@ func (r *remote) spawn(f *family, task string) (string, error) {
 		if g.Subs[id] != nil {
 			return errNoChange // a replica already started it
 		}
-		g.Subs[id] = &Info{ID: id, Task: clipRunes(task, TaskClip), State: StateQueued, Queued: j.Queued}
+		g.Subs[id] = &Info{ID: id, Task: clipRunes(task, TaskClip), State: StateQueued, Queued: j.Queued, Key: key}
 		return nil
 	})
 	if err != nil {

@@ -203,3 +203,38 @@ func TestSubagentStoppedWhileQueuedNeverRuns(t *testing.T) {
 		t.Fatalf("report %s", m.Data)
 	}
 }
+
+// Distributed, a spawn repeated under the same key finds the first in the
+// parent's registry: one job queued, one id.
+func TestRemoteSpawnUnderTheSameKeyQueuesOneJob(t *testing.T) {
+	t.Parallel()
+	url := natsServer(t)
+	st := memory.New(nil)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := natsbus.EnsureStream(t.Context(), js, natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	owner := background.New(background.Options{JetStream: js, NATS: nc, Store: st, Replica: "owner", MaxPerReplica: 0})
+	owner.Add("boss", noParent{}, background.Spec{Max: 3, Model: func() (model.LLM, error) { return nil, errors.New("not here") }})
+	if err := owner.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Shutdown(t.Context()) })
+	first, err := owner.SpawnKeyed("boss", "wait", "boss-t3-call_9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := owner.SpawnKeyed("boss", "wait", "boss-t3-call_9")
+	if err != nil || again != first {
+		t.Fatalf("respawn: %q %v, want %q", again, err, first)
+	}
+	list, err := owner.List(t.Context(), "boss")
+	if err != nil || len(list) != 1 || list[0].ID != first || list[0].Key != "boss-t3-call_9" {
+		t.Fatalf("registry after a repeated spawn: %+v %v", list, err)
+	}
+}

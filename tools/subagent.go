@@ -18,8 +18,10 @@ const (
 // Spawner starts and stops an agent's background subagents.
 type Spawner interface {
 	// Spawn starts a subagent on task and returns its id; it refuses
-	// beyond the agent's caps with an error the model may read.
-	Spawn(task string) (id string, err error)
+	// beyond the agent's caps with an error the model may read. key (the
+	// call's action id; "" for none) makes it idempotent: a second spawn
+	// under the same key returns the first's id and starts nothing.
+	Spawn(task, key string) (id string, err error)
 	// Stop stops a running subagent of this agent.
 	Stop(id string) error
 }
@@ -45,7 +47,7 @@ type StopResult struct {
 	Stopped bool `json:"stopped"`
 }
 
-func newSpawnSubagent(s Spawner) (tool.Tool, error) {
+func newSpawnSubagent(s Spawner, h Host) (tool.Tool, error) {
 	if s == nil {
 		return nil, errors.New("no subagent manager is available to this worker")
 	}
@@ -53,11 +55,15 @@ func newSpawnSubagent(s Spawner) (tool.Tool, error) {
 		Name: SpawnSubagent,
 		Description: "Start a background subagent on a self-contained task. It runs while you sleep; " +
 			"its result arrives later as a message in your inbox and wakes you. Do not wait for it in this turn.",
-	}, func(_ tool.Context, a SpawnArgs) (SpawnResult, error) {
+	}, func(ctx tool.Context, a SpawnArgs) (SpawnResult, error) {
 		if strings.TrimSpace(a.Task) == "" {
 			return SpawnResult{}, errors.New("task is required")
 		}
-		id, err := s.Spawn(a.Task)
+		key := ""
+		if h != nil {
+			key = h.ActionID(ctx.FunctionCallID())
+		}
+		id, err := s.Spawn(a.Task, key)
 		if err != nil {
 			return SpawnResult{}, err
 		}

@@ -91,7 +91,7 @@ func Build(names []string, env Env) ([]tool.Tool, error) {
 		case HTTPGet:
 			t, err = newHTTPGet(env)
 		case SpawnSubagent:
-			t, err = newSpawnSubagent(env.Spawner)
+			t, err = newSpawnSubagent(env.Spawner, env.Host)
 		case StopSubagent:
 			t, err = newStopSubagent(env.Spawner)
 		default:

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -297,6 +298,13 @@ func (j *journaler) plugin() *plugin.Plugin {
 			if len(j.cur.Steps) == 0 && !callsTools(resp) {
 				return nil, nil // a single-step turn: nothing to resume
 			}
+			// The guards charged the response (they run before this
+			// plugin); their charge is stored before the response is
+			// recorded, so a replay — never charged — finds it paid once.
+			if err := j.a.flushCharges(ctx); err != nil {
+				j.unsaved = err
+				return nil, err
+			}
 			j.cur.AddModel(resp)
 			return nil, j.saveLocked(ctx)
 		},
@@ -333,6 +341,24 @@ func (j *journaler) plugin() *plugin.Plugin {
 		},
 	})
 	return p
+}
+
+// chargeFlusher is a Guard that can store an agent's charges at once
+// (guard.Guard.FlushAgent).
+type chargeFlusher interface {
+	FlushAgent(ctx context.Context, agent string) error
+}
+
+// flushCharges stores what the guards charged the agent so far.
+func (a *Agent) flushCharges(ctx context.Context) error {
+	for _, g := range a.guards {
+		if f, ok := g.(chargeFlusher); ok {
+			if err := f.FlushAgent(context.WithoutCancel(ctx), a.spec.Name); err != nil {
+				return outage.Mark("store", fmt.Errorf("store the charge of a model response: %w", err))
+			}
+		}
+	}
+	return nil
 }
 
 // callsTools reports whether resp asks for a tool call.

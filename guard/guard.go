@@ -890,6 +890,22 @@ func (g *Guard) Unstored() []string {
 // Flush stores every ledger this replica may write (see writable) with
 // its latest state, and the worker-wide ledger; it returns the store's
 // errors (a ledger it may not write is not one).
+// FlushAgent writes the agent's ledger (and the worker-wide one its
+// changes need) now, returning once the store holds every charge made so
+// far. The driver calls it before it journals a model response, so a
+// response replayed after a crash was charged exactly once. A ledger this
+// replica may not write (not the owner, not loaded) is no error.
+func (g *Guard) FlushAgent(ctx context.Context, agent string) error {
+	l := g.ledger(agent)
+	if l == nil {
+		return nil
+	}
+	if err := g.flush(ctx, l); err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrNotLoaded) {
+		return err
+	}
+	return nil
+}
+
 func (g *Guard) Flush(ctx context.Context) error {
 	var errs []error
 	for _, l := range g.ledgers() {

@@ -24,15 +24,19 @@ type Result struct {
 	Pending  int
 	Recovery string
 	Notes    []string
-	Err      error // the harness could not run the scenario to its end
-	Elapsed  time.Duration
+	// Broken lists the promises of the scenario's story that did not
+	// hold, beyond the message counts (for example, a side effect made
+	// twice).
+	Broken  []string
+	Err     error // the harness could not run the scenario to its end
+	Elapsed time.Duration
 }
 
 // Failed reports whether the scenario shows a lost, double-handled or
 // dead-lettered message (all messages the harness sends are valid), or
 // could not be run.
 func (r *Result) Failed() bool {
-	return r.Err != nil || r.Count.Lost > 0 || r.Count.Twice > 0 || r.Count.Dead > 0
+	return r.Err != nil || r.Count.Lost > 0 || r.Count.Twice > 0 || r.Count.Dead > 0 || len(r.Broken) > 0
 }
 
 // harness holds what every scenario shares.
@@ -137,6 +141,12 @@ func (e *env) connect(url string) error {
 // story adds a sentence to what the scenario did.
 func (e *env) story(format string, args ...any) {
 	e.res.Story = append(e.res.Story, fmt.Sprintf(format, args...))
+}
+
+// broken records a promise of the scenario that did not hold: the
+// scenario fails.
+func (e *env) broken(format string, args ...any) {
+	e.res.Broken = append(e.res.Broken, fmt.Sprintf(format, args...))
 }
 
 // note adds a remark to the scenario's row.

@@ -100,6 +100,11 @@ type workerConf struct {
 	// unthrottled lifts the agents' turn rate limits, so that a fault
 	// scenario's recovery time measures the fault, not the throttle.
 	unthrottled bool
+	// model, when set, is the model "fake"'s YAML keys (indented 4)
+	// instead of the scripted model with script; tools are the agents'
+	// tools (default schedule_next_turn).
+	model string
+	tools []string
 }
 
 // The settings that lift the turn rate limits. limits is omitted for a
@@ -144,9 +149,17 @@ func (c workerConf) yaml() string {
 	} else {
 		fmt.Fprintf(&b, "lease: {ttl: 3s, holder: %q}\n", c.holder)
 	}
-	fmt.Fprintf(&b, "models:\n  fake:\n    provider: scripted\n    script:%s\n    loop: true\nagents:\n", c.script)
+	if c.model != "" {
+		fmt.Fprintf(&b, "models:\n  fake:\n%sagents:\n", c.model)
+	} else {
+		fmt.Fprintf(&b, "models:\n  fake:\n    provider: scripted\n    script:%s\n    loop: true\nagents:\n", c.script)
+	}
+	tools := c.tools
+	if len(tools) == 0 {
+		tools = []string{"schedule_next_turn"}
+	}
 	for _, a := range c.agents {
-		fmt.Fprintf(&b, "  - name: %s\n    model: fake\n    instruction: \"Chaos test agent: acknowledge the messages.\"\n    tools: [schedule_next_turn]\n    wake_on_start: %t\n", a, c.wakeOnStart)
+		fmt.Fprintf(&b, "  - name: %s\n    model: fake\n    instruction: \"Chaos test agent: acknowledge the messages.\"\n    tools: [%s]\n    wake_on_start: %t\n", a, strings.Join(tools, ", "), c.wakeOnStart)
 		if c.unthrottled {
 			b.WriteString(unthrottledTurn + unthrottledLimits)
 		}

@@ -2,13 +2,19 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/adk/model"
+	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/journal"
+	"github.com/agent-worker/agent-worker/outage"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memory"
 )
@@ -189,5 +195,84 @@ func TestAnInterruptedTurnAbandonsItsJournal(t *testing.T) {
 	}
 	if jr, _ := journal.Load(t.Context(), st, "tester"); jr != nil {
 		t.Fatalf("journal still stored: %+v", jr)
+	}
+}
+
+// storedJournal is a journal of turn 1 whose first response called
+// publish, with no result yet.
+func storedJournal(t *testing.T, st store.Store, started time.Time, durable []string) {
+	t.Helper()
+	jr := &journal.Journal{Turn: 1, Started: started, Messages: durable, Durable: durable, Prompt: "[wake: inbox]"}
+	jr.AddModel(&model.LLMResponse{Content: &genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{{FunctionCall: &genai.FunctionCall{ID: "c1", Name: "publish", Args: map[string]any{"subject": "ops.reports", "text": "x"}}}}}})
+	if err := journal.Save(t.Context(), st, "tester", jr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A journal older than Spec.ResumeWithin is abandoned at restore, said
+// with its reason, and deleted: nothing is replayed.
+func TestAnExpiredJournalIsAbandoned(t *testing.T) {
+	st := memory.New(nil)
+	storedJournal(t, st, epoch.Add(-2*time.Hour), nil)
+	h := newHarnessWith(t, []config.ScriptStep{text("hello")}, publishing(st, &publishLog{}), withPublish)
+	if ab := h.waitEvent(events.JournalAbandoned); ab.Data["reason"] != "expired" {
+		t.Fatalf("abandoned %v", ab.Data)
+	}
+	if jr, _ := journal.Load(t.Context(), st, "tester"); jr != nil {
+		t.Fatal("the expired journal is still stored")
+	}
+	h.a.Send(wakeMsg("next"))
+	h.waitEvent(events.TurnCompleted)
+	if n := h.count(events.TurnResumed); n != 0 {
+		t.Fatalf("%d turn(s) resumed an expired journal", n)
+	}
+}
+
+// A journal whose messages do not come back within Spec.ResumeWait holds
+// the agent's turns until then, and is abandoned after: the turn that
+// follows is an ordinary one.
+func TestAJournalWhoseMessagesDoNotComeBackIsAbandoned(t *testing.T) {
+	st := memory.New(nil)
+	storedJournal(t, st, epoch, []string{"gone-1"})
+	pub := &publishLog{}
+	h := newHarnessWith(t, []config.ScriptStep{text("hello")}, publishing(st, pub), withPublish)
+	h.a.Send(wakeMsg("another message"))
+	h.waitSettled(false)
+	if n := h.modelCalls(); n != 0 {
+		t.Fatalf("%d model calls while the journal's messages were awaited", n)
+	}
+	h.clock.Advance(DefaultResumeWait + time.Second)
+	if ab := h.waitEvent(events.JournalAbandoned); ab.Data["reason"] != "inputs_missing" {
+		t.Fatalf("abandoned %v", ab.Data)
+	}
+	h.waitIdle()
+	if n := h.count(events.TurnCompleted); n != 1 {
+		t.Fatalf("%d turns completed, want the ordinary one", n)
+	}
+	if n := h.count(events.TurnResumed); n != 0 || len(pub.published()) != 0 {
+		t.Fatalf("resumed %d, published %v: the abandoned journal was replayed", n, pub.published())
+	}
+}
+
+// A turn that fails in its second model call (the provider down) is
+// retried in the same process from its journal: the first response is
+// not asked again, the publish not made again.
+func TestARetriedTurnResumesFromItsJournal(t *testing.T) {
+	st, pub := memory.New(nil), &publishLog{}
+	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full"})
+	h := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
+	h.failCalls(nil, outage.Mark("model", errors.New("provider down")))
+	h.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: &countingReceipt{}})
+	if f := h.waitEvent(events.TurnFailed); f.Data["outcome"] != OutcomeUnavailable {
+		t.Fatalf("failed %v", f.Data)
+	}
+	h.clock.Advance(time.Hour) // past the retry's backoff
+	h.waitEvent(events.TurnResumed)
+	h.waitEvent(events.TurnCompleted)
+	if got := pub.published(); len(got) != 1 {
+		t.Fatalf("published %v, want one report", got)
+	}
+	if n := h.modelCalls(); n != 3 {
+		t.Fatalf("%d model calls, want 3: the first step, the failed second, the second again", n)
 	}
 }

@@ -39,7 +39,7 @@ import (
 )
 
 // MaxBytes bounds an encoded journal.
-const MaxBytes = 256 << 10
+const MaxBytes = 768 << 10 // under NATS' default 1 MiB payload, above turn.max_input_bytes (256 KiB)
 
 // ResultClip bounds one recorded tool result, as JSON.
 const ResultClip = 16 << 10

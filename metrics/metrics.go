@@ -178,7 +178,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		"Turns that resumed an unfinished turn from its journal (a crash, a lost lease, an outage, a failure cut it short): recorded model responses and tool results replayed instead of asked or run again.",
 		"agent")
 	m.abandoned = counter("turn_journals_abandoned_total",
-		"Unfinished turn journals given up, by reason: interrupted, halted, timeout, capped (the turn was ended on purpose), expired (older than turn.resume_within), inputs_missing (its messages did not come back in time), too_large (above 256 KiB; journaling stopped for that turn). Their messages run in an ordinary turn.",
+		"Unfinished turn journals given up, by reason: interrupted, halted, timeout, capped (the turn was ended on purpose), expired (older than turn.resume_within), inputs_missing (its messages did not come back in time), too_large (above 768 KiB; journaling stopped for that turn). Their messages run in an ordinary turn.",
 		"agent", "reason")
 	m.throttled = counter("turns_throttled_total",
 		"Turns held back by a turn limit, by reason: max_per_wake (back-to-back turns) or turns_per_hour.",

@@ -3,7 +3,6 @@ package durable
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -12,98 +11,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/internal/fakeprovider"
 )
 
 // deadline bounds every wait: a failure guard, not a sleep.
 const deadline = 90 * time.Second
 
-// The fake provider's replies follow the Chat Completions API reference
-// (POST /v1/chat/completions, object "chat.completion").
-const publishReply = `{
-  "id": "chatcmpl-durable-1", "object": "chat.completion", "created": 1764504000, "model": "gpt-durable",
-  "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": null,
-    "message": {"role": "assistant", "content": null, "refusal": null, "annotations": [],
-      "tool_calls": [{"id": "call_report_1", "type": "function",
-        "function": {"name": "publish", "arguments": "{\"subject\":\"ops.reports.db\",\"text\":\"disk full on db-1: cleaned /var/log\"}"}}]}}],
-  "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-}`
-
-const doneReply = `{
-  "id": "chatcmpl-durable-2", "object": "chat.completion", "created": 1764504001, "model": "gpt-durable",
-  "choices": [{"index": 0, "finish_reason": "stop", "logprobs": null,
-    "message": {"role": "assistant", "content": "Report filed.", "refusal": null, "annotations": []}}],
-  "usage": {"prompt_tokens": 200, "completion_tokens": 10, "total_tokens": 210}
-}`
-
 // Prices in the config: $1 per million input tokens, $2 per million
-// output tokens. The turn's two responses cost 100+40 and 200+20 µ$.
-const wantSpend = 360e-6
-
-// provider is the fake model: a request without a tool result is the
-// turn's first step (answered with a publish call); one with it is the
-// second step, held until the test lets it go the first time.
-type provider struct {
-	mu          sync.Mutex
-	first       int
-	second      int
-	secondHeld  chan struct{} // closed when the first second-step request arrives
-	releaseHeld chan struct{}
-}
-
-func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" {
-		http.NotFound(w, r)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		Messages []struct {
-			Role string `json:"role"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, http.StatusBadRequest)
-		return
-	}
-	second := false
-	for _, m := range req.Messages {
-		second = second || m.Role == "tool"
-	}
-	p.mu.Lock()
-	reply := publishReply
-	held := false
-	if second {
-		p.second++
-		held = p.second == 1
-		reply = doneReply
-	} else {
-		p.first++
-	}
-	p.mu.Unlock()
-	if held {
-		close(p.secondHeld)
-		select { // the worker is killed meanwhile
-		case <-p.releaseHeld:
-		case <-r.Context().Done():
-			return
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, reply)
-}
-
-func (p *provider) counts() (first, second int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.first, p.second
-}
+// output tokens: each response charged once is this much in all.
+const wantSpend = (fakeprovider.FirstIn + 2*fakeprovider.FirstOut + fakeprovider.SecondIn + 2*fakeprovider.SecondOut) / 1e6
 
 // A worker killed with SIGKILL during the second model call of a turn
 // whose first step published a report resumes the turn after a restart:
@@ -125,10 +48,10 @@ func TestKilledMidTurnResumesWithoutRepeatingItsSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov := &provider{secondHeld: make(chan struct{}), releaseHeld: make(chan struct{})}
+	prov := &fakeprovider.Provider{Subject: "ops.reports.db", Text: "disk full on db-1: cleaned /var/log", Hold: make(chan struct{}), Held: make(chan struct{})}
 	fake := httptest.NewServer(prov)
 	defer fake.Close()
-	defer close(prov.releaseHeld) // before Close, which waits for the held request
+	defer close(prov.Hold) // before Close, which waits for the held request
 
 	api := freeAddr(t)
 	cfg := filepath.Join(dir, "agent-worker.yaml")
@@ -138,9 +61,9 @@ store: {url: "nats://"}
 api: {listen: %q}
 lease: {holder: durable-test}
 models:
-  main: {provider: openai, model: gpt-durable, base_url: %q, api_key_env: DURABLE_TEST_KEY}
+  main: {provider: openai, model: gpt-fake, base_url: %q, api_key_env: DURABLE_TEST_KEY}
 pricing:
-  gpt-durable: {input_per_mtok: 1, output_per_mtok: 2}
+  gpt-fake: {input_per_mtok: 1, output_per_mtok: 2}
 agents:
   - name: oncall
     model: main
@@ -159,7 +82,7 @@ agents:
 		t.Fatal(err)
 	}
 	select {
-	case <-prov.secondHeld:
+	case <-prov.Held:
 	case <-time.After(deadline):
 		t.Fatalf("the model was never asked the second step; worker log:\n%s", readLog(first.log))
 	}
@@ -178,7 +101,7 @@ agents:
 		return getJSON(api, "/v1/agents/oncall/messages/alert-1", &info) == nil && info.Status == "handled"
 	})
 
-	firstSteps, secondSteps := prov.counts()
+	firstSteps, secondSteps, _ := prov.Counts()
 	if firstSteps != 1 {
 		t.Errorf("the provider was asked the turn's first step %d times, want 1 (the resume replays it)", firstSteps)
 	}

@@ -1,0 +1,126 @@
+// Package fakeprovider is a model provider for the tests that run the
+// worker as a process: an HTTP handler speaking OpenAI's Chat Completions
+// wire format (POST /v1/chat/completions, object "chat.completion", as in
+// the API reference) whose every turn is two steps. It is stateless, as a
+// real provider is: a request whose newest user message is followed by a
+// tool result is a turn's second step, answered with a text that ends the
+// turn; any other request is a first step, answered with a call of the
+// publish tool. It counts the requests of each step. It has no use
+// outside tests and the chaos suite.
+package fakeprovider
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Usage of the two steps' responses, for spend checks.
+const (
+	FirstIn, FirstOut   = 100, 20
+	SecondIn, SecondOut = 200, 10
+)
+
+// Provider is the handler. Set its fields before serving.
+type Provider struct {
+	// Subject and Text are the publish call's arguments.
+	Subject, Text string
+	// SecondDelay delays every second-step answer.
+	SecondDelay time.Duration
+	// Hold, when set, holds the first second-step request until it is
+	// closed (or the client goes); Held is closed when that request
+	// arrives.
+	Hold, Held chan struct{}
+
+	mu                      sync.Mutex
+	first, second, inSecond int
+}
+
+// Counts returns the first- and second-step requests so far and how many
+// second-step requests are being answered now.
+func (p *Provider) Counts() (first, second, inSecond int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.first, p.second, p.inSecond
+}
+
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	var req struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error": {"message": "unreadable request", "type": "invalid_request_error", "param": null, "code": null}}`)
+		return
+	}
+	// The history before the newest user message holds earlier turns'
+	// tool results: only one after it makes this the second step.
+	second := false
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "user":
+			second = false
+		case "tool":
+			second = true
+		}
+	}
+	p.mu.Lock()
+	var reply string
+	hold := false
+	if second {
+		p.second++
+		p.inSecond++
+		hold = p.Hold != nil && p.second == 1
+		reply = completion(p.first+p.second, "stop", `"content": "Report filed."`, SecondIn, SecondOut)
+	} else {
+		p.first++
+		args, _ := json.Marshal(map[string]string{"subject": p.Subject, "text": p.Text})
+		quoted, _ := json.Marshal(string(args))
+		call := fmt.Sprintf(`"content": null, "tool_calls": [{"id": "call_%d", "type": "function", "function": {"name": "publish", "arguments": %s}}]`, p.first, quoted)
+		reply = completion(p.first+p.second, "tool_calls", call, FirstIn, FirstOut)
+	}
+	p.mu.Unlock()
+	if second {
+		defer func() {
+			p.mu.Lock()
+			p.inSecond--
+			p.mu.Unlock()
+		}()
+		if hold {
+			close(p.Held)
+			select {
+			case <-p.Hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		select { // the worker may be killed meanwhile
+		case <-time.After(p.SecondDelay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, reply)
+}
+
+// completion is a chat.completion object with one choice.
+func completion(n int, finish, message string, in, out int) string {
+	return fmt.Sprintf(`{"id": "chatcmpl-fake-%d", "object": "chat.completion", "created": %d, "model": "gpt-fake",
+  "choices": [{"index": 0, "finish_reason": %q, "logprobs": null, "message": {"role": "assistant", %s, "refusal": null, "annotations": []}}],
+  "usage": {"prompt_tokens": %d, "completion_tokens": %d, "total_tokens": %d}}`, n, time.Now().Unix(), finish, message, in, out, in+out)
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
+	"github.com/agent-worker/agent-worker/tools"
 )
 
 // Durable turns (package journal). While a turn runs, its journal holds
@@ -153,7 +154,7 @@ func (j *journaler) take() *journal.Journal {
 }
 
 // begin starts the turn's journal: resumed (res not nil) or new.
-func (j *journaler) begin(n uint64, start time.Time, batch inbox.Batch, prompt string, res *journal.Journal) {
+func (j *journaler) begin(n uint64, start time.Time, wakes []string, batch inbox.Batch, prompt string, res *journal.Journal) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.models, j.replayed, j.replayedCalls, j.off, j.unsaved = 0, 0, map[string]bool{}, false, nil
@@ -162,7 +163,7 @@ func (j *journaler) begin(n uint64, start time.Time, batch inbox.Batch, prompt s
 		j.cur, j.saved = res, true
 		return
 	}
-	jr := &journal.Journal{Turn: n, Started: start, Prompt: prompt}
+	jr := &journal.Journal{Turn: n, Started: start, Prompt: prompt, Wakes: wakes}
 	for _, m := range batch.Messages {
 		if m.ID == "" {
 			continue
@@ -317,6 +318,9 @@ func (j *journaler) plugin() *plugin.Plugin {
 			if r, ok := j.cur.Result(ctx.FunctionCallID(), t.Name()); ok {
 				j.replayed++
 				j.replayedCalls[ctx.FunctionCallID()] = true
+				if rerunOnResume[t.Name()] {
+					return nil, nil // its effect lived in the lost turn's memory
+				}
 				if r == nil {
 					r = map[string]any{}
 				}
@@ -342,6 +346,12 @@ func (j *journaler) plugin() *plugin.Plugin {
 	})
 	return p
 }
+
+// rerunOnResume are the tools a resumed turn runs again instead of taking
+// their recorded result: their only effect is on the running turn's
+// memory (schedule_next_turn's wake request, applied when the turn ends),
+// which the cut-short turn took with it.
+var rerunOnResume = map[string]bool{tools.ScheduleNextTurn: true}
 
 // chargeFlusher is a Guard that can store an agent's charges at once
 // (guard.Guard.FlushAgent).

@@ -276,3 +276,28 @@ func TestARetriedTurnResumesFromItsJournal(t *testing.T) {
 		t.Fatalf("%d model calls, want 3: the first step, the failed second, the second again", n)
 	}
 }
+
+// schedule_next_turn's effect lives in the turn's memory: a resumed turn
+// runs it again instead of taking its recorded result, so the wake it
+// asked for is still set when the resumed turn ends.
+func TestAResumedTurnKeepsItsRequestedWake(t *testing.T) {
+	st := memory.New(nil)
+	later := call("schedule_next_turn", map[string]any{"wake_in_seconds": 600})
+	first := newHarnessWith(t, []config.ScriptStep{later, text("see you")}, publishing(st, &publishLog{}))
+	first.holdCalls()
+	first.a.Send(inbox.Message{ID: "m1", Kind: inbox.Wake, Text: "check back later", Source: "test", Receipt: &countingReceipt{}})
+	first.waitCall()
+	first.step()
+	first.waitCall()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	first.d.Shutdown(ctx)
+
+	second := newHarnessWith(t, []config.ScriptStep{text("see you")}, publishing(st, &publishLog{}))
+	second.a.Send(inbox.Message{ID: "m1", Kind: inbox.Wake, Text: "check back later", Source: "test", Receipt: &countingReceipt{}, Redelivered: true})
+	second.waitEvent(events.TurnResumed)
+	ws := second.waitEvent(events.WakeScheduled)
+	if at, _ := ws.Data["at"].(time.Time); !at.Equal(epoch.Add(600 * time.Second)) {
+		t.Fatalf("wake scheduled %v, want the resumed request's %v", ws.Data["at"], epoch.Add(600*time.Second))
+	}
+}

@@ -107,7 +107,7 @@ func (a *Agent) turn(t turnStart) {
 		record = framed.RecordOf(prompt)
 	}
 	if a.jr != nil {
-		a.jr.begin(t.n, start, batch, prompt, t.resume)
+		a.jr.begin(t.n, start, wakes, batch, prompt, t.resume)
 	}
 	sum := TurnSummary{N: t.n, Started: start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(prompt)}
 	ids := make([]string, 0, len(batch.Messages))

@@ -53,6 +53,8 @@ type Journal struct {
 	// turn keeps it, so it names the turn's side effects (ActionID).
 	Turn    uint64    `json:"turn"`
 	Started time.Time `json:"started"`
+	// Wakes are what woke the turn, as its prompt names them.
+	Wakes []string `json:"wakes,omitempty"`
 	// Messages are the ids of the messages the turn drained, in order;
 	// Durable, those of them that come back after a crash (they have a
 	// JetStream receipt): a resume waits for these.

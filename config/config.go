@@ -23,6 +23,9 @@ type Config struct {
 	API           API      `yaml:"api"`
 	// Models are named model definitions that agents refer to by name.
 	Models map[string]Model `yaml:"models"`
+	// MCPServers are the MCP servers whose tools agents may be granted
+	// (agents[].mcp), by name (mcp.go).
+	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 	// Pricing maps a model name (exact, then longest prefix) to its price.
 	Pricing    map[string]Price `yaml:"pricing"`
 	Lease      Lease            `yaml:"lease"`
@@ -330,6 +333,8 @@ type Agent struct {
 	Instruction string `yaml:"instruction"`
 	// Tools are built-in tool names granted to the agent.
 	Tools []string `yaml:"tools"`
+	// MCP grants tools of MCP servers (mcp.go).
+	MCP []AgentMCP `yaml:"mcp"`
 	// Publish lists subject patterns the publish tool may use.
 	Publish []string `yaml:"publish"`
 	// HTTPGet lists the URL prefixes the http_get tool may read

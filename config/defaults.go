@@ -8,6 +8,11 @@ import "time"
 // 0) is indistinguishable from an unset one and gets the default too.
 // Negative values are left for validation to reject.
 func applyDefaults(c *Config) {
+	for name, m := range c.MCPServers {
+		setDuration(&m.Timeout, MCPDefaultTimeout)
+		setInt(&m.MaxResultBytes, MCPDefaultMaxResultBytes)
+		c.MCPServers[name] = m
+	}
 	setString(&c.DataDir, "./data")
 	setDuration(&c.ShutdownGrace, 30*time.Second)
 

@@ -173,6 +173,7 @@ func (v *validator) config(c *Config) {
 	v.events(c)
 	v.memory(c)
 	v.metrics(c)
+	v.mcp(c)
 
 	scheme, _, ok := strings.Cut(c.Store.URL, "://")
 	switch {

@@ -1,0 +1,151 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MCPServer is an MCP server the worker connects to (mcp_servers.<name>):
+// a command it starts and speaks to over stdio, or a streamable HTTP
+// endpoint. Its tools are offered to the agents whose mcp: list names it.
+type MCPServer struct {
+	// Command is the program and its arguments (stdio transport). The
+	// worker starts it, restarts it with backoff when it dies, and stops
+	// it on shutdown; its stderr goes to the worker's log.
+	Command []string `yaml:"command"`
+	// Env is added to the command's environment.
+	Env map[string]string `yaml:"env"`
+	// URL is a streamable HTTP endpoint (http:// or https://).
+	URL string `yaml:"url"`
+	// HeadersEnv maps an HTTP header to the environment variable holding
+	// its value (a bearer token); HeadersFile to a file holding it.
+	HeadersEnv  map[string]string `yaml:"headers_env"`
+	HeadersFile map[string]string `yaml:"headers_file"`
+	// Timeout bounds one tool call (and the connection's set-up). Default
+	// 30s.
+	Timeout Duration `yaml:"timeout"`
+	// ToolPrefix is put before each of the server's tool names as the
+	// model sees them, to tell apart tools of the same name on two
+	// servers or a server tool named like a built-in tool.
+	ToolPrefix string `yaml:"tool_prefix"`
+	// MaxResultBytes bounds a tool result given to the model; a longer one
+	// is clipped and marked. Default 65536.
+	MaxResultBytes int `yaml:"max_result_bytes"`
+}
+
+// AgentMCP grants an agent tools of one MCP server (agents[].mcp[]).
+type AgentMCP struct {
+	// Server is a key of mcp_servers.
+	Server string `yaml:"server"`
+	// Tools are the server's tool names the agent may call (without the
+	// server's tool_prefix); "*" is every tool the server lists.
+	Tools []string `yaml:"tools"`
+}
+
+// MCPDefaultTimeout and MCPDefaultMaxResultBytes are the defaults of
+// mcp_servers.<name>.timeout and max_result_bytes.
+const (
+	MCPDefaultTimeout        = 30 * time.Second
+	MCPDefaultMaxResultBytes = 64 << 10
+)
+
+var (
+	mcpToolName   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	mcpToolPrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+)
+
+// ModelToolName is the name the model sees for tool of an MCP server
+// with prefix.
+func ModelToolName(prefix, tool string) string { return prefix + tool }
+
+// mcp checks mcp_servers and every agent's mcp: grants, including that no
+// two tools an agent is granted by name share the name the model sees
+// (with "*" the names are known only when the server answers: the worker
+// checks them then).
+func (v *validator) mcp(c *Config) {
+	for _, name := range sortedKeys(c.MCPServers) {
+		s, p := c.MCPServers[name], path{"mcp_servers"}.key(name)
+		if !namePattern.MatchString(name) {
+			v.at(p, "server name %q must match %s (it labels metrics)", name, namePattern)
+		}
+		switch {
+		case len(s.Command) > 0 && s.URL != "":
+			v.at(p, "set one of command (stdio) and url (streamable HTTP), not both")
+		case len(s.Command) == 0 && s.URL == "":
+			v.at(p, "needs command (a program to start, spoken to over stdio) or url (a streamable HTTP endpoint)")
+		case len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "":
+			v.at(p.key("command"), "the program (command[0]) is empty")
+		case s.URL != "":
+			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.at(p.key("url"), "want an http:// or https:// URL; got %q", s.URL)
+			}
+		}
+		if s.URL == "" && (len(s.HeadersEnv) > 0 || len(s.HeadersFile) > 0) {
+			v.at(p, "headers_env and headers_file are for a url server")
+		}
+		if len(s.Command) == 0 && len(s.Env) > 0 {
+			v.at(p.key("env"), "env is for a command server")
+		}
+		for _, h := range sortedKeys(s.HeadersEnv) {
+			if _, dup := s.HeadersFile[h]; dup {
+				v.at(p.key("headers_file").key(h), "header %q is also in headers_env; set it once", h)
+			}
+		}
+		v.duration(p.key("timeout"), s.Timeout)
+		if s.MaxResultBytes < 0 {
+			v.at(p.key("max_result_bytes"), "must not be negative; got %d", s.MaxResultBytes)
+		}
+		if !mcpToolPrefix.MatchString(s.ToolPrefix) {
+			v.at(p.key("tool_prefix"), "%q must match %s (tool names are [A-Za-z0-9_.-])", s.ToolPrefix, mcpToolPrefix)
+		}
+	}
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		ap := path{"agents"}.index(i)
+		owner := map[string]string{} // model-facing name → who grants it
+		for _, t := range a.Tools {
+			owner[t] = "the built-in tool"
+		}
+		for j, g := range a.MCP {
+			gp := ap.key("mcp").index(j)
+			s, ok := c.MCPServers[g.Server]
+			switch {
+			case g.Server == "":
+				v.at(gp.key("server"), "required: a key of mcp_servers")
+				continue
+			case !ok:
+				v.at(gp.key("server"), "unknown MCP server %q (mcp_servers: %s)", g.Server, strings.Join(sortedKeys(c.MCPServers), ", "))
+				continue
+			case slices.IndexFunc(a.MCP[:j], func(o AgentMCP) bool { return o.Server == g.Server }) >= 0:
+				v.at(gp.key("server"), "MCP server %q is granted twice; list its tools once", g.Server)
+				continue
+			}
+			if len(g.Tools) == 0 {
+				v.at(gp.key("tools"), `list the server's tools the agent may call, or "*" for all`)
+			}
+			for k, t := range g.Tools {
+				tp := gp.key("tools").index(k)
+				if t == "*" {
+					if len(g.Tools) > 1 {
+						v.at(tp, `"*" grants every tool of the server: list nothing else`)
+					}
+					continue
+				}
+				if !mcpToolName.MatchString(t) {
+					v.at(tp, "%q is not a tool name (%s)", t, mcpToolName)
+					continue
+				}
+				name := ModelToolName(s.ToolPrefix, t)
+				if by, clash := owner[name]; clash {
+					v.at(tp, "tool %q of MCP server %q is named %q for the model, as is %s; set mcp_servers.%s.tool_prefix to tell them apart", t, g.Server, name, by, g.Server)
+					continue
+				}
+				owner[name] = fmt.Sprintf("tool %q of MCP server %q", t, g.Server)
+			}
+		}
+	}
+}

@@ -157,6 +157,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		Model:       s.Model,
 		Instruction: s.Instruction,
 		Tools:       ts,
+		Toolsets:    s.Toolsets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build ADK agent: %w", err)

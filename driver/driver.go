@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/adk/model"
+	"google.golang.org/adk/tool"
 	"google.golang.org/adk/plugin"
 
 	"github.com/agent-worker/agent-worker/clock"
@@ -47,6 +48,9 @@ type Spec struct {
 	Model model.LLM
 	// Tools are built-in tool names (see package tools).
 	Tools []string
+	// Toolsets add tools asked for before each model call (the agent's
+	// MCP tools, package mcptools).
+	Toolsets []tool.Toolset
 	// Publish lists the subject patterns the publish tool may use.
 	Publish []string
 	// HTTPGet lists the URL prefixes the http_get tool may read.

@@ -1,0 +1,140 @@
+package mcptools_test
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/mcptools"
+)
+
+func webServer(t *testing.T, c *calls, timeout time.Duration) *mcptools.Servers {
+	t.Helper()
+	s := start(t, map[string]config.MCPServer{"web": {URL: httpServer(t, c) + "/", ToolPrefix: "web_",
+		Timeout: config.Duration(timeout), MaxResultBytes: 1000}})
+	waitUp(t, s, "web", nil)
+	return s
+}
+
+// A scripted model calls an allowed tool of a real MCP server (streamable
+// HTTP): the server is called once and the next model request carries
+// its result; the model was offered only the granted tools, under the
+// server's prefix.
+func TestAnAllowedToolsResultReachesTheModel(t *testing.T) {
+	t.Parallel()
+	c := &calls{}
+	s := webServer(t, c, 10*time.Second)
+	r := newAgent(t, s, []config.AgentMCP{{Server: "web", Tools: []string{"echo", "big"}}},
+		[]config.ScriptStep{step("web_echo", map[string]any{"text": "hi"}), {Text: "done"}})
+	r.turn(t)
+	if got := r.toolResult(t, "web_echo"); got["output"] != "echo: hi" {
+		t.Fatalf("result %v", got)
+	}
+	if c.of("echo") != 1 {
+		t.Fatalf("echo called %d times", c.of("echo"))
+	}
+	if got := r.declared(); len(got) != 2 || !slices.Contains(got, "web_echo") || !slices.Contains(got, "web_big") {
+		t.Fatalf("offered %q, want web_echo and web_big", got)
+	}
+}
+
+// A call of a tool the agent was not granted never reaches the server:
+// the model is told the tool does not exist.
+func TestAToolOutsideTheGrantsNeverReachesTheServer(t *testing.T) {
+	t.Parallel()
+	c := &calls{}
+	s := webServer(t, c, 10*time.Second)
+	r := newAgent(t, s, []config.AgentMCP{{Server: "web", Tools: []string{"echo"}}},
+		[]config.ScriptStep{step("web_secret", nil), {Text: "done"}})
+	r.turn(t)
+	if got := r.toolResult(t, "web_secret"); !strings.Contains(got["error"].(string), "not found") {
+		t.Fatalf("result %v", got)
+	}
+	if n := c.of("secret"); n != 0 {
+		t.Fatalf("the server got %d calls of a tool not granted", n)
+	}
+}
+
+// A tool slower than the server's timeout is a tool error for the model;
+// the turn completes. A result above max_result_bytes is clipped and
+// says so.
+func TestSlowAndLargeResultsAreBounded(t *testing.T) {
+	t.Parallel()
+	c := &calls{}
+	s := webServer(t, c, 300*time.Millisecond)
+	r := newAgent(t, s, []config.AgentMCP{{Server: "web", Tools: []string{"*"}}},
+		[]config.ScriptStep{step("web_slow", nil), step("web_big", nil), {Text: "done"}})
+	r.turn(t)
+	if got := r.toolResult(t, "web_slow"); !strings.Contains(got["error"].(string), "did not answer within 300ms") {
+		t.Fatalf("slow result %v", got)
+	}
+	big := r.toolResult(t, "web_big")
+	if out, _ := big["output"].(string); len(out) > 1004 || !strings.Contains(big["clipped"].(string), "100000") {
+		t.Fatalf("big result: %d bytes, clipped %v", len(out), big["clipped"])
+	}
+}
+
+// A stdio server (this test binary) killed mid-run: calls in the gap are
+// tool errors saying the server is unavailable; the worker restarts it
+// and the next call works, on a new process.
+func TestAKilledStdioServerIsRestarted(t *testing.T) {
+	t.Parallel()
+	s, err := mcptools.Start(map[string]config.MCPServer{"local": {Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{stdioEnv: "1"}, Timeout: config.Duration(10 * time.Second), MaxResultBytes: 1000}},
+		mcptools.Options{FirstRetry: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	first := waitUp(t, s, "local", nil)
+	r := newAgent(t, s, []config.AgentMCP{{Server: "local", Tools: []string{"pid"}}},
+		[]config.ScriptStep{step("pid", nil), {Text: "done"}})
+	r.turn(t)
+	pid, err := strconv.Atoi(output(t, r.toolResult(t, "pid")))
+	if err != nil || pid == os.Getpid() {
+		t.Fatalf("pid %d %v", pid, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, s, "local")
+	r.turn(t)
+	if got := r.toolResult(t, "pid"); !strings.Contains(got["error"].(string), "MCP server unavailable") {
+		t.Fatalf("a call while the server was down: %v", got)
+	}
+	waitUp(t, s, "local", func(st mcptools.Status) bool { return !st.Since.After(first.Since) })
+	r.turn(t)
+	again, err := strconv.Atoi(output(t, r.toolResult(t, "pid")))
+	if err != nil || again == pid {
+		t.Fatalf("after the restart: pid %d (was %d) %v", again, pid, err)
+	}
+}
+
+func waitDown(t *testing.T, s *mcptools.Servers, name string) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		for _, st := range s.Down() {
+			if st.Server == name {
+				return
+			}
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	t.Fatalf("server %s never down", name)
+}
+
+// output is a tool result's text output.
+func output(t *testing.T, res map[string]any) string {
+	t.Helper()
+	s, ok := res["output"].(string)
+	if !ok {
+		t.Fatalf("no text output: %v", res)
+	}
+	return s
+}

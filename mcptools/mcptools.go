@@ -1,0 +1,455 @@
+// Package mcptools gives agents the tools of MCP servers: one connection
+// per configured server per worker, shared by the agents that use it, kept
+// up with backoff (a command server is restarted when it dies), and per
+// agent a tool set of the tools its grants allow, under the names the
+// model sees.
+//
+// # Guarantees
+//
+//   - A call to a tool outside an agent's grants never reaches the server:
+//     the agent's tool set does not hold it (ADK answers "tool not found").
+//   - A call is bounded by the server's timeout, and its result by
+//     max_result_bytes (clipped, and the model is told how much was cut).
+//     A server error, a timeout, and a server that is down are returned
+//     to the model as tool errors; the turn goes on.
+//   - A server that is down never blocks the worker: Start returns at
+//     once and connects in the background; Status says which servers are
+//     down and why.
+//
+// It must not run turns or decide what a call may cost: the driver's
+// guards see MCP calls as they see built-in ones.
+package mcptools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent-worker/agent-worker/config"
+)
+
+// Backoff between reconnects: the first wait, doubled after each failure
+// up to the last.
+const (
+	firstRetry = time.Second
+	maxRetry   = 30 * time.Second
+)
+
+// ErrUnavailable is wrapped by the error a call to a server that is down
+// returns.
+var ErrUnavailable = errors.New("MCP server unavailable")
+
+// Options configure Start.
+type Options struct {
+	Log *slog.Logger
+	// OnState, when set, is told each time a server comes up or goes down
+	// (for a metric).
+	OnState func(server string, up bool)
+	// Version names the worker to the servers.
+	Version string
+	// FirstRetry is the first wait before reconnecting (default 1s); each
+	// failure doubles it, up to 30s.
+	FirstRetry time.Duration
+}
+
+// Servers are the worker's MCP server connections.
+type Servers struct {
+	opts    Options
+	servers map[string]*server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Status is one server's state.
+type Status struct {
+	Server string    `json:"server"`
+	Up     bool      `json:"up"`
+	Tools  []string  `json:"tools,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	Since  time.Time `json:"since"`
+}
+
+type server struct {
+	name string
+	cfg  config.MCPServer
+	log  *slog.Logger
+	opts Options
+	// headers are the HTTP headers, read once at Start.
+	headers http.Header
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	tools   []*mcp.Tool // as last listed; kept while the server is down
+	version int         // bumped each time tools are listed
+	err     error       // why it is down
+	since   time.Time
+	down    chan struct{} // closed to make the loop reconnect at once
+}
+
+// Start connects to every server in the background and returns at once. A
+// header whose environment variable or file cannot be read is an error.
+func Start(servers map[string]config.MCPServer, opts Options) (*Servers, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.FirstRetry <= 0 {
+		opts.FirstRetry = firstRetry
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Servers{opts: opts, servers: map[string]*server{}, cancel: cancel}
+	for name, cfg := range servers {
+		h, err := headers(cfg)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("mcp_servers.%s: %w", name, err)
+		}
+		srv := &server{name: name, cfg: cfg, log: opts.Log.With("mcp_server", name), opts: opts, headers: h,
+			err: errors.New("not connected yet"), since: time.Now()}
+		s.servers[name] = srv
+		if opts.OnState != nil {
+			opts.OnState(name, false)
+		}
+		s.wg.Go(func() { srv.run(ctx) })
+	}
+	return s, nil
+}
+
+// Close disconnects every server (stopping command servers) and waits.
+func (s *Servers) Close() {
+	s.cancel()
+	for _, srv := range s.servers {
+		srv.mu.Lock()
+		cs := srv.session
+		srv.mu.Unlock()
+		if cs != nil {
+			_ = cs.Close()
+		}
+	}
+	s.wg.Wait()
+}
+
+// Status reports every server, by name.
+func (s *Servers) Status() []Status {
+	out := make([]Status, 0, len(s.servers))
+	for _, name := range sortedNames(s.servers) {
+		out = append(out, s.servers[name].status())
+	}
+	return out
+}
+
+// Down returns the servers that are down.
+func (s *Servers) Down() []Status {
+	var out []Status
+	for _, st := range s.Status() {
+		if !st.Up {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func (srv *server) status() Status {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	st := Status{Server: srv.name, Up: srv.session != nil, Since: srv.since}
+	for _, t := range srv.tools {
+		st.Tools = append(st.Tools, t.Name)
+	}
+	if srv.session == nil && srv.err != nil {
+		st.Error = srv.err.Error()
+	}
+	return st
+}
+
+// run keeps the server connected until ctx ends.
+func (srv *server) run(ctx context.Context) {
+	wait := srv.opts.FirstRetry
+	for ctx.Err() == nil {
+		cs, tools, err := srv.connect(ctx)
+		if err != nil {
+			srv.setDown(err)
+			srv.log.Warn("MCP server unavailable; its tools answer with an error until it is back", "error", err, "retry_in", wait)
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return
+			}
+			wait = min(2*wait, maxRetry)
+			continue
+		}
+		wait = srv.opts.FirstRetry
+		down := srv.setUp(cs, tools)
+		srv.log.Info("MCP server connected", "tools", len(tools))
+		ended := make(chan error, 1)
+		go func() { ended <- cs.Wait() }()
+		var why error
+		select {
+		case err := <-ended:
+			why = fmt.Errorf("connection ended: %v", errOr(err, "closed"))
+		case <-down:
+			why = srv.lastErr()
+			_ = cs.Close()
+		case <-ctx.Done():
+			_ = cs.Close()
+			return
+		}
+		srv.setDown(why)
+		srv.log.Warn("MCP server connection lost; reconnecting", "error", why, "retry_in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func errOr(err error, s string) string {
+	if err == nil {
+		return s
+	}
+	return err.Error()
+}
+
+// connect opens a session and lists the tools.
+func (srv *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, error) {
+	cctx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout.D())
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent-worker", Version: srv.opts.Version}, nil)
+	var t mcp.Transport
+	if len(srv.cfg.Command) > 0 {
+		// Not CommandContext: the process outlives this attempt's
+		// timeout; the session's Close stops it.
+		cmd := exec.Command(srv.cfg.Command[0], srv.cfg.Command[1:]...)
+		cmd.Env = os.Environ()
+		for _, k := range sortedNames(srv.cfg.Env) {
+			cmd.Env = append(cmd.Env, k+"="+srv.cfg.Env[k])
+		}
+		cmd.Stderr = &logWriter{log: srv.log}
+		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	} else {
+		t = &mcp.StreamableClientTransport{Endpoint: srv.cfg.URL, MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: headerTransport{base: http.DefaultTransport, h: srv.headers}}}
+	}
+	cs, err := client.Connect(cctx, t, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	var tools []*mcp.Tool
+	for tl, err := range cs.Tools(cctx, nil) {
+		if err != nil {
+			_ = cs.Close()
+			return nil, nil, fmt.Errorf("list tools: %w", err)
+		}
+		tools = append(tools, tl)
+	}
+	return cs, tools, nil
+}
+
+func (srv *server) setUp(cs *mcp.ClientSession, tools []*mcp.Tool) <-chan struct{} {
+	srv.mu.Lock()
+	srv.session, srv.tools, srv.err, srv.since = cs, tools, nil, time.Now()
+	srv.version++
+	srv.down = make(chan struct{})
+	down := srv.down
+	srv.mu.Unlock()
+	if srv.opts.OnState != nil {
+		srv.opts.OnState(srv.name, true)
+	}
+	return down
+}
+
+func (srv *server) setDown(err error) {
+	srv.mu.Lock()
+	was := srv.session != nil
+	srv.session, srv.err = nil, err
+	if was {
+		srv.since = time.Now()
+	}
+	srv.mu.Unlock()
+	if was && srv.opts.OnState != nil {
+		srv.opts.OnState(srv.name, false)
+	}
+}
+
+func (srv *server) lastErr() error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.err
+}
+
+// lost marks the session as broken (a call failed on the transport) so
+// the loop reconnects.
+func (srv *server) lost(cs *mcp.ClientSession, err error) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.session != cs || srv.down == nil {
+		return
+	}
+	srv.err = err
+	select {
+	case <-srv.down:
+	default:
+		close(srv.down)
+	}
+}
+
+// call runs tool with args on the server, bounded by its timeout.
+func (srv *server) call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	srv.mu.Lock()
+	cs, why := srv.session, srv.err
+	srv.mu.Unlock()
+	if cs == nil {
+		return nil, fmt.Errorf("%w: %q (%v); try again later", ErrUnavailable, srv.name, why)
+	}
+	cctx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout.D())
+	defer cancel()
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	switch {
+	case err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		return nil, fmt.Errorf("MCP tool %q of server %q did not answer within %s", tool, srv.name, srv.cfg.Timeout.D())
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		srv.lost(cs, err)
+		return nil, fmt.Errorf("%w: %q: %v", ErrUnavailable, srv.name, err)
+	}
+	text := contentText(res.Content)
+	if res.IsError {
+		if text == "" {
+			text = "no details"
+		}
+		return nil, fmt.Errorf("MCP tool %q failed: %s", tool, clipText(text, srv.cfg.MaxResultBytes))
+	}
+	var out any = text
+	if res.StructuredContent != nil {
+		out = res.StructuredContent
+	}
+	return clipResult(out, srv.cfg.MaxResultBytes), nil
+}
+
+// contentText joins the text parts of a result.
+func contentText(cs []mcp.Content) string {
+	var b strings.Builder
+	for _, c := range cs {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+// clipResult is {"output": out}, or, when out's JSON is above limit
+// bytes, its first bytes marked with how much was cut.
+func clipResult(out any, limit int) map[string]any {
+	s, isText := out.(string)
+	if !isText {
+		raw, err := json.Marshal(out)
+		if err != nil {
+			return map[string]any{"output": fmt.Sprint(out)}
+		}
+		s = string(raw)
+	}
+	if limit <= 0 || len(s) <= limit {
+		return map[string]any{"output": out}
+	}
+	return map[string]any{"output": clipText(s, limit), "clipped": "the result was " + strconv.Itoa(len(s)) + " bytes; only its first " + strconv.Itoa(limit) + " are shown"}
+}
+
+func clipText(s string, limit int) string {
+	if limit <= 0 || len(s) <= limit {
+		return s
+	}
+	for limit > 0 && limit < len(s) && (s[limit]&0xC0) == 0x80 {
+		limit--
+	}
+	return s[:limit] + "…"
+}
+
+// headers reads the server's HTTP headers from their variables and files.
+func headers(cfg config.MCPServer) (http.Header, error) {
+	h := http.Header{}
+	for _, k := range sortedNames(cfg.HeadersEnv) {
+		v, ok := os.LookupEnv(cfg.HeadersEnv[k])
+		if !ok || v == "" {
+			return nil, fmt.Errorf("headers_env.%s: environment variable %s is not set", k, cfg.HeadersEnv[k])
+		}
+		h.Set(k, v)
+	}
+	for _, k := range sortedNames(cfg.HeadersFile) {
+		b, err := os.ReadFile(cfg.HeadersFile[k])
+		if err != nil {
+			return nil, fmt.Errorf("headers_file.%s: %w", k, err)
+		}
+		h.Set(k, strings.TrimSpace(string(b)))
+	}
+	return h, nil
+}
+
+type headerTransport struct {
+	base http.RoundTripper
+	h    http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.h) > 0 {
+		r = r.Clone(r.Context())
+		for k, vs := range t.h {
+			r.Header[k] = vs
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// logWriter sends a command server's stderr to the log, a line at a time.
+type logWriter struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.log.Info("MCP server stderr", "line", clipText(string(w.buf[:i]), 2000))
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 64<<10 { // a line without end: log what there is
+		w.log.Info("MCP server stderr", "line", clipText(string(w.buf), 2000))
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*logWriter)(nil)
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

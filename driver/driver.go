@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/adk/model"
-	"google.golang.org/adk/tool"
 	"google.golang.org/adk/plugin"
+	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"

@@ -229,5 +229,3 @@ func (r *agentRig) declared() []string {
 func step(name string, args map[string]any) config.ScriptStep {
 	return config.ScriptStep{Call: &config.Call{Name: name, Args: args}}
 }
-
-

@@ -23,7 +23,8 @@ func (s *Server) notReady() []string {
 	return reasons
 }
 
-// readyz answers 200, or 503 with the reasons.
+// readyz answers 200 (with what is degraded, if anything), or 503 with
+// the reasons.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if reasons := s.notReady(); len(reasons) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, struct {
@@ -31,6 +32,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			Reasons []string `json:"reasons"`
 		}{"not ready", reasons})
 		return
+	}
+	if s.o.Degraded != nil {
+		if notes := s.o.Degraded(); len(notes) > 0 {
+			writeJSON(w, http.StatusOK, struct {
+				Status   string   `json:"status"`
+				Degraded []string `json:"degraded"`
+			}{"ready", notes})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

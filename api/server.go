@@ -149,8 +149,12 @@ type Options struct {
 	// Ready returns why the worker is not ready (NATS down, store
 	// unreachable); empty or nil means ready.
 	Ready func() []string
-	Log   *slog.Logger // default: discard
-	Clock clock.Clock  // default: clock.Real()
+	// Degraded returns what works less well without making the worker
+	// unready (an MCP server down: its tools answer with an error); /readyz
+	// lists it with a 200.
+	Degraded func() []string
+	Log      *slog.Logger // default: discard
+	Clock    clock.Clock  // default: clock.Real()
 	// MaxBody caps request bodies (413 beyond) except an Alertmanager
 	// payload's; default DefaultMaxBody.
 	MaxBody int64

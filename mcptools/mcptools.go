@@ -453,3 +453,22 @@ func sortedNames[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Check connects to one server once, as Start would, lists its tools and
+// disconnects: for `agent-worker mcp check`.
+func Check(ctx context.Context, name string, cfg config.MCPServer, log *slog.Logger) ([]*mcp.Tool, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h, err := headers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	srv := &server{name: name, cfg: cfg, log: log.With("mcp_server", name), headers: h}
+	cs, tools, err := srv.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_ = cs.Close()
+	return tools, nil
+}

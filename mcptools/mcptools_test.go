@@ -2,8 +2,6 @@ package mcptools_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/mcptest"
 	"github.com/agent-worker/agent-worker/mcptools"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store/memory"
@@ -102,10 +101,7 @@ func newServer(c *calls) *mcp.Server {
 // httpServer serves newServer over streamable HTTP on 127.0.0.1.
 func httpServer(t *testing.T, c *calls) string {
 	t.Helper()
-	srv := newServer(c)
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(hs.Close)
-	return hs.URL
+	return mcptest.Serve(t, newServer(c))
 }
 
 func start(t *testing.T, servers map[string]config.MCPServer) *mcptools.Servers {

@@ -36,6 +36,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/lease"
+	"github.com/agent-worker/agent-worker/mcptools"
 	"github.com/agent-worker/agent-worker/metrics"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
@@ -77,6 +78,7 @@ type Worker struct {
 	binding     *natsinbox.Binding
 	guard       *guard.Guard
 	subagents   *background.Manager
+	mcp         *mcptools.Servers // nil without mcp_servers
 	leases      *lease.Manager
 	health      *health.Monitor
 	api         *api.Server
@@ -156,7 +158,13 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		}
 	}
 
-	specs, err := buildSpecs(ctx, cfg, o, w.bus)
+	if len(cfg.MCPServers) > 0 {
+		w.mcp, err = mcptools.Start(cfg.MCPServers, mcptools.Options{Log: o.Log})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	specs, err := buildSpecs(ctx, cfg, o, w.bus, w.mcp)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -197,7 +205,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 			fallbacks = append(fallbacks, metrics.FallbackInfo{Model: fb, Priced: w.guard.PricedModel(fb)})
 		}
 		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
-			Fallbacks: fallbacks, Tools: a.Tools, Schedules: ag.Schedules()})
+			Fallbacks: fallbacks, Tools: metricTools(cfg, a), Schedules: ag.Schedules()})
 	}
 	w.metrics = metrics.NewWith(infos, gauges{w},
 		metrics.Options{PerAgent: metrics.PerAgent(cfg.Metrics.PerAgent)})
@@ -331,7 +339,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus, EventFeed: w.eventFeed(),
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
-		Metrics: w.metrics.Handler(), Ready: w.notReady, Log: o.Log, Clock: o.Clock,
+		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
 		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Handled: handled, Observer: w.metrics,
 	})
@@ -416,6 +424,35 @@ func (w *Worker) notReady() []string {
 		}
 		out = append(out, fmt.Sprintf("agent %s not consuming: %s (since %s, %d attempts; retrying)", a.Agent, a.Err,
 			a.Since.UTC().Format(time.RFC3339), a.Attempts))
+	}
+	return out
+}
+
+// metricTools are the tool labels of a's tool_calls_total: its built-in
+// tools and the MCP tools it is granted by name (as the model sees them);
+// a "*" grant's tools are counted as "other", so the labels stay bounded
+// by the config, not by what a server lists.
+func metricTools(cfg *config.Config, a config.Agent) []string {
+	out := slices.Clone(a.Tools)
+	for _, g := range a.MCP {
+		for _, t := range g.Tools {
+			if t != "*" {
+				out = append(out, config.ModelToolName(cfg.MCPServers[g.Server].ToolPrefix, t))
+			}
+		}
+	}
+	return out
+}
+
+// degraded lists what works less well without making the worker unready:
+// the MCP servers that are down (their tools answer with an error).
+func (w *Worker) degraded() []string {
+	if w.mcp == nil {
+		return nil
+	}
+	var out []string
+	for _, st := range w.mcp.Down() {
+		out = append(out, fmt.Sprintf("MCP server %s down since %s: %s (its tools answer with an error; reconnecting)", st.Server, st.Since.UTC().Format(time.RFC3339), st.Error))
 	}
 	return out
 }
@@ -554,6 +591,9 @@ func (w *Worker) teardown() {
 		cancel()
 		w.subagents.Shutdown(ctx)
 	}
+	if w.mcp != nil { // after the driver: no turn calls a tool any more
+		w.mcp.Close()
+	}
 	if w.stopEv != nil { // after everything that publishes events
 		w.stopEv()
 	}
@@ -650,7 +690,7 @@ func Redact(raw string) string {
 
 // buildSpecs resolves each configured agent into what the driver runs,
 // with its own model instance (and instances of the model's fallbacks).
-func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.Bus) ([]driver.Spec, error) {
+func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.Bus, mcp *mcptools.Servers) ([]driver.Spec, error) {
 	var specs []driver.Spec
 	for _, a := range cfg.Agents {
 		env := models.Env{Agent: a.Name, Events: bus, Log: o.Log, Clock: o.Clock}
@@ -670,7 +710,7 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: memory: %w", a.Name, err)
 		}
-		specs = append(specs, driver.Spec{
+		spec := driver.Spec{
 			Name:                a.Name,
 			Instruction:         a.Instruction,
 			Model:               m,
@@ -694,7 +734,11 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			TurnBurst:    a.Limits.TurnBurst,
 			Schedules:    schedules(a.Schedules),
 			Memory:       mem,
-		})
+		}
+		if len(a.MCP) > 0 && mcp != nil {
+			spec.Toolsets = []tool.Toolset{mcp.Toolset(a.Name, a.MCP, a.Tools)}
+		}
+		specs = append(specs, spec)
 	}
 	return specs, nil
 }
@@ -750,6 +794,18 @@ type gauges struct{ w *Worker }
 
 // Replicas implements metrics.ReplicaSource.
 func (g gauges) Replicas() int { return g.w.spread.Replicas() }
+
+// MCPServersUp implements metrics.MCPSource.
+func (g gauges) MCPServersUp() map[string]bool {
+	if g.w.mcp == nil {
+		return nil
+	}
+	up := map[string]bool{}
+	for _, st := range g.w.mcp.Status() {
+		up[st.Server] = st.Up
+	}
+	return up
+}
 
 // NotConsuming implements metrics.BindingSource.
 func (g gauges) NotConsuming() int {

@@ -1,13 +1,21 @@
 package mcptools_test
 
 import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/mcptools"
@@ -137,4 +145,76 @@ func output(t *testing.T, res map[string]any) string {
 		t.Fatalf("no text output: %v", res)
 	}
 	return s
+}
+
+// The headers of headers_env and headers_file go with every request to a
+// url server; a server that refuses the connection without them is up
+// with them.
+func TestHeadersReachTheServer(t *testing.T) {
+	t.Setenv("MCPTOOLS_TEST_TOKEN", "Bearer s3cret")
+	file := filepath.Join(t.TempDir(), "tenant")
+	if err := os.WriteFile(file, []byte("blue\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newServer(&calls{}) }, nil)
+	var refused atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("X-Tenant") != "blue" {
+			refused.Add(1)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	s := start(t, map[string]config.MCPServer{"auth": {URL: hs.URL, Timeout: config.Duration(5 * time.Second),
+		HeadersEnv: map[string]string{"Authorization": "MCPTOOLS_TEST_TOKEN"}, HeadersFile: map[string]string{"X-Tenant": file}}})
+	if st := waitUp(t, s, "auth", nil); !slices.Contains(st.Tools, "echo") {
+		t.Fatalf("tools %v", st.Tools)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Fatalf("%d requests went without the headers", n)
+	}
+	if _, err := mcptools.Start(map[string]config.MCPServer{"x": {URL: hs.URL, HeadersEnv: map[string]string{"Authorization": "MCPTOOLS_TEST_UNSET"}}}, mcptools.Options{}); err == nil || !strings.Contains(err.Error(), "MCPTOOLS_TEST_UNSET is not set") {
+		t.Fatalf("a header from an unset variable: %v", err)
+	}
+}
+
+// A command server's stderr goes to the worker's log, a line at a time,
+// with the server's name.
+func TestAStdioServersStderrIsLogged(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	s, err := mcptools.Start(map[string]config.MCPServer{"local": {Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{stdioEnv: "1"}, Timeout: config.Duration(10 * time.Second)}}, mcptools.Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	waitUp(t, s, "local", nil)
+	end := time.Now().Add(deadline)
+	for !strings.Contains(buf.String(), `"mcp_server":"local","line":"stdio test server starting"`) {
+		if time.Now().After(end) {
+			t.Fatalf("stderr not logged:\n%s", buf.String())
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -32,6 +32,7 @@ const stdioEnv = "MCPTOOLS_TEST_STDIO_SERVER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(stdioEnv) == "1" {
+		os.Stderr.WriteString("stdio test server starting\n")
 		if err := newServer(&calls{}).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			os.Exit(1)
 		}

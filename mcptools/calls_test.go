@@ -1,16 +1,17 @@
 package mcptools_test
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/mcptest"
 	"github.com/agent-worker/agent-worker/mcptools"
 )
 
@@ -217,4 +219,22 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A server that adds a tool while connected is listed again: the agents'
+// tool sets offer the new tool from their next model call.
+func TestAServersNewToolIsOffered(t *testing.T) {
+	t.Parallel()
+	srv := newServer(&calls{})
+	s := start(t, map[string]config.MCPServer{"web": {URL: mcptest.Serve(t, srv), Timeout: config.Duration(5 * time.Second)}})
+	waitUp(t, s, "web", nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "fresh", Description: "Added later."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "new"}}}, nil, nil
+	})
+	waitUp(t, s, "web", func(st mcptools.Status) bool { return !slices.Contains(st.Tools, "fresh") })
+	r := newAgent(t, s, []config.AgentMCP{{Server: "web", Tools: []string{"fresh"}}}, []config.ScriptStep{step("fresh", nil), {Text: "done"}})
+	r.turn(t)
+	if got := output(t, r.toolResult(t, "fresh")); got != "new" {
+		t.Fatalf("fresh: %q", got)
+	}
 }

@@ -228,7 +228,11 @@ func errOr(err error, s string) string {
 func (srv *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool, error) {
 	cctx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout.D())
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent-worker", Version: srv.opts.Version}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent-worker", Version: srv.opts.Version}, &mcp.ClientOptions{
+		// The server's tools changed: list them again, so the agents' tool
+		// sets offer what it has now (from their next model call on).
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go srv.relist(req.Session) },
+	})
 	var t mcp.Transport
 	if len(srv.cfg.Command) > 0 {
 		// Not CommandContext: the process outlives this attempt's
@@ -257,6 +261,29 @@ func (srv *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool
 		tools = append(tools, tl)
 	}
 	return cs, tools, nil
+}
+
+// relist lists the tools of session cs again, if it is still the
+// server's session.
+func (srv *server) relist(cs *mcp.ClientSession) {
+	ctx, cancel := context.WithTimeout(context.Background(), srv.cfg.Timeout.D())
+	defer cancel()
+	var tools []*mcp.Tool
+	for tl, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			srv.log.Warn("MCP server announced new tools, but listing them failed; the old list stays", "error", err)
+			return
+		}
+		tools = append(tools, tl)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.session != cs {
+		return
+	}
+	srv.tools = tools
+	srv.version++
+	srv.log.Info("MCP server's tools changed", "tools", len(tools))
 }
 
 func (srv *server) setUp(cs *mcp.ClientSession, tools []*mcp.Tool) <-chan struct{} {

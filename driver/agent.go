@@ -11,6 +11,7 @@ import (
 	"google.golang.org/adk/agent/llmagent"
 	"google.golang.org/adk/plugin"
 	"google.golang.org/adk/runner"
+	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
@@ -107,6 +108,10 @@ type Agent struct {
 
 	// jr keeps the turn journal (journal.go); nil without a store.
 	jr *journaler
+	// tools are the built-in tools; expiries the timers of the pending
+	// approvals (approval.go), under mu.
+	tools    []tool.Tool
+	expiries map[string]clock.Timer
 }
 
 type wakeRequest struct {
@@ -117,6 +122,9 @@ type wakeRequest struct {
 func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 	if s.MaxTurnsPerWake <= 0 {
 		s.MaxTurnsPerWake = 10
+	}
+	if s.ApprovalTTL <= 0 {
+		s.ApprovalTTL = DefaultApprovalTTL
 	}
 	if s.ResumeWithin <= 0 {
 		s.ResumeWithin = DefaultResumeWithin
@@ -151,6 +159,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.tools, a.expiries = ts, map[string]clock.Timer{}
 	llm, err := llmagent.New(llmagent.Config{
 		Name:        s.Name,
 		Description: "agent-worker agent " + s.Name,
@@ -171,6 +180,9 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		if p := g.Plugin(s.Name); p != nil {
 			plugins = append(plugins, p)
 		}
+	}
+	if p := a.approvalPlugin(); p != nil {
+		plugins = append(plugins, p)
 	}
 	if a.store != nil {
 		// Last: a response is recorded after the guards charged it, and a

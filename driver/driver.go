@@ -91,6 +91,11 @@ type Spec struct {
 	// Memory folds turns that leave the window into a running memory
 	// (memory.go). Zero: off.
 	Memory MemorySpec
+	// Approval lists the tools (as the model sees them) whose calls wait
+	// for an operator's approval (approval.go); ApprovalTTL is how long a
+	// held call waits (default DefaultApprovalTTL).
+	Approval    []string
+	ApprovalTTL time.Duration
 	// ResumeWithin: an unfinished turn journal older than this is
 	// abandoned instead of resumed (journal.go). Default
 	// DefaultResumeWithin.

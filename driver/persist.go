@@ -96,6 +96,9 @@ func (a *Agent) restore(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := a.restoreApprovals(ctx); err != nil {
+		return err
+	}
 	if err := a.restoreMemory(ctx); err != nil {
 		return err
 	}

@@ -32,17 +32,25 @@ const (
 	// (interrupted, halted, timeout, capped, expired, inputs_missing,
 	// too_large).
 	JournalAbandoned = "journal-abandoned"
-	MessageQueued    = "message-queued"
-	MessageDropped   = "message-dropped"
-	Wake             = "wake"
-	Paused           = "paused"
-	Resumed          = "resumed"
-	Interrupted      = "interrupted"
-	Halted           = "halted"
-	ReportDone       = "report-done"
-	WakeScheduled    = "wake-scheduled"
-	Throttled        = "throttled"
-	Stopping         = "stopping"
+	// ApprovalRequested: a call of a tool that needs an operator's
+	// approval was held, not run. Data: id, tool, args (clipped), turn,
+	// expires.
+	ApprovalRequested = "approval-requested"
+	// ApprovalDecided: a held call was approved (and run: outcome ok or
+	// error), denied, or expired. Data: id, tool, decision, outcome, by,
+	// reason.
+	ApprovalDecided = "approval-decided"
+	MessageQueued   = "message-queued"
+	MessageDropped  = "message-dropped"
+	Wake            = "wake"
+	Paused          = "paused"
+	Resumed         = "resumed"
+	Interrupted     = "interrupted"
+	Halted          = "halted"
+	ReportDone      = "report-done"
+	WakeScheduled   = "wake-scheduled"
+	Throttled       = "throttled"
+	Stopping        = "stopping"
 	// Ownership: this replica gained or lost an agent's lease. Data: owned.
 	Ownership = "ownership"
 	// MessageRejected: input refused (bad body, unknown agent) and sent

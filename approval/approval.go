@@ -1,0 +1,152 @@
+// Package approval keeps the tool calls waiting for an operator's
+// decision: a call of a tool in an agent's approval list is not run but
+// held here, in the store, until an operator approves or denies it or it
+// expires. One key per agent holds its pending calls, changed with
+// compare-and-set, so a request held twice (a resumed turn) is one request
+// and a decision taken twice is one decision.
+//
+// It stores; it must not run tools or wake agents: the driver does.
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agent-worker/agent-worker/store"
+)
+
+// MaxPending bounds an agent's pending approvals; Hold refuses more.
+const MaxPending = 100
+
+// Sentinel errors.
+var (
+	// ErrUnknown: no pending approval has that id (never held, decided, or
+	// expired).
+	ErrUnknown = errors.New("no pending approval with that id")
+	// ErrFull: the agent has MaxPending approvals pending.
+	ErrFull = errors.New("too many approvals pending")
+)
+
+// Request is a held tool call.
+type Request struct {
+	// ID is the call's action id (journal.ActionID): the same when a
+	// resumed turn asks again.
+	ID    string         `json:"id"`
+	Agent string         `json:"agent"`
+	Tool  string         `json:"tool"`
+	Args  map[string]any `json:"args"`
+	// Turn is the turn that asked.
+	Turn      uint64    `json:"turn"`
+	Requested time.Time `json:"requested"`
+	Expires   time.Time `json:"expires"`
+}
+
+// Key is where an agent's pending approvals are stored.
+func Key(agent string) string { return "agent." + agent + ".approvals" }
+
+type book struct {
+	Pending []Request `json:"pending"`
+}
+
+// Hold stores r unless a request with its id is pending; created says
+// whether it was stored now. ErrFull past MaxPending.
+func Hold(ctx context.Context, st store.Store, r Request) (created bool, err error) {
+	err = update(ctx, st, r.Agent, func(b *book) (bool, error) {
+		if slices.ContainsFunc(b.Pending, func(p Request) bool { return p.ID == r.ID }) {
+			return false, nil
+		}
+		if len(b.Pending) >= MaxPending {
+			return false, fmt.Errorf("%w: %d for agent %s", ErrFull, MaxPending, r.Agent)
+		}
+		b.Pending = append(b.Pending, r)
+		created = true
+		return true, nil
+	})
+	return created, err
+}
+
+// List returns the agent's pending approvals, oldest first.
+func List(ctx context.Context, st store.Store, agent string) ([]Request, error) {
+	b, _, err := read(ctx, st, agent)
+	if err != nil {
+		return nil, err
+	}
+	return b.Pending, nil
+}
+
+// Take removes the pending approval id of agent and returns it: exactly
+// one of several concurrent Takes of an id gets it; the others get
+// ErrUnknown.
+func Take(ctx context.Context, st store.Store, agent, id string) (Request, error) {
+	var got Request
+	err := update(ctx, st, agent, func(b *book) (bool, error) {
+		i := slices.IndexFunc(b.Pending, func(p Request) bool { return p.ID == id })
+		if i < 0 {
+			return false, fmt.Errorf("%w: %q of agent %s", ErrUnknown, id, agent)
+		}
+		got = b.Pending[i]
+		b.Pending = slices.Delete(b.Pending, i, i+1)
+		return true, nil
+	})
+	return got, err
+}
+
+func read(ctx context.Context, st store.Store, agent string) (book, uint64, error) {
+	var b book
+	e, err := st.Get(ctx, Key(agent))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return b, 0, nil
+	case err != nil:
+		return b, 0, fmt.Errorf("read pending approvals: %w", err)
+	}
+	if err := json.Unmarshal(e.Value, &b); err != nil {
+		return b, 0, fmt.Errorf("pending approvals of %s unreadable: %w", agent, err)
+	}
+	return b, e.Revision, nil
+}
+
+// update applies fn (true: write) with compare-and-set, retrying on a
+// concurrent change.
+func update(ctx context.Context, st store.Store, agent string, fn func(*book) (bool, error)) error {
+	for range 20 {
+		b, rev, err := read(ctx, st, agent)
+		if err != nil {
+			return err
+		}
+		write, err := fn(&b)
+		if err != nil || !write {
+			return err
+		}
+		raw, _ := json.Marshal(b)
+		if rev == 0 {
+			_, err = st.Create(ctx, Key(agent), raw, 0)
+		} else {
+			_, err = st.Update(ctx, Key(agent), raw, rev)
+		}
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write pending approvals: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("write pending approvals of %s: too many concurrent changes", agent)
+}
+
+// Describe renders a request for the model and the log: tool and
+// arguments, clipped.
+func Describe(r Request) string {
+	args, _ := json.Marshal(r.Args)
+	s := string(args)
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return r.Tool + " " + strings.TrimSpace(s)
+}

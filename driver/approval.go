@@ -1,0 +1,288 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/adk/memory"
+	"google.golang.org/adk/plugin"
+	"google.golang.org/adk/session"
+	"google.golang.org/adk/tool"
+	"google.golang.org/adk/tool/toolconfirmation"
+
+	"github.com/agent-worker/agent-worker/approval"
+	"github.com/agent-worker/agent-worker/events"
+)
+
+// Operator approval (package approval). A call of a tool in
+// Spec.Approval is not run: it is held in the store under its action id,
+// announced (approval-requested), and the model is told it awaits an
+// operator's decision; the turn goes on. Decide runs an approved call with
+// the stored arguments and wakes the agent with its result as a trusted
+// operator message; a denied or expired call wakes it with the decision.
+// Only the owner holds, decides and expires; pending approvals survive
+// restarts and moves of the agent (restore arms their expiry again).
+
+// DefaultApprovalTTL is Spec.ApprovalTTL's default.
+const DefaultApprovalTTL = time.Hour
+
+// Approval decisions (the approval-decided event's "decision").
+const (
+	DecisionApproved = "approved"
+	DecisionDenied   = "denied"
+	DecisionExpired  = "expired"
+)
+
+// needsApproval reports whether calls of tool wait for an operator.
+func (a *Agent) needsApproval(tool string) bool { return slices.Contains(a.spec.Approval, tool) }
+
+// approvalPlugin holds the calls of the tools in Spec.Approval (nil when
+// there are none). It sits after the guards (a held call counts against
+// the caps and the watchdog like any) and before the journal (which
+// records the held answer, so a resumed turn asks again and finds the same
+// request).
+func (a *Agent) approvalPlugin() *plugin.Plugin {
+	if len(a.spec.Approval) == 0 {
+		return nil
+	}
+	p, _ := plugin.New(plugin.Config{
+		Name: "approval",
+		BeforeToolCallback: func(ctx tool.Context, t tool.Tool, args map[string]any) (map[string]any, error) {
+			if !a.needsApproval(t.Name()) {
+				return nil, nil
+			}
+			return a.hold(ctx, t.Name(), ctx.FunctionCallID(), args), nil
+		},
+	})
+	return p
+}
+
+// hold stores the call as a pending approval and returns what the model
+// is told.
+func (a *Agent) hold(ctx context.Context, tool, call string, args map[string]any) map[string]any {
+	now := a.clock.Now()
+	r := approval.Request{ID: host{a}.ActionID(call), Agent: a.spec.Name, Tool: tool, Args: args, Requested: now, Expires: now.Add(a.spec.ApprovalTTL)}
+	a.mu.Lock()
+	if a.current != nil {
+		r.Turn = a.current.n
+	}
+	a.mu.Unlock()
+	if !a.owns() {
+		return map[string]any{"error": "this call needs an operator's approval, and this replica no longer runs the agent; it was not run"}
+	}
+	created, err := approval.Hold(context.WithoutCancel(ctx), a.store, r)
+	if err != nil {
+		a.log.Error("approval could not be requested; the call was not run", "tool", tool, "error", err)
+		return map[string]any{"error": fmt.Sprintf("this call needs an operator's approval, and the request could not be stored (%v); it was not run", err)}
+	}
+	if created {
+		a.log.Info("tool call held for an operator's approval", "approval", r.ID, "call", approval.Describe(r), "expires", r.Expires)
+		a.emit(events.ApprovalRequested, map[string]any{"id": r.ID, "tool": tool, "args": clip(approval.Describe(r), 1000), "turn": r.Turn, "expires": r.Expires})
+		a.armExpiry(r)
+	}
+	return map[string]any{
+		"status": "awaiting_approval", "approval_id": r.ID, "expires": r.Expires.UTC().Format(time.RFC3339),
+		"note": "This tool needs an operator's approval: the call was not run. You will be woken with its result if it is approved, or told if it is denied or expires. Do not call it again for the same purpose.",
+	}
+}
+
+// Approvals lists the agent's pending approvals (the owner's store).
+func (a *Agent) Approvals(ctx context.Context) ([]approval.Request, error) {
+	return approval.List(ctx, a.store, a.spec.Name)
+}
+
+// ApprovalResult is what Decide did.
+type ApprovalResult struct {
+	Request  approval.Request `json:"request"`
+	Decision string           `json:"decision"`
+	// Result is the approved call's result (or its error, "error").
+	Result map[string]any `json:"result,omitempty"`
+}
+
+// Decide approves or denies the pending approval id, on the owner only
+// (ErrNotOwner elsewhere). An unknown id — never held, already decided,
+// expired — is approval.ErrUnknown. Approved, the call runs now with the
+// stored arguments (bounded by the turn timeout); either way the agent is
+// woken with the outcome as a trusted operator message, and an
+// approval-decided event names who decided and why.
+func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (ApprovalResult, error) {
+	if !a.owns() {
+		return ApprovalResult{}, fmt.Errorf("decide approval of agent %q: %w", a.spec.Name, ErrNotOwner)
+	}
+	r, err := approval.Take(ctx, a.store, a.spec.Name, id)
+	if err != nil {
+		return ApprovalResult{}, err
+	}
+	a.disarmExpiry(id)
+	res := ApprovalResult{Request: r, Decision: DecisionDenied}
+	who := by.By
+	if who == "" {
+		who = "an operator"
+	}
+	because := ""
+	if by.Reason != "" {
+		because = fmt.Sprintf(" (reason: %s)", by.Reason)
+	}
+	var message string
+	outcome := ""
+	if approve {
+		res.Decision = DecisionApproved
+		res.Result = a.runApproved(ctx, r)
+		outcome = "ok"
+		if res.Result["error"] != nil {
+			outcome = "error"
+		}
+		out, _ := json.Marshal(res.Result)
+		message = fmt.Sprintf("%s approved your held call %s (approval %s)%s. It has now been run; its result: %s", who, approval.Describe(r), r.ID, because, clip(string(out), 4000))
+	} else {
+		message = fmt.Sprintf("%s denied your held call %s (approval %s)%s. It was not run.", who, approval.Describe(r), r.ID, because)
+	}
+	a.log.Info("approval decided", "approval", id, "decision", res.Decision, "by", by.By, "reason", by.Reason, "outcome", outcome)
+	data := map[string]any{"id": id, "tool": r.Tool, "decision": res.Decision}
+	if outcome != "" {
+		data["outcome"] = outcome
+	}
+	for k, v := range by.Fields() {
+		data[k] = v
+	}
+	a.emit(events.ApprovalDecided, data)
+	a.wake(Cause{Source: SourceOperator, Name: "approval", Instruction: message}, by.Fields())
+	return res, nil
+}
+
+// runApproved runs an approved call with its stored arguments.
+func (a *Agent) runApproved(ctx context.Context, r approval.Request) map[string]any {
+	t, err := a.toolNamed(ctx, r.Tool)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	run, ok := t.(interface {
+		Run(tool.Context, any) (map[string]any, error)
+	})
+	if !ok {
+		return map[string]any{"error": fmt.Sprintf("tool %q cannot be run outside a turn", r.Tool)}
+	}
+	if a.spec.TurnTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.spec.TurnTimeout)
+		defer cancel()
+	}
+	out, err := run.Run(approvedCall{ctx: ctx, id: r.ID}, r.Args)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	return out
+}
+
+// toolNamed finds the agent's tool called name: built in, or of a tool
+// set (MCP).
+func (a *Agent) toolNamed(ctx context.Context, name string) (tool.Tool, error) {
+	for _, t := range a.tools {
+		if t.Name() == name {
+			return t, nil
+		}
+	}
+	for _, ts := range a.spec.Toolsets {
+		list, err := ts.Tools(nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range list {
+			if t.Name() == name {
+				return t, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("the agent has no tool %q any more", name)
+}
+
+// armExpiry expires r when its time comes (on the owner).
+func (a *Agent) armExpiry(r approval.Request) {
+	d := max(r.Expires.Sub(a.clock.Now()), 0)
+	t := a.clock.AfterFunc(d, func() { a.expire(r.ID) })
+	a.mu.Lock()
+	if old := a.expiries[r.ID]; old != nil {
+		old.Stop()
+	}
+	a.expiries[r.ID] = t
+	a.mu.Unlock()
+}
+
+func (a *Agent) disarmExpiry(id string) {
+	a.mu.Lock()
+	if t := a.expiries[id]; t != nil {
+		t.Stop()
+		delete(a.expiries, id)
+	}
+	a.mu.Unlock()
+}
+
+// expire gives up a pending approval nobody decided in time and tells the
+// agent.
+func (a *Agent) expire(id string) {
+	a.mu.Lock()
+	delete(a.expiries, id)
+	a.mu.Unlock()
+	if !a.owns() {
+		return // the owner expires it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := approval.Take(ctx, a.store, a.spec.Name, id)
+	switch {
+	case errors.Is(err, approval.ErrUnknown):
+		return // decided meanwhile
+	case err != nil:
+		a.log.Warn("expired approval not removed; retried in a minute", "approval", id, "error", err)
+		a.mu.Lock()
+		a.expiries[id] = a.clock.AfterFunc(time.Minute, func() { a.expire(id) })
+		a.mu.Unlock()
+		return
+	}
+	a.log.Info("approval expired: nobody decided in time; the call was not run", "approval", id, "tool", r.Tool)
+	a.emit(events.ApprovalDecided, map[string]any{"id": id, "tool": r.Tool, "decision": DecisionExpired})
+	a.wake(Cause{Source: SourceOperator, Name: "approval", Instruction: fmt.Sprintf(
+		"Your held call %s (approval %s) was not decided by an operator before it expired at %s. It was not run.",
+		approval.Describe(r), r.ID, r.Expires.UTC().Format(time.RFC3339))}, nil)
+}
+
+// restoreApprovals arms the expiry of the agent's pending approvals when
+// it is (re)acquired.
+func (a *Agent) restoreApprovals(ctx context.Context) error {
+	if len(a.spec.Approval) == 0 {
+		return nil
+	}
+	pending, err := approval.List(ctx, a.store, a.spec.Name)
+	if err != nil {
+		return err
+	}
+	for _, r := range pending {
+		a.armExpiry(r)
+	}
+	return nil
+}
+
+// approvedCall is the tool.Context of an approved call run outside a
+// turn: its function call id is the approval's id; it has no session.
+type approvedCall struct {
+	tool.Context // nil: what a tool touches beyond the methods below panics
+	ctx          context.Context
+	id           string
+}
+
+func (c approvedCall) Deadline() (time.Time, bool) { return c.ctx.Deadline() }
+func (c approvedCall) Done() <-chan struct{}       { return c.ctx.Done() }
+func (c approvedCall) Err() error                  { return c.ctx.Err() }
+func (c approvedCall) Value(key any) any           { return c.ctx.Value(key) }
+func (c approvedCall) FunctionCallID() string      { return c.id }
+func (c approvedCall) Actions() *session.EventActions {
+	return &session.EventActions{StateDelta: map[string]any{}}
+}
+func (c approvedCall) ToolConfirmation() *toolconfirmation.ToolConfirmation { return nil }
+func (c approvedCall) SearchMemory(context.Context, string) (*memory.SearchResponse, error) {
+	return nil, errors.New("no memory outside a turn")
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-worker/agent-worker/approval"
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
@@ -88,6 +89,9 @@ type AgentView struct {
 	SubagentsRunning int            `json:"subagents_running"`
 	Schedules        []ScheduleView `json:"schedules"`
 	LastTurn         *TurnView      `json:"last_turn,omitempty"`
+	// PendingApprovals are the agent's tool calls waiting for an
+	// operator's decision (POST .../approvals/{id}/approve or deny).
+	PendingApprovals []approval.Request `json:"pending_approvals,omitempty"`
 }
 
 // ScheduleView is one configured schedule. NextFire is nil for a disabled
@@ -196,6 +200,7 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 	if o.Subagents != nil {
 		v.SubagentsRunning = o.Subagents.Running(st.Name)
 	}
+	v.PendingApprovals = a.PendingApprovals()
 	for _, name := range a.Schedules() {
 		sv := ScheduleView{Name: name}
 		if next := o.Scheduler.Next(st.Name, name); !next.IsZero() {

@@ -39,6 +39,9 @@
 //	GET  /v1/agents/{name}/memory                    read|operate          driver.MemoryView: the owner's running memory
 //	POST /v1/agents/{name}/memory/compact            operate               {"reason"} → 202 driver.MemoryView (fold queued; 409 memory off or halted)
 //	DELETE /v1/agents/{name}/memory                  operate               {"reason"} → 200 driver.MemoryView (cleared; event memory-cleared)
+//	GET  /v1/agents/{name}/approvals                 read|operate          []approval.Request: the owner's pending approvals
+//	POST /v1/agents/{name}/approvals/{id}/approve    operate               {"reason"} → 202 {decision, request}: the held call runs, the agent wakes with its result; 404 not pending
+//	POST /v1/agents/{name}/approvals/{id}/deny       operate               {"reason"} → 200 {decision, request}: the agent is told; 404 not pending
 //
 // Every verb and view above may also answer 503 {"error": "no replica
 // owns agent x right now (...)"} (see Replicas below).

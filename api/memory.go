@@ -49,32 +49,43 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 // driver.MemoryView, or {"error"}.
 func (s *Server) memoryVerb(verb string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		a, ok := s.agent(w, r)
-		if !ok {
-			return
-		}
-		var body struct {
-			Reason string `json:"reason"`
-		}
-		if !s.decode(w, r, &body, false) {
-			return
-		}
-		reason, ok := operatorReason(w, r, body.Reason)
-		if !ok {
-			return
-		}
-		reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: verb, By: record(r).who.name, Reason: reason})
-		if err != nil {
-			noOwner(w, r, err)
-			return
-		}
-		replyBody(w, r, reply)
-		if reply.OK {
-			what := "memory fold queued on "
+		s.reasonedVerb(w, r, control.Request{Verb: verb}, func(reply control.Reply) string {
 			if verb == control.VerbMemoryClear {
-				what = "memory cleared on "
+				return "memory cleared on " + reply.Owner
 			}
-			record(r).result = what + reply.Owner
-		}
+			return "memory fold queued on " + reply.Owner
+		})
+	}
+}
+
+// reasonedVerb serves a verb that takes an optional {"reason"}: it checks
+// the body and the reason, sends req to the agent's owner on behalf of the
+// caller's token (By, Reason filled in), answers with the owner's reply,
+// and on success records done(reply) as the request's result (the audit
+// log line).
+func (s *Server) reasonedVerb(w http.ResponseWriter, r *http.Request, req control.Request, done func(control.Reply) string) {
+	a, ok := s.agent(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if !s.decode(w, r, &body, false) {
+		return
+	}
+	reason, ok := operatorReason(w, r, body.Reason)
+	if !ok {
+		return
+	}
+	req.By, req.Reason = record(r).who.name, reason
+	reply, err := s.ctl.Do(r.Context(), a.Name(), req)
+	if err != nil {
+		noOwner(w, r, err)
+		return
+	}
+	replyBody(w, r, reply)
+	if reply.OK {
+		record(r).result = done(reply)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-worker/agent-worker/approval"
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
@@ -55,6 +56,10 @@ type pageRow struct {
 	Bars       []spendBar
 	Trip       string // guardrail trip reason, "" when none
 	Last       *pageTurn
+
+	// Approvals are the agent's tool calls waiting for an operator:
+	// "restart_deployment {"name":"api"} (id …, expires in 42m)".
+	Approvals []string
 
 	// Pause says since when, by whom and why a paused agent is paused
 	// ("paused since 10:00:00 UTC (3m0s ago) by ops: db migration"); ""
@@ -171,6 +176,9 @@ func pageRowOf(v AgentView, now time.Time) pageRow {
 	}
 	if v.Paused {
 		row.Pause = pauseText(v, now)
+	}
+	for _, r := range v.PendingApprovals {
+		row.Approvals = append(row.Approvals, fmt.Sprintf("%s (id %s, expires %s)", turnlog.Clip(approval.Describe(r), 120), r.ID, relTime(r.Expires, now)))
 	}
 	if v.NextWake != nil {
 		row.NextWake = relTime(*v.NextWake, now)

@@ -402,6 +402,7 @@ func (s *Server) routes() {
 	post("/v1/agents/{name}/subagents/{id}/stop", "subagent-stop", s.stopSubagent)
 	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
 	s.memoryRoutes()
+	s.approvalRoutes()
 	// Queueing a message is all an ingest token may do.
 	s.needs["POST /v1/agents/{name}/messages"] = accessIngest
 	s.needs[alertmanagerRoute] = accessIngest

@@ -335,6 +335,11 @@ type Agent struct {
 	Tools []string `yaml:"tools"`
 	// MCP grants tools of MCP servers (mcp.go).
 	MCP []AgentMCP `yaml:"mcp"`
+	// Approval lists tools (built-in, or MCP as the model sees them)
+	// whose calls wait for an operator's approval; ApprovalTTL is how long
+	// a held call waits before it expires. Default 1h.
+	Approval    []string `yaml:"approval"`
+	ApprovalTTL Duration `yaml:"approval_ttl"`
 	// Publish lists subject patterns the publish tool may use.
 	Publish []string `yaml:"publish"`
 	// HTTPGet lists the URL prefixes the http_get tool may read

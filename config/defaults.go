@@ -93,6 +93,7 @@ func applyDefaults(c *Config) {
 		setDuration(&a.Turn.Retry.Max, 5*time.Minute)
 		setInt(&a.Turn.MaxInputBytes, 256<<10)
 		setDuration(&a.Turn.ResumeWithin, time.Hour)
+		setDuration(&a.ApprovalTTL, time.Hour)
 		for j := range a.Subscribe {
 			setString(&a.Subscribe[j].Mode, "inbox")
 		}

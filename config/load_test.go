@@ -129,7 +129,7 @@ agents:
 		`config.yaml:10: models.fake.script[1].usage: unknown key "inputs"; did you mean "input"?`,
 		`config.yaml:14: agents[0].sleep: unknown key "mni"; did you mean "min"?`,
 		`config.yaml:18: agents[0].schedules[0]: unknown key "tz" (known keys: name, cron, timezone, prompt, overlap, jitter, enabled)`,
-		`config.yaml:19: agents[0]: unknown key "colour" (known keys: name, model, instruction, tools, mcp, publish, http_get, http_get_allow_private, subscribe, schedules, sleep, budgets, watchdog, limits, subagents, memory, inbox, wake_on_start, wake_on_resolved, turn, replica_affinity)`,
+		`config.yaml:19: agents[0]: unknown key "colour" (known keys: name, model, instruction, tools, mcp, approval, approval_ttl, publish, http_get, http_get_allow_private, subscribe, schedules, sleep, budgets, watchdog, limits, subagents, memory, inbox, wake_on_start, wake_on_resolved, turn, replica_affinity)`,
 	})
 }
 

@@ -147,5 +147,16 @@ func (v *validator) mcp(c *Config) {
 				owner[name] = fmt.Sprintf("tool %q of MCP server %q", t, g.Server)
 			}
 		}
+		wildcard := slices.ContainsFunc(a.MCP, func(g AgentMCP) bool { return slices.Contains(g.Tools, "*") })
+		for k, t := range a.Approval {
+			tp := ap.key("approval").index(k)
+			switch _, granted := owner[t]; {
+			case slices.Index(a.Approval, t) < k:
+				v.at(tp, "tool %q is listed twice", t)
+			case !granted && !wildcard:
+				v.at(tp, "%q is not a tool of this agent (its tools: %s); name a built-in tool it is granted or an MCP tool as the model sees it (with the server's tool_prefix)", t, strings.Join(sortedKeys(owner), ", "))
+			}
+		}
+		v.duration(ap.key("approval_ttl"), a.ApprovalTTL)
 	}
 }

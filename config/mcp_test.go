@@ -48,6 +48,20 @@ agents:
       - {server: a1, tools: [query]}
       - {server: b1, tools: [query]}
 `, []string{`config.yaml:11: agents[0].mcp[1].tools[0]: tool "query" of MCP server "b1" is named "query" for the model, as is tool "query" of MCP server "a1"; set mcp_servers.b1.tool_prefix to tell them apart`}},
+		{"approval", `
+mcp_servers:
+  k8s: {command: [k8s-mcp], tool_prefix: k8s_}
+agents:
+  - name: a
+    model: m
+    tools: [publish]
+    mcp: [{server: k8s, tools: [restart_deployment]}]
+    approval: [k8s_restart_deployment, publish, restart_deployment]
+    approval_ttl: -1s
+`, []string{
+			`config.yaml:10: agents[0].approval[2]: "restart_deployment" is not a tool of this agent (its tools: k8s_restart_deployment, publish); name a built-in tool it is granted or an MCP tool as the model sees it (with the server's tool_prefix)`,
+			`config.yaml:11: agents[0].approval_ttl: negative duration "-1s"`,
+		}},
 		{"transport and grants", `
 mcp_servers:
   both: {command: [x], url: "http://h/mcp"}

@@ -45,11 +45,15 @@
 //	memory_compact -                             202 result driver.MemoryView (the fold is queued);
 //	                                             409 memory off, halted or stopped
 //	memory_clear  -                              200 result driver.MemoryView; 503 not the owner
+//	approvals     -                              200 result []approval.Request (pending)
+//	approve       approval_id                    202 result {decision, request}: decided; the call
+//	                                             runs and wakes the agent; 404 unknown id
+//	deny          approval_id                    200 result {decision, request}; 404 unknown id
 //
 // # Audit
 //
 // Every request may say who asks (by) and why (reason). The changing verbs
-// (pause, resume, interrupt, wake, reset) put both in the events they
+// (pause, resume, interrupt, wake, reset, approve, deny) put both in the events they
 // cause, and a pause keeps them in its stored record. A request forwarded
 // from one replica to the owner keeps its by, so the events name the
 // original caller (the HTTP API fills by with the token's name); a request
@@ -112,6 +116,11 @@ const (
 	VerbMemory        = "memory"
 	VerbMemoryCompact = "memory_compact"
 	VerbMemoryClear   = "memory_clear"
+	// VerbApprovals lists the agent's pending approvals; VerbApprove and
+	// VerbDeny decide one (Request.ApprovalID).
+	VerbApprovals = "approvals"
+	VerbApprove   = "approve"
+	VerbDeny      = "deny"
 )
 
 // ByNATS is Request.By of a request that came on the control subject
@@ -162,6 +171,8 @@ type Request struct {
 	Schedule string `json:"schedule,omitempty"`
 	// MessageID goes with message: the id looked up.
 	MessageID string `json:"message_id,omitempty"`
+	// ApprovalID goes with approve and deny.
+	ApprovalID string `json:"approval_id,omitempty"`
 	// DropQueued, with resume, abandons every queued message first: each
 	// is dead-lettered with reason operator_dropped (driver.Agent.ResumeAs)
 	// and Reply.Dropped counts them.
@@ -378,6 +389,8 @@ func (c *Control) Apply(agent string, req Request) Reply {
 		r = r.result(http.StatusOK, a.Message(req.MessageID))
 	case VerbMemory, VerbMemoryCompact, VerbMemoryClear:
 		r = memoryVerb(r, a, req)
+	case VerbApprovals, VerbApprove, VerbDeny:
+		r = approvalVerb(r, a, req)
 	default:
 		r = apply(r, a, req)
 	}
@@ -434,9 +447,9 @@ func apply(r Reply, a *driver.Agent, req Request) Reply {
 			a.WakeAs(by, req.Message)
 		}
 	default:
-		r = r.fail(http.StatusBadRequest, "unknown verb %q (want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s)", req.Verb,
+		r = r.fail(http.StatusBadRequest, "unknown verb %q (want %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s or %s)", req.Verb,
 			VerbPause, VerbResume, VerbInterrupt, VerbWake, VerbReset, VerbRunSchedule, VerbView, VerbInbox, VerbMessage,
-			VerbMemory, VerbMemoryCompact, VerbMemoryClear)
+			VerbMemory, VerbMemoryCompact, VerbMemoryClear, VerbApprovals, VerbApprove, VerbDeny)
 	}
 	return r
 }

@@ -95,30 +95,40 @@ func (a *Agent) Approvals(ctx context.Context) ([]approval.Request, error) {
 	return approval.List(ctx, a.store, a.spec.Name)
 }
 
-// ApprovalResult is what Decide did.
-type ApprovalResult struct {
-	Request  approval.Request `json:"request"`
-	Decision string           `json:"decision"`
-	// Result is the approved call's result (or its error, "error").
-	Result map[string]any `json:"result,omitempty"`
+// PendingApprovals is Approvals for views: nil for an agent without an
+// approval list, and when the store does not answer within 2s.
+func (a *Agent) PendingApprovals() []approval.Request {
+	if len(a.spec.Approval) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	list, err := approval.List(ctx, a.store, a.spec.Name)
+	if err != nil {
+		a.log.Warn("pending approvals not shown: the store did not answer", "error", err)
+		return nil
+	}
+	return list
 }
 
 // Decide approves or denies the pending approval id, on the owner only
-// (ErrNotOwner elsewhere). An unknown id — never held, already decided,
-// expired — is approval.ErrUnknown. Approved, the call runs now with the
-// stored arguments (bounded by the turn timeout); either way the agent is
-// woken with the outcome as a trusted operator message, and an
-// approval-decided event names who decided and why.
-func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (ApprovalResult, error) {
+// (ErrNotOwner elsewhere); an unknown id — never held, already decided,
+// expired — is approval.ErrUnknown. The decision is taken (the request
+// removed, exactly once) before Decide returns. A denied call is never
+// run; the agent is woken and told. An approved call runs in the
+// background with the stored arguments (bounded by the tool's own timeout
+// and the turn timeout), and the agent is woken with its result as a
+// trusted operator message. approval-decided names who decided and why,
+// and for an approved call whether it ran ("outcome").
+func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (approval.Request, error) {
 	if !a.owns() {
-		return ApprovalResult{}, fmt.Errorf("decide approval of agent %q: %w", a.spec.Name, ErrNotOwner)
+		return approval.Request{}, fmt.Errorf("decide approval of agent %q: %w", a.spec.Name, ErrNotOwner)
 	}
 	r, err := approval.Take(ctx, a.store, a.spec.Name, id)
 	if err != nil {
-		return ApprovalResult{}, err
+		return approval.Request{}, err
 	}
 	a.disarmExpiry(id)
-	res := ApprovalResult{Request: r, Decision: DecisionDenied}
 	who := by.By
 	if who == "" {
 		who = "an operator"
@@ -127,31 +137,33 @@ func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (
 	if by.Reason != "" {
 		because = fmt.Sprintf(" (reason: %s)", by.Reason)
 	}
-	var message string
-	outcome := ""
-	if approve {
-		res.Decision = DecisionApproved
-		res.Result = a.runApproved(ctx, r)
-		outcome = "ok"
-		if res.Result["error"] != nil {
+	decided := func(decision, outcome, message string) {
+		a.log.Info("approval decided", "approval", id, "tool", r.Tool, "decision", decision, "by", by.By, "reason", by.Reason, "outcome", outcome)
+		data := map[string]any{"id": id, "tool": r.Tool, "decision": decision}
+		if outcome != "" {
+			data["outcome"] = outcome
+		}
+		for k, v := range by.Fields() {
+			data[k] = v
+		}
+		a.emit(events.ApprovalDecided, data)
+		a.wake(Cause{Source: SourceOperator, Name: "approval", Instruction: message}, by.Fields())
+	}
+	if !approve {
+		decided(DecisionDenied, "", fmt.Sprintf("%s denied your held call %s (approval %s)%s. It was not run.", who, approval.Describe(r), r.ID, because))
+		return r, nil
+	}
+	go func() {
+		result := a.runApproved(context.Background(), r)
+		outcome := "ok"
+		if result["error"] != nil {
 			outcome = "error"
 		}
-		out, _ := json.Marshal(res.Result)
-		message = fmt.Sprintf("%s approved your held call %s (approval %s)%s. It has now been run; its result: %s", who, approval.Describe(r), r.ID, because, clip(string(out), 4000))
-	} else {
-		message = fmt.Sprintf("%s denied your held call %s (approval %s)%s. It was not run.", who, approval.Describe(r), r.ID, because)
-	}
-	a.log.Info("approval decided", "approval", id, "decision", res.Decision, "by", by.By, "reason", by.Reason, "outcome", outcome)
-	data := map[string]any{"id": id, "tool": r.Tool, "decision": res.Decision}
-	if outcome != "" {
-		data["outcome"] = outcome
-	}
-	for k, v := range by.Fields() {
-		data[k] = v
-	}
-	a.emit(events.ApprovalDecided, data)
-	a.wake(Cause{Source: SourceOperator, Name: "approval", Instruction: message}, by.Fields())
-	return res, nil
+		out, _ := json.Marshal(result)
+		decided(DecisionApproved, outcome, fmt.Sprintf("%s approved your held call %s (approval %s)%s. It has now been run; its result: %s",
+			who, approval.Describe(r), r.ID, because, clip(string(out), 4000)))
+	}()
+	return r, nil
 }
 
 // runApproved runs an approved call with its stored arguments.

@@ -63,16 +63,16 @@ func hasAwaiting(h *harness) bool {
 func TestAnApprovedCallRunsOnceAndWakesTheAgent(t *testing.T) {
 	pub := &publishLog{}
 	h, r := heldPublish(t, memory.New(nil), pub)
-	res, err := h.a.Decide(t.Context(), r.ID, true, Audit{By: "alice", Reason: "looks right"})
-	if err != nil || res.Decision != DecisionApproved || res.Result["published"] != true {
-		t.Fatalf("decide: %+v %v", res, err)
-	}
-	if n := len(pub.published()); n != 1 {
-		t.Fatalf("published %d times, want once", n)
+	got, err := h.a.Decide(t.Context(), r.ID, true, Audit{By: "alice", Reason: "looks right"})
+	if err != nil || got.ID != r.ID {
+		t.Fatalf("decide: %+v %v", got, err)
 	}
 	d := h.waitEvent(events.ApprovalDecided)
 	if d.Data["decision"] != DecisionApproved || d.Data["by"] != "alice" || d.Data["outcome"] != "ok" {
 		t.Fatalf("decided %v", d.Data)
+	}
+	if n := len(pub.published()); n != 1 {
+		t.Fatalf("published %d times, want once", n)
 	}
 	h.waitEvent(events.TurnCompleted)
 	if p := h.prompt(3); !strings.Contains(p, "alice approved your held call publish") || !strings.Contains(p, `"published":true`) {
@@ -116,6 +116,7 @@ func TestAPendingApprovalSurvivesARestart(t *testing.T) {
 	if _, err := again.a.Decide(t.Context(), r.ID, true, Audit{By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
+	again.waitEvent(events.ApprovalDecided)
 	if len(pub.published()) != 1 {
 		t.Fatalf("published %d times", len(pub.published()))
 	}

@@ -69,6 +69,12 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 		add("oncall", events.RetryScheduled, map[string]any{"reason": r})
 		want[`agent_worker_turn_retries_total{agent="oncall",reason="`+r+`"}`] = 1
 	}
+	add("oncall", events.ApprovalRequested, map[string]any{"id": "x"})
+	want[`agent_worker_approvals_total{agent="oncall",outcome="requested"}`] = 1
+	for _, d := range []string{"approved", "denied", "expired"} {
+		add("oncall", events.ApprovalDecided, map[string]any{"decision": d})
+		want[`agent_worker_approvals_total{agent="oncall",outcome="`+d+`"}`] = 1
+	}
 	add("oncall", events.TurnResumed, map[string]any{"steps": 2})
 	want[`agent_worker_turns_resumed_total{agent="oncall"}`] = 1
 	for _, r := range []string{"interrupted", "halted", "timeout", "capped", "expired", "inputs_missing", "too_large"} {

@@ -11,6 +11,9 @@ var (
 	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup", "retry", "alertmanager"}
 	// The reasons of the driver's retry-scheduled event.
 	retryReasons = []string{"failure", "outage"}
+	// approval-requested, and the decisions of approval-decided
+	// (driver.Decision*).
+	approvalOutcomes = []string{"requested", "approved", "denied", "expired"}
 	// The reasons of the driver's journal-abandoned event.
 	journalReasons = []string{"interrupted", "halted", "timeout", "capped", "expired", "inputs_missing", "too_large"}
 	// The reasons of the driver's throttled event.

@@ -15,7 +15,7 @@ import (
 var perAgentCounters = []string{
 	"agent_worker_turns_total", "agent_worker_wakes_total", "agent_worker_messages_received_total",
 	"agent_worker_messages_redelivered_total", "agent_worker_turn_retries_total", "agent_worker_turns_throttled_total",
-	"agent_worker_turns_resumed_total", "agent_worker_turn_journals_abandoned_total",
+	"agent_worker_turns_resumed_total", "agent_worker_turn_journals_abandoned_total", "agent_worker_approvals_total",
 	"agent_worker_wakes_dropped_total", "agent_worker_model_requests_total", "agent_worker_model_tokens_total",
 	"agent_worker_model_cost_usd_total", "agent_worker_model_fallbacks_total", "agent_worker_tool_calls_total",
 	"agent_worker_guardrail_trips_total", "agent_worker_watchdog_alerts_total", "agent_worker_subagents_total",

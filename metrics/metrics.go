@@ -66,6 +66,7 @@ type Metrics struct {
 	rejected       *prometheus.CounterVec
 	retries        *prometheus.CounterVec
 	resumed        *prometheus.CounterVec
+	approvals      *prometheus.CounterVec
 	abandoned      *prometheus.CounterVec
 	throttled      *prometheus.CounterVec
 	wakesDropped   *prometheus.CounterVec
@@ -177,6 +178,9 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.resumed = counter("turns_resumed_total",
 		"Turns that resumed an unfinished turn from its journal (a crash, a lost lease, an outage, a failure cut it short): recorded model responses and tool results replayed instead of asked or run again.",
 		"agent")
+	m.approvals = counter("approvals_total",
+		"Tool calls held for an operator's approval (outcome requested), and what became of them: approved (then run), denied, expired (not decided within approval_ttl; not run).",
+		"agent", "outcome")
 	m.abandoned = counter("turn_journals_abandoned_total",
 		"Unfinished turn journals given up, by reason: interrupted, halted, timeout, capped (the turn was ended on purpose), expired (older than turn.resume_within), inputs_missing (its messages did not come back in time), too_large (above 768 KiB; journaling stopped for that turn). Their messages run in an ordinary turn.",
 		"agent", "reason")
@@ -245,7 +249,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.redelivered, m.rejected,
-		m.retries, m.resumed, m.abandoned, m.throttled, m.wakesDropped,
+		m.retries, m.resumed, m.abandoned, m.approvals, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.modelFallbacks, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
 		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
@@ -292,6 +296,9 @@ func (m *Metrics) precreate() {
 			m.retries.WithLabelValues(name, r)
 		}
 		m.resumed.WithLabelValues(name)
+		for _, o := range approvalOutcomes {
+			m.approvals.WithLabelValues(name, o)
+		}
 		for _, r := range journalReasons {
 			m.abandoned.WithLabelValues(name, r)
 		}

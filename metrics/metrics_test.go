@@ -57,6 +57,7 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		"agent_worker_messages_redelivered_total":          2 * 2,
 		"agent_worker_turn_retries_total":                  2 * 2,
 		"agent_worker_turns_resumed_total":                 2,
+		"agent_worker_approvals_total":                     2 * 4,
 		"agent_worker_turn_journals_abandoned_total":       2 * 7,
 		"agent_worker_turns_throttled_total":               2 * 2,
 		"agent_worker_wakes_dropped_total":                 2 * 9,

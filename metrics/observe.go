@@ -28,7 +28,7 @@ const (
 var counted = map[string]bool{
 	events.TurnStarted: true, events.TurnCompleted: true, events.TurnFailed: true,
 	events.Wake: true, events.MessageQueued: true, events.MessageRejected: true, events.MessageDropped: true,
-	events.RetryScheduled: true, events.TurnResumed: true, events.JournalAbandoned: true, events.Throttled: true, events.WakeDropped: true,
+	events.RetryScheduled: true, events.TurnResumed: true, events.JournalAbandoned: true, events.ApprovalRequested: true, events.ApprovalDecided: true, events.Throttled: true, events.WakeDropped: true,
 	eventModelUsage: true, eventModelError: true, eventModelRetry: true, eventModelFallback: true, eventToolCall: true,
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
 	eventScheduleRun: true, eventSubagentFinished: true, eventSubagentStarted: true,
@@ -105,6 +105,10 @@ func (m *Metrics) record(e events.Event) {
 		m.received.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
 	case events.RetryScheduled:
 		m.retries.WithLabelValues(e.Agent, oneOf(text(d["reason"]), retryReasons)).Inc()
+	case events.ApprovalRequested:
+		m.approvals.WithLabelValues(e.Agent, "requested").Inc()
+	case events.ApprovalDecided:
+		m.approvals.WithLabelValues(e.Agent, oneOf(text(d["decision"]), approvalOutcomes)).Inc()
 	case events.TurnResumed:
 		m.resumed.WithLabelValues(e.Agent).Inc()
 	case events.JournalAbandoned:

@@ -728,6 +728,8 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			Retry:               driver.Backoff{Base: a.Turn.Retry.Base.D(), Max: a.Turn.Retry.Max.D()},
 			MaxInputBytes:       a.Turn.MaxInputBytes,
 			ResumeWithin:        a.Turn.ResumeWithin.D(),
+			Approval:            a.Approval,
+			ApprovalTTL:         a.ApprovalTTL.D(),
 			// The journal's messages come back when their ack wait ends.
 			ResumeWait:   2*cfg.NATS.AckWait.D() + 10*time.Second,
 			TurnsPerHour: a.Limits.TurnsPerHour,

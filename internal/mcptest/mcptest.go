@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,15 +24,17 @@ func Serve(t testing.TB, s *mcp.Server) string {
 	return hs.URL
 }
 
-// Echo is a server with one tool, echo {text}, answering "echo: <text>".
-func Echo() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
+// Echo is a server with one tool, echo {text}, answering "echo: <text>";
+// calls counts its calls.
+func Echo() (s *mcp.Server, calls *atomic.Int64) {
+	s, calls = mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil), &atomic.Int64{}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text."}, func(_ context.Context, _ *mcp.CallToolRequest, a struct {
 		Text string `json:"text" jsonschema:"what to echo"`
 	}) (*mcp.CallToolResult, any, error) {
+		calls.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
 	})
-	return s
+	return s, calls
 }
 
 // DeadURL is an MCP URL on 127.0.0.1 where nothing listens.

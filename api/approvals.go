@@ -1,0 +1,55 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/agent-worker/agent-worker/control"
+)
+
+// approvalRoutes registers the operator approval routes: GET lists the
+// agent's pending approvals (role read), POST .../approve and .../deny
+// decide one (role operate, audited: the decision's event names the
+// token and the reason). Each goes to the agent's owner, whichever
+// replica was asked.
+func (s *Server) approvalRoutes() {
+	s.mux.HandleFunc("GET /v1/agents/{name}/approvals", s.listApprovals)
+	s.needs["GET /v1/agents/{name}/approvals"] = accessRead
+	for _, route := range []struct{ pattern, action, verb string }{
+		{"POST /v1/agents/{name}/approvals/{id}/approve", "approval-approve", control.VerbApprove},
+		{"POST /v1/agents/{name}/approvals/{id}/deny", "approval-deny", control.VerbDeny},
+	} {
+		s.mux.HandleFunc(route.pattern, s.decideApproval(route.verb))
+		s.actions[route.pattern] = route.action
+		s.needs[route.pattern] = accessOperate
+	}
+}
+
+// listApprovals serves GET /v1/agents/{name}/approvals: the owner's
+// pending approvals, oldest first ([]approval.Request: id, tool, args,
+// turn, requested, expires).
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.agent(w, r)
+	if !ok {
+		return
+	}
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbApprovals, By: record(r).who.name})
+	if err != nil {
+		noOwner(w, r, err)
+		return
+	}
+	replyBody(w, r, reply)
+}
+
+// decideApproval serves POST /v1/agents/{name}/approvals/{id}/approve
+// (202: decided; the call runs with its stored arguments and the agent is
+// woken with its result) and .../deny (200: the agent is told; the call
+// never runs), each with an optional {"reason"}; 404 for an id that is
+// not pending (decided, expired, never held).
+func (s *Server) decideApproval(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		s.reasonedVerb(w, r, control.Request{Verb: verb, ApprovalID: id}, func(reply control.Reply) string {
+			return verb + "d " + id + " on " + reply.Owner
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-worker/agent-worker/approval"
+)
+
+// approvalCmds are `approvals AGENT` (the pending approvals) and `approve
+// AGENT ID` / `deny AGENT ID`, over the HTTP API.
+func (c *cli) approvalCmds() []*cobra.Command {
+	var output string
+	var listAPI *apiFlags
+	list := &cobra.Command{
+		Use:   "approvals AGENT [-o table|json]",
+		Short: "List an agent's tool calls waiting for an operator's approval.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "table" && output != "json" {
+				return usageError(cmd, fmt.Errorf("-o %q: want table or json", output))
+			}
+			client, err := listAPI.client(cmd, c.env)
+			if err != nil {
+				return err
+			}
+			path := "/v1/agents/" + args[0] + "/approvals"
+			raw, printed, err := c.getJSON(cmd, client, path, output == "json")
+			if err != nil || printed {
+				return err
+			}
+			var pending []approval.Request
+			if err := json.Unmarshal(raw, &pending); err != nil {
+				return fmt.Errorf("GET %s: %w", path, err)
+			}
+			return writeApprovals(c.stdout, pending, time.Now())
+		},
+	}
+	list.Flags().StringVarP(&output, "output", "o", "", "table or json (default table)")
+	listAPI = addAPIFlags(list, 30*time.Second)
+
+	decide := func(verb, short string) *cobra.Command {
+		var api *apiFlags
+		var reason string
+		cmd := &cobra.Command{
+			Use:   verb + " AGENT ID",
+			Short: short,
+			Args:  cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				client, err := api.client(cmd, c.env)
+				if err != nil {
+					return err
+				}
+				var body any
+				if reason != "" {
+					body = map[string]any{"reason": reason}
+				}
+				var out map[string]any
+				if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/approvals/"+args[1]+"/"+verb, body, &out); err != nil {
+					return err
+				}
+				printJSON(c.stdout, out)
+				return nil
+			},
+		}
+		api = addAPIFlags(cmd, 30*time.Second)
+		cmd.Flags().StringVar(&reason, "reason", "", "why, in your words: kept in the approval-decided event with your token's name, and told to the agent")
+		return cmd
+	}
+	return []*cobra.Command{
+		list,
+		decide("approve", "Approve a held tool call: it runs with its stored arguments and the agent is woken with its result."),
+		decide("deny", "Deny a held tool call: it is never run, and the agent is told."),
+	}
+}
+
+// writeApprovals writes pending approvals as a table.
+func writeApprovals(w io.Writer, pending []approval.Request, now time.Time) error {
+	if len(pending) == 0 {
+		fmt.Fprintln(w, "no pending approvals")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCALL\tTURN\tWAITING\tEXPIRES IN")
+	for _, r := range pending {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, clip(approval.Describe(r), 80), r.Turn,
+			shortDuration(now.Sub(r.Requested).Round(time.Second)), shortDuration(r.Expires.Sub(now).Round(time.Second)))
+	}
+	return tw.Flush()
+}

@@ -99,6 +99,9 @@ type AgentView struct {
 type ScheduleView struct {
 	Name     string     `json:"name"`
 	NextFire *time.Time `json:"next_fire,omitempty"`
+	// Skipped: the agent is paused or halted, so its next tick runs no
+	// turn (it is counted as skipped) unless the gate opens first.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // TurnView is the last finished turn.
@@ -211,6 +214,14 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 		}
 		v.Schedules = append(v.Schedules, sv)
 	}
+	if gated := gateText(v); gated != "" {
+		for i := range v.Schedules {
+			v.Schedules[i].Skipped = v.Schedules[i].NextFire != nil
+		}
+		if v.NextWakeCause == "schedule" {
+			v.NextWakeReason += " (skipped: the agent is " + gated + ")"
+		}
+	}
 	if l := st.LastTurn; l != nil {
 		v.LastTurn = &TurnView{
 			N: l.N, Started: l.Started, Outcome: l.Outcome, Error: turnlog.Clip(l.Error, MaxTurnText),
@@ -316,4 +327,16 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// gateText is "paused" or "halted" when the agent's gate is closed, else
+// "".
+func gateText(v AgentView) string {
+	switch {
+	case v.Paused:
+		return "paused"
+	case v.State == string(driver.Halted):
+		return "halted"
+	}
+	return ""
 }

@@ -296,6 +296,18 @@ func TestAgentView(t *testing.T) {
 	if v.Guardrails == nil || v.Guardrails.Session.CeilingUSD != 100 || v.Guardrails.Priced {
 		t.Fatalf("guardrails %+v", v.Guardrails)
 	}
+	if v.Schedules[0].Skipped || strings.Contains(v.NextWakeReason, "skipped") {
+		t.Fatalf("an open agent's schedule marked skipped: %+v %q", v.Schedules, v.NextWakeReason)
+	}
+	// Paused, its next tick runs no turn: the view says so.
+	w.wantStatus(w.post("/v1/agents/alpha/pause", `{}`), http.StatusOK)
+	var paused api.AgentView
+	r = w.get("/v1/agents/alpha")
+	decode(t, r.body, &paused)
+	if !paused.Schedules[0].Skipped || !strings.Contains(paused.NextWakeReason, "(skipped: the agent is paused)") {
+		t.Fatalf("a paused agent's next tick: %+v %q", paused.Schedules, paused.NextWakeReason)
+	}
+	w.wantStatus(w.post("/v1/agents/alpha/resume", `{}`), http.StatusOK)
 
 	var list struct{ Agents []api.AgentView }
 	decode(t, w.get("/v1/agents").body, &list)

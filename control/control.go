@@ -392,6 +392,10 @@ func (c *Control) Apply(agent string, req Request) Reply {
 	case VerbApprovals, VerbApprove, VerbDeny:
 		r = approvalVerb(r, a, req)
 	default:
+		if hint := c.haltHint(agent, a, req.Verb); hint != "" {
+			r = r.fail(http.StatusConflict, "%s", hint)
+			break
+		}
 		r = apply(r, a, req)
 	}
 	r.OK = r.Code < 300
@@ -438,9 +442,7 @@ func apply(r Reply, a *driver.Agent, req Request) Reply {
 	case VerbWake:
 		switch a.State() {
 		case driver.Paused:
-			r = r.fail(http.StatusConflict, "agent is paused: only resume runs a turn")
-		case driver.Halted:
-			r = r.fail(http.StatusConflict, "agent is halted by a guardrail: reset it first")
+			r = r.fail(http.StatusConflict, "agent %q is paused: wake does not run a turn behind a pause; run `agent-worker resume %s` (POST /v1/agents/%s/resume), which runs one", a.Name(), a.Name(), a.Name())
 		case driver.Stopped:
 			r = r.fail(http.StatusConflict, "agent is stopped")
 		default:
@@ -452,6 +454,27 @@ func apply(r Reply, a *driver.Agent, req Request) Reply {
 			VerbMemory, VerbMemoryCompact, VerbMemoryClear, VerbApprovals, VerbApprove, VerbDeny)
 	}
 	return r
+}
+
+// haltHint is why verb cannot take effect on a halted agent (resume and
+// wake run no turn behind a guardrail's halt), with what to do instead;
+// "" when it can.
+func (c *Control) haltHint(agent string, a *driver.Agent, verb string) string {
+	if (verb != VerbResume && verb != VerbWake) || a.State() != driver.Halted {
+		return ""
+	}
+	guardrail, why := "GUARDRAIL", a.HaltReason()
+	if c.o.Guard != nil {
+		if st, ok := c.o.Guard.Status(agent); ok && st.Trip != nil {
+			guardrail, why = st.Trip.Guardrail, st.Trip.Reason
+		}
+	}
+	add := ""
+	if guardrail == "turn_usd" || guardrail == "session_usd" || guardrail == "daily_usd" || guardrail == "worker_daily_usd" {
+		add = " --add-budget USD"
+	}
+	return fmt.Sprintf("agent %q is halted by %s (%s): %s runs no turn until the guardrail is reset; run `agent-worker reset %s %s%s` (POST /v1/agents/%s/guardrails/reset), then %s",
+		agent, guardrail, why, verb, agent, guardrail, add, agent, verb)
 }
 
 // reset lifts a guardrail on the owner, against the owner's ledger.

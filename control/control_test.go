@@ -295,6 +295,16 @@ func TestResetRunsAgainstTheOwnersLedger(t *testing.T) {
 	a.guard.Charge("beta", 2.5) // over the $1 session ceiling: tripped
 	waitFor(t, "the owner's agent halted", func() bool { return a.agent(t, "beta").State() == driver.Halted })
 
+	// Resume and wake cannot run a turn behind the halt: they say so, and
+	// how to lift it, instead of answering ok.
+	for _, verb := range []string{control.VerbResume, control.VerbWake} {
+		r, err := b.ctl.Do(ctx, "beta", control.Request{Verb: verb})
+		want := "agent \"beta\" is halted by session_usd"
+		if err != nil || r.OK || r.Status() != http.StatusConflict || !strings.Contains(r.Error, want) ||
+			!strings.Contains(r.Error, "run `agent-worker reset beta session_usd --add-budget USD`") {
+			t.Fatalf("%s of a halted agent: %+v, %v", verb, r, err)
+		}
+	}
 	r, err := b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbReset, Guardrail: guard.Session})
 	if err != nil || r.OK || r.Status() != http.StatusConflict || r.Owner != "replica-a" {
 		t.Fatalf("reset without budget: %+v, %v", r, err)

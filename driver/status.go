@@ -96,3 +96,10 @@ func (a *Agent) Schedules() []string {
 
 // ModelName returns the name of the agent's model (what pricing looks up).
 func (a *Agent) ModelName() string { return a.spec.Model.Name() }
+
+// HaltReason says why the agent is halted ("" when it is not).
+func (a *Agent) HaltReason() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.halt
+}

@@ -146,6 +146,7 @@ func (c *cli) rootCmd() *cobra.Command {
 	root.AddCommand(c.runCmd(), c.validateCmd(), c.versionCmd(), c.sendCmd(), c.healthCmd(), c.statusCmd())
 	root.AddCommand(c.opsCmds()...)
 	root.AddCommand(c.approvalCmds()...)
+	root.AddCommand(c.scheduleCmd())
 	root.AddCommand(c.modelsCmd())
 	root.AddCommand(c.mcpCmd())
 	root.SetFlagErrorFunc(usageError)

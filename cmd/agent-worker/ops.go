@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -99,8 +100,8 @@ const defaultAPI = "http://127.0.0.1:8080"
 // apiFlags are the flags every API verb has: where the API is, the token,
 // how long to wait.
 type apiFlags struct {
-	url, token, tokenFile string
-	timeout               time.Duration
+	url, token, tokenFile, config string
+	timeout                       time.Duration
 }
 
 // addAPIFlags adds the API flags to cmd, with timeout as --timeout's
@@ -108,7 +109,8 @@ type apiFlags struct {
 func addAPIFlags(cmd *cobra.Command, timeout time.Duration) *apiFlags {
 	f := &apiFlags{}
 	fs := cmd.Flags()
-	fs.StringVar(&f.url, "api", "", "the worker's API URL (default: $"+envAPI+", else "+defaultAPI+")")
+	fs.StringVar(&f.url, "api", "", "the worker's API URL (default: $"+envAPI+", else from --config, else "+defaultAPI+")")
+	fs.StringVarP(&f.config, "config", "c", "", "the worker's config file: its api.listen is the API URL when --api and $"+envAPI+" are not set")
 	fs.StringVar(&f.token, "token", "", "bearer token (visible to other users in the process list: prefer --token-file or $"+envToken+")")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (default: $"+envToken+")")
 	fs.DurationVar(&f.timeout, "timeout", timeout, "how long to wait for the API")
@@ -123,6 +125,13 @@ func (f *apiFlags) client(cmd *cobra.Command, env environ) (opsClient, error) {
 	base := f.url
 	if base == "" {
 		base = env.get(envAPI)
+	}
+	if base == "" && f.config != "" {
+		cfg, err := loadConfig(f.config, env)
+		if err != nil {
+			return opsClient{}, err
+		}
+		base = listenURL(cfg.API.Listen)
 	}
 	if base == "" {
 		base = defaultAPI
@@ -143,6 +152,19 @@ func (f *apiFlags) client(cmd *cobra.Command, env environ) (opsClient, error) {
 		token = strings.TrimSpace(env.get(envToken))
 	}
 	return opsClient{base: base, token: token, http: &http.Client{Timeout: f.timeout}}, nil
+}
+
+// listenURL is the URL of an API listening on listen: a wildcard host is
+// reached on loopback.
+func listenURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // printJSON writes v indented, as the verbs print the API's answers.

@@ -7,7 +7,11 @@
 // these types.
 package config
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Config is one agent-worker configuration file after defaults are applied.
 type Config struct {
@@ -43,6 +47,31 @@ type Config struct {
 	// File is the path the configuration was read from ("" for the
 	// embedded default). Not a YAML key.
 	File string `yaml:"-"`
+	// lines maps a field path to its line in File (Where).
+	lines map[string]int
+}
+
+// Written reports whether the file sets the field at path (not a
+// default).
+func (c *Config) Written(path string) bool {
+	_, ok := c.lines[path]
+	return ok
+}
+
+// Where is "file:line: path" for a field path as validate writes it
+// ("agents[0].budgets.daily_usd"): the line of the nearest key of it
+// that the file has; just the path for a Config not read from a file.
+func (c *Config) Where(path string) string {
+	for p := path; ; {
+		if l, ok := c.lines[p]; ok && c.File != "" {
+			return fmt.Sprintf("%s:%d: %s", c.File, l, path)
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i <= 0 {
+			return path
+		}
+		p = p[:i]
+	}
 }
 
 // Agent returns the agent called name, pointing into c.Agents, and whether

@@ -124,6 +124,7 @@ func load(file string, lookupEnv func(string) (string, bool)) (*Config, error) {
 
 	c := &Config{File: file}
 	d := newDecoder(file, map[string]bool{})
+	c.lines = d.lines
 	d.decode(&doc, reflect.ValueOf(c).Elem(), nil)
 	errs = append(errs, d.errs...)
 	errs = append(errs, loadScripts(c, d)...)

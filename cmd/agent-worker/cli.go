@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/guard"
 )
 
 // Exit codes.
@@ -201,9 +202,10 @@ func loadConfig(path string, env environ) (*config.Config, error) {
 
 func (c *cli) validateCmd() *cobra.Command {
 	var file string
+	var strict bool
 	cmd := &cobra.Command{
-		Use:   "validate --config FILE",
-		Short: "Check a config file; print file:line: message for every problem.",
+		Use:   "validate --config FILE [--strict]",
+		Short: "Check a config file; print file:line: message for every problem, and file:line: warning: for what works but not as written.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -213,11 +215,23 @@ func (c *cli) validateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.stdout, "%s: ok (%d agent(s), %d model(s))\n", file, len(cfg.Agents), len(cfg.Models))
+			warnings := configWarnings(cfg)
+			for _, w := range warnings {
+				fmt.Fprintln(c.stderr, w)
+			}
+			if strict && len(warnings) > 0 {
+				return configError{fmt.Errorf("%s: %d warning(s), and --strict", file, len(warnings))}
+			}
+			note := ""
+			if len(warnings) > 0 {
+				note = fmt.Sprintf(", %d warning(s)", len(warnings))
+			}
+			fmt.Fprintf(c.stdout, "%s: ok (%d agent(s), %d model(s)%s)\n", file, len(cfg.Agents), len(cfg.Models), note)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "config", "c", "", "config file")
+	cmd.Flags().BoolVar(&strict, "strict", false, "exit non-zero on warnings too")
 	return cmd
 }
 
@@ -243,4 +257,37 @@ func versionLine() string {
 		}
 	}
 	return fmt.Sprintf("agent-worker %s (%s, adk %s)", version, runtime.Version(), adk)
+}
+
+// configWarnings are what a config asks for that cannot take effect as
+// written: a cost ceiling it sets on an agent whose model has no price
+// (it costs $0 here, so the ceiling never binds).
+func configWarnings(cfg *config.Config) []string {
+	prices := guard.NewPrices(cfg.Pricing)
+	var out []string
+	unpricedAgents := 0
+	for i, a := range cfg.Agents {
+		def := cfg.Models[a.Model]
+		name := def.Model
+		if name == "" {
+			name = a.Model
+		}
+		if _, ok := prices.Lookup(name); ok {
+			continue
+		}
+		unpricedAgents++
+		for _, b := range []struct {
+			key string
+			usd float64
+		}{{"turn_usd", a.Budgets.TurnUSD}, {"session_usd", a.Budgets.SessionUSD}, {"daily_usd", a.Budgets.DailyUSD}} {
+			p := fmt.Sprintf("agents[%d].budgets.%s", i, b.key)
+			if b.usd > 0 && cfg.Written(p) {
+				out = append(out, fmt.Sprintf("%s: warning: model %q (%s) has no price, so it costs $0 here and this $%g ceiling cannot bind; add %q to pricing, or rely on limits (tokens, turns)", cfg.Where(p), a.Model, name, b.usd, name))
+			}
+		}
+	}
+	if p := "guardrails.worker_daily_usd"; cfg.Guardrails.WorkerDailyUSD > 0 && cfg.Written(p) && unpricedAgents > 0 {
+		out = append(out, fmt.Sprintf("%s: warning: %d agent(s) use a model with no price: their spend is $0 here and does not count against this ceiling", cfg.Where(p), unpricedAgents))
+	}
+	return out
 }

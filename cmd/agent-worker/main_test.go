@@ -290,3 +290,33 @@ func TestRunRefusesAnOpenAPIWithoutAToken(t *testing.T) {
 		t.Fatalf("stderr: %s", errb.String())
 	}
 }
+
+// A cost ceiling on a model without a price cannot bind: validate says so
+// with file:line as a warning, exits 0, and exits non-zero with --strict.
+func TestValidateWarnsOfACeilingOnAnUnpricedModel(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, `models:
+  canned: {provider: scripted, model: fake-unpriced, script: [{text: ok}]}
+  priced: {provider: scripted, model: gpt-4.1-mini, script: [{text: ok}]}
+agents:
+  - name: a
+    model: canned
+    budgets:
+      daily_usd: 1
+  - name: b
+    model: priced
+    budgets: {daily_usd: 1}
+`)
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"validate", "--config", p}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	want := p + `:8: agents[0].budgets.daily_usd: warning: model "canned" (fake-unpriced) has no price`
+	if !strings.Contains(errb.String(), want) || strings.Count(errb.String(), "warning:") != 1 || !strings.Contains(out.String(), "1 warning(s)") {
+		t.Fatalf("stderr %q\nstdout %q\nwant %q", errb.String(), out.String(), want)
+	}
+	var strictErr syncBuffer
+	if code := execute(context.Background(), []string{"validate", "--strict", "--config", p}, &out, &strictErr); code == exitOK {
+		t.Fatalf("--strict with a warning exited 0: %s", strictErr.String())
+	}
+}

@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -348,5 +349,39 @@ func TestPricesMatchExactThenLongestPrefix(t *testing.T) {
 	cost := guard.Price{Input: 3, CachedInput: 0.30, Output: 15, CacheWrite: 3.75}.Cost(guard.Usage{Input: 1_000_000, CachedInput: 500_000, CacheWrite: 100_000, Output: 10_000})
 	if want := (400_000*3 + 500_000*0.30 + 100_000*3.75 + 10_000*15) / 1e6; cost != want {
 		t.Errorf("cost %v, want %v", cost, want)
+	}
+}
+
+// Status rounds money to micro-dollars, says what remains of each ceiling,
+// and when the daily windows start over: the next midnight in the
+// guard's time zone.
+func TestStatusSaysWhatRemainsAndWhenItResets(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch) // 10:00 UTC = 11:00 in Berlin
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := guard.New(guard.Options{Store: memory.New(c), Clock: c, Prices: guard.NewPrices(prices), Location: berlin})
+	g.AddAgent("a", "priced-1", guard.Limits{SessionUSD: 5, DailyUSD: 2})
+	if err := g.Restore(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	g.Charge("a", 0.1)
+	g.Charge("a", 0.2) // 0.30000000000000004 in floats
+	st, _ := g.Status("a")
+	if st.Session.SpentUSD != 0.3 || st.Session.RemainingUSD == nil || *st.Session.RemainingUSD != 4.7 || st.Session.ResetsAt != nil {
+		t.Fatalf("session %+v", st.Session)
+	}
+	midnight := time.Date(2026, 11, 30, 0, 0, 0, 0, berlin)
+	if st.Daily.RemainingUSD == nil || *st.Daily.RemainingUSD != 1.7 || st.Daily.ResetsAt == nil || !st.Daily.ResetsAt.Equal(midnight) {
+		t.Fatalf("daily %+v, want 1.7 left, resetting at %v", st.Daily, midnight)
+	}
+	if st.Turn.RemainingUSD != nil {
+		t.Fatalf("turn without a ceiling has a remainder: %+v", st.Turn)
+	}
+	raw, _ := json.Marshal(st.Daily)
+	if !strings.Contains(string(raw), `"remaining_usd":1.7`) || !strings.Contains(string(raw), `"resets_at":"2026-11-30T00:00:00+01:00"`) {
+		t.Fatalf("daily JSON %s", raw)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/agent-worker/agent-worker/driver"
 )
@@ -222,7 +223,29 @@ func roundUpCents(usd float64) float64 { return math.Ceil(usd*100+1e-9) / 100 }
 type Ceiling struct {
 	SpentUSD   float64 `json:"spent_usd"`
 	CeilingUSD float64 `json:"ceiling_usd,omitempty"` // 0: none
+	// RemainingUSD is what may still be spent before the ceiling trips
+	// (never below 0); nil without a ceiling.
+	RemainingUSD *float64 `json:"remaining_usd,omitempty"`
+	// ResetsAt is when the window starts over: the next midnight in
+	// guardrails.timezone for the daily windows; nil for the turn (each
+	// turn starts at 0) and the session (it never starts over by itself:
+	// a reset adds budget).
+	ResetsAt *time.Time `json:"resets_at,omitempty"`
 }
+
+// ceiling is a Ceiling with its amounts rounded to micro-dollars (no
+// float noise such as 1.2000000000000002) and what remains.
+func ceiling(spent, limit float64, resets *time.Time) Ceiling {
+	c := Ceiling{SpentUSD: micro(spent), CeilingUSD: micro(limit), ResetsAt: resets}
+	if limit > 0 {
+		left := micro(max(limit-spent, 0))
+		c.RemainingUSD = &left
+	}
+	return c
+}
+
+// micro rounds usd to micro-dollars.
+func micro(usd float64) float64 { return math.Round(usd*1e6) / 1e6 }
 
 // Status is an agent's spend against its ceilings.
 type Status struct {
@@ -246,12 +269,14 @@ func (g *Guard) Status(agent string) (Status, bool) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
 	session, daily := l.ceilings()
+	now := g.o.Clock.Now().In(g.o.Location)
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, g.o.Location)
 	s := Status{
 		Model: l.model, Priced: l.priced,
-		Turn:        Ceiling{SpentUSD: l.turnSpent, CeilingUSD: l.limits.TurnUSD},
-		Session:     Ceiling{SpentUSD: l.st.SessionSpent, CeilingUSD: session},
-		Daily:       Ceiling{SpentUSD: l.st.DaySpent, CeilingUSD: daily},
-		WorkerDaily: Ceiling{SpentUSD: g.worker.Spent, CeilingUSD: g.workerCeiling()},
+		Turn:        ceiling(l.turnSpent, l.limits.TurnUSD, nil),
+		Session:     ceiling(l.st.SessionSpent, session, nil),
+		Daily:       ceiling(l.st.DaySpent, daily, &midnight),
+		WorkerDaily: ceiling(g.worker.Spent, g.workerCeiling(), &midnight),
 		Trip:        l.st.Trip,
 	}
 	if s.Trip == nil {

@@ -57,6 +57,17 @@ type AgentGauges struct {
 	// MemoryTokens is the estimated size of the agent's running memory
 	// (agent_worker_memory_tokens); 0 with memory off or empty.
 	MemoryTokens int
+	// Spend is the agent's spend and ceilings by window
+	// (agent_worker_spend_usd, agent_worker_ceiling_usd); nil without a
+	// guard.
+	Spend []WindowSpend
+}
+
+// WindowSpend is an agent's spend in one window ("turn", "session",
+// "day") and its ceiling there (0: none).
+type WindowSpend struct {
+	Window         string
+	Spent, Ceiling float64
 }
 
 // gaugeCollector turns a Source into gauges at scrape time.
@@ -68,6 +79,7 @@ type gaugeCollector struct {
 	dependencyUp                         *prometheus.Desc
 	owned, replicas                      *prometheus.Desc
 	memoryTokens                         *prometheus.Desc
+	spend, ceiling                       *prometheus.Desc
 }
 
 func newGaugeCollector(agents map[string]*agent, src Source, lazy bool) *gaugeCollector {
@@ -90,6 +102,10 @@ func newGaugeCollector(agents map[string]*agent, src Source, lazy bool) *gaugeCo
 			"1 while this replica owns the agent (holds its lease) and reports its per-agent gauges, 0 while another replica does; summed by agent over the replicas it is 1.", []string{"agent"}, nil),
 		memoryTokens: prometheus.NewDesc(name("memory_tokens"),
 			"Estimated size of the agent's running memory in tokens (four characters a token), bounded by memory.max_tokens; 0 with memory off or empty.", []string{"agent"}, nil),
+		spend: prometheus.NewDesc(name("spend_usd"),
+			"What the agent has spent in USD in the window: turn (the running or last turn), session (since start, kept across restarts), day (today in guardrails.timezone). Lazy per-agent metrics leave out windows with nothing spent.", []string{"agent", "window"}, nil),
+		ceiling: prometheus.NewDesc(name("ceiling_usd"),
+			"The agent's cost ceiling in USD for the window (turn_usd, session_usd, daily_usd, plus budget added by resets); no series without one. Alert on spend_usd / ceiling_usd, e.g. > 0.8 of today's budget.", []string{"agent", "window"}, nil),
 		replicas: prometheus.NewDesc(name("replicas"),
 			"Replicas this replica sees live (itself included) through the membership heartbeats; the agents are divided among them.", nil, nil),
 	}
@@ -105,6 +121,8 @@ func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.owned
 	ch <- c.replicas
 	ch <- c.memoryTokens
+	ch <- c.spend
+	ch <- c.ceiling
 }
 
 // Collect implements prometheus.Collector.
@@ -153,6 +171,15 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, g.Name, s)
+		}
+		for _, w := range g.Spend {
+			if c.lazy && w.Spent == 0 {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(c.spend, prometheus.GaugeValue, w.Spent, g.Name, w.Window)
+			if w.Ceiling > 0 {
+				ch <- prometheus.MustNewConstMetric(c.ceiling, prometheus.GaugeValue, w.Ceiling, g.Name, w.Window)
+			}
 		}
 		for s, at := range g.NextSchedule {
 			if !a.schedules[s] || at.IsZero() {

@@ -850,8 +850,14 @@ func (g gauges) Gauges() []metrics.AgentGauges {
 		for _, s := range a.Schedules() {
 			next[s] = d.Scheduler().Next(a.Name(), s)
 		}
-		out = append(out, metrics.AgentGauges{Name: a.Name(), Standby: st.Standby, State: string(st.State), InboxPending: st.InboxPending + st.Deferred,
-			SubagentsRunning: g.w.subagents.Running(a.Name()), NextSchedule: next, MemoryTokens: a.MemoryTokens()})
+		ag := metrics.AgentGauges{Name: a.Name(), Standby: st.Standby, State: string(st.State), InboxPending: st.InboxPending + st.Deferred,
+			SubagentsRunning: g.w.subagents.Running(a.Name()), NextSchedule: next, MemoryTokens: a.MemoryTokens()}
+		if gs, ok := g.w.guard.Status(a.Name()); ok && !st.Standby {
+			ag.Spend = []metrics.WindowSpend{{Window: "turn", Spent: gs.Turn.SpentUSD, Ceiling: gs.Turn.CeilingUSD},
+				{Window: "session", Spent: gs.Session.SpentUSD, Ceiling: gs.Session.CeilingUSD},
+				{Window: "day", Spent: gs.Daily.SpentUSD, Ceiling: gs.Daily.CeilingUSD}}
+		}
+		out = append(out, ag)
 	}
 	return out
 }

@@ -92,7 +92,7 @@ Times are relative ("in 20s", "3m ago"), absolute too in the block.`,
 // writeTable writes agents as a table; wide adds columns.
 func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"AGENT", "STATE", "OWNER", "NEXT WAKE", "INBOX", "DEFERRED", "LAST TURN"}
+	head := []string{"AGENT", "STATE", "OWNER", "NEXT WAKE", "INBOX", "DEFERRED", "SPEND TODAY", "CEILING", "LEFT", "LAST TURN"}
 	if wide {
 		head = []string{"AGENT", "STATE", "OWNER", "NEXT WAKE", "CAUSE", "REASON", "WAITING FOR", "THROTTLED", "TURNS", "FAILED",
 			"INBOX", "DEFERRED", "SESSION USD", "DAILY USD", "MODEL", "LAST TURN"}
@@ -107,7 +107,8 @@ func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) e
 		if t := a.LastTurn; t != nil {
 			last = t.Outcome + " " + relTime(t.Started, now)
 		}
-		row := []string{a.Name, a.State, dash(a.Owner), next, fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending), last}
+		spend, ceiling, left := spendColumns(a.Guardrails)
+		row := []string{a.Name, a.State, dash(a.Owner), next, fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending), spend, ceiling, left, last}
 		if wide {
 			cause := a.NextWakeCause
 			if a.NextWakeSchedule != "" {
@@ -313,6 +314,28 @@ func spendOf(c guard.Ceiling) string {
 }
 
 // spendCell writes spend against a ceiling for a table: "0.12/5", "0.12/-".
+// spendColumns are the status table's SPEND TODAY, CEILING and LEFT: today's
+// spend, and the binding ceiling — the daily one, else the session one
+// (marked) — with what remains of it; an unpriced model's ceilings cannot
+// bind, and say so.
+func spendColumns(g *guard.Status) (spend, ceiling, left string) {
+	if g == nil {
+		return "-", "-", "-"
+	}
+	if !g.Priced {
+		return "$0 (unpriced)", "cannot bind", "-"
+	}
+	spend = usd(g.Daily.SpentUSD)
+	c, what := g.Daily, ""
+	if c.CeilingUSD == 0 {
+		c, what = g.Session, " session"
+	}
+	if c.CeilingUSD == 0 || c.RemainingUSD == nil {
+		return spend, "-", "-"
+	}
+	return spend, usd(c.CeilingUSD) + what, usd(*c.RemainingUSD)
+}
+
 func spendCell(c guard.Ceiling) string {
 	ceiling := "-"
 	if c.CeilingUSD != 0 {

@@ -23,8 +23,8 @@ func fakeAgents(now time.Time) []api.AgentView {
 		NextWake: at(20*time.Second + 400*time.Millisecond), NextWakeCause: "timer", NextWakeReason: "the wake the model asked for",
 		Guardrails: &guard.Status{Model: "gpt-4.1-mini", Priced: true,
 			Turn:    guard.Ceiling{SpentUSD: 0.0123456789, CeilingUSD: 1},
-			Session: guard.Ceiling{SpentUSD: 0.1 + 0.2, CeilingUSD: 5},
-			Daily:   guard.Ceiling{SpentUSD: 1.25}},
+			Session: guard.Ceiling{SpentUSD: 0.3, CeilingUSD: 5, RemainingUSD: usdPtr(4.7)},
+			Daily:   guard.Ceiling{SpentUSD: 1.25, ResetsAt: at(9 * time.Hour)}},
 		Schedules: []api.ScheduleView{{Name: "hourly", NextFire: at(42*time.Minute + 30*time.Second)}},
 		LastTurn: &api.TurnView{N: 7, Started: now.Add(-3*time.Minute - 10*time.Second), Outcome: "ok", DurationSeconds: 1.5,
 			TokensIn: 150, TokensOut: 20, ModelCalls: 2, ToolCalls: 1, Messages: 1, CostUSD: 0.0123456789, Text: "Disk on db-1\nis fine now."},
@@ -111,9 +111,9 @@ func TestStatusTable(t *testing.T) {
 	}
 	rows := fields(out)
 	want := [][]string{
-		{"AGENT", "STATE", "OWNER", "NEXT WAKE", "INBOX", "DEFERRED", "LAST TURN"},
-		{"oncall", "sleeping", "worker-b", "in 20s", "2", "1", "ok 3m ago"},
-		{"payments", "waiting", "-", "-", "0", "0", "-"},
+		{"AGENT", "STATE", "OWNER", "NEXT WAKE", "INBOX", "DEFERRED", "SPEND TODAY", "CEILING", "LEFT", "LAST TURN"},
+		{"oncall", "sleeping", "worker-b", "in 20s", "2", "1", "$1.25", "$5 session", "$4.7", "ok 3m ago"},
+		{"payments", "waiting", "-", "-", "0", "0", "-", "-", "-", "-"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("rows:\n%s", out)
@@ -309,3 +309,5 @@ func TestStatusShowsAnAgentWithoutOwner(t *testing.T) {
 		t.Fatalf("table:\n%s", b.String())
 	}
 }
+
+func usdPtr(v float64) *float64 { return &v }

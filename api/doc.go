@@ -39,6 +39,8 @@
 //	GET  /v1/agents/{name}/memory                    read|operate          driver.MemoryView: the owner's running memory
 //	POST /v1/agents/{name}/memory/compact            operate               {"reason"} → 202 driver.MemoryView (fold queued; 409 memory off or halted)
 //	DELETE /v1/agents/{name}/memory                  operate               {"reason"} → 200 driver.MemoryView (cleared; event memory-cleared)
+//	GET  /v1/agents/{name}/dlq?limit=N               read|operate          DeadLetterList: kept dead letters, oldest first (limit 1..1000, default 50); 404 without JetStream
+//	POST /v1/agents/{name}/dlq/{seq}/replay          operate               {"reason"} → 200: back to the inbox once, removed from the stream; 404 not kept
 //	GET  /v1/agents/{name}/approvals                 read|operate          []approval.Request: the owner's pending approvals
 //	POST /v1/agents/{name}/approvals/{id}/approve    operate               {"reason"} → 202 {decision, request}: the held call runs, the agent wakes with its result; 404 not pending
 //	POST /v1/agents/{name}/approvals/{id}/deny       operate               {"reason"} → 200 {decision, request}: the agent is told; 404 not pending

@@ -68,13 +68,7 @@ func (s *Server) reasonedVerb(w http.ResponseWriter, r *http.Request, req contro
 	if !ok {
 		return
 	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
-	if !s.decode(w, r, &body, false) {
-		return
-	}
-	reason, ok := operatorReason(w, r, body.Reason)
+	reason, ok := s.bodyReason(w, r)
 	if !ok {
 		return
 	}
@@ -88,4 +82,16 @@ func (s *Server) reasonedVerb(w http.ResponseWriter, r *http.Request, req contro
 	if reply.OK {
 		record(r).result = done(reply)
 	}
+}
+
+// bodyReason reads an optional {"reason"} body and checks the reason; on
+// false it has answered.
+func (s *Server) bodyReason(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if !s.decode(w, r, &body, false) {
+		return "", false
+	}
+	return operatorReason(w, r, body.Reason)
 }

@@ -153,8 +153,11 @@ type Options struct {
 	// unready (an MCP server down: its tools answer with an error); /readyz
 	// lists it with a 200.
 	Degraded func() []string
-	Log      *slog.Logger // default: discard
-	Clock    clock.Clock  // default: clock.Real()
+	// DeadLetters serves GET /v1/agents/{name}/dlq and replay; nil
+	// (core NATS mode): they answer 404, dead letters are not kept.
+	DeadLetters DeadLetterStore
+	Log         *slog.Logger // default: discard
+	Clock       clock.Clock  // default: clock.Real()
 	// MaxBody caps request bodies (413 beyond) except an Alertmanager
 	// payload's; default DefaultMaxBody.
 	MaxBody int64
@@ -403,6 +406,7 @@ func (s *Server) routes() {
 	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
 	s.memoryRoutes()
 	s.approvalRoutes()
+	s.deadLetterRoutes()
 	// Queueing a message is all an ingest token may do.
 	s.needs["POST /v1/agents/{name}/messages"] = accessIngest
 	s.needs[alertmanagerRoute] = accessIngest

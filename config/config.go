@@ -107,6 +107,11 @@ type NATS struct {
 	Stream string `yaml:"stream"`
 	// MaxMessageBytes bounds an inbound body. Default 65536.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// DLQMaxAge and DLQMaxBytes bound the dead-letter stream (<stream>_DLQ
+	// over <prefix>.*.dlq, JetStream mode): dead letters older, or beyond
+	// the size, are removed oldest first. Defaults 168h and 256 MiB.
+	DLQMaxAge   Duration `yaml:"dlq_max_age"`
+	DLQMaxBytes int64    `yaml:"dlq_max_bytes"`
 	// JetStream turns durable delivery on (default true; nil after Load
 	// only if defaults were not applied).
 	JetStream *bool `yaml:"jetstream"`

@@ -29,6 +29,10 @@ func applyDefaults(c *Config) {
 	setBool(&c.NATS.JetStream, true)
 	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
 	setDuration(&c.NATS.AckWait, 10*time.Second)
+	setDuration(&c.NATS.DLQMaxAge, 7*24*time.Hour)
+	if c.NATS.DLQMaxBytes == 0 {
+		c.NATS.DLQMaxBytes = 256 << 20
+	}
 	setInt(&c.NATS.Replicas, 1)
 	applyEventsDefaults(&c.Events)
 

@@ -138,6 +138,10 @@ func (v *validator) config(c *Config) {
 	}
 	v.duration(root.key("nats", "duplicate_window"), c.NATS.DuplicateWindow)
 	v.duration(root.key("nats", "ack_wait"), c.NATS.AckWait)
+	v.duration(root.key("nats", "dlq_max_age"), c.NATS.DLQMaxAge)
+	if c.NATS.DLQMaxBytes < 0 {
+		v.at(root.key("nats", "dlq_max_bytes"), "must not be negative; got %d", c.NATS.DLQMaxBytes)
+	}
 	if c.Lease.TTL > 0 && c.Lease.TTL.D() < 3*time.Second {
 		v.at(root.key("lease", "ttl"), "must be at least 3s; got %v", c.Lease.TTL.D())
 	}

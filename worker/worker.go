@@ -78,7 +78,8 @@ type Worker struct {
 	binding     *natsinbox.Binding
 	guard       *guard.Guard
 	subagents   *background.Manager
-	mcp         *mcptools.Servers // nil without mcp_servers
+	mcp         *mcptools.Servers      // nil without mcp_servers
+	deadLetters *natsinbox.DeadLetters // nil in core NATS mode
 	leases      *lease.Manager
 	health      *health.Monitor
 	api         *api.Server
@@ -156,6 +157,13 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		if _, err = natsbus.EnsureStream(ctx, w.conn.JS, spec, o.Log); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		dlq := natsinbox.DeadLetterStream(cfg.NATS.Stream+"_DLQ", subjects, cfg.NATS.DLQMaxAge.D(), cfg.NATS.DLQMaxBytes, cfg.NATS.Replicas)
+		if _, err = natsbus.EnsureStream(ctx, w.conn.JS, dlq, o.Log); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		w.deadLetters = &natsinbox.DeadLetters{JS: w.conn.JS, Stream: dlq.Name, Subjects: subjects}
+	} else {
+		o.Log.Warn("without JetStream dead letters are published on <prefix>.<agent>.dlq but not kept: only a subscriber at that moment sees them")
 	}
 
 	if len(cfg.MCPServers) > 0 {
@@ -339,7 +347,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus, EventFeed: w.eventFeed(),
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
-		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, Log: o.Log, Clock: o.Clock,
+		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, DeadLetters: w.deadLetterStore(), Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
 		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Handled: handled, Observer: w.metrics,
 	})
@@ -442,6 +450,14 @@ func metricTools(cfg *config.Config, a config.Agent) []string {
 		}
 	}
 	return out
+}
+
+// deadLetterStore is the API's dead-letter store: nil in core NATS mode.
+func (w *Worker) deadLetterStore() api.DeadLetterStore {
+	if w.deadLetters == nil {
+		return nil
+	}
+	return w.deadLetters
 }
 
 // degraded lists what works less well without making the worker unready:
@@ -796,6 +812,18 @@ type gauges struct{ w *Worker }
 
 // Replicas implements metrics.ReplicaSource.
 func (g gauges) Replicas() int { return g.w.spread.Replicas() }
+
+// DeadLettersStored implements metrics.DeadLetterSource: the dead-letter
+// stream's message count, asked within a second.
+func (g gauges) DeadLettersStored() (uint64, bool) {
+	if g.w.deadLetters == nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n, err := g.w.deadLetters.Stored(ctx)
+	return n, err == nil
+}
 
 // MCPServersUp implements metrics.MCPSource.
 func (g gauges) MCPServersUp() map[string]bool {

@@ -148,6 +148,7 @@ func (c *cli) rootCmd() *cobra.Command {
 	root.AddCommand(c.opsCmds()...)
 	root.AddCommand(c.approvalCmds()...)
 	root.AddCommand(c.scheduleCmd())
+	root.AddCommand(c.dlqCmd())
 	root.AddCommand(c.modelsCmd())
 	root.AddCommand(c.mcpCmd())
 	root.SetFlagErrorFunc(usageError)

@@ -142,6 +142,7 @@ type Binding struct {
 	consumes []jetstream.ConsumeContext // the unknown-agents consumer
 	subs     []*nats.Subscription       // core mode: unknown-agent subscriptions
 	stream   jetstream.Stream           // nil in core NATS mode
+	js       jetstream.JetStream        // nil in core NATS mode: dead letters are published, not kept
 	// bound holds how to stop consuming each agent this replica consumes.
 	bound map[string]func()
 	// locks serialises Bind, its retries and Unbind of one agent.
@@ -233,6 +234,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	b.worker.Add(1)
 	go b.settle()
 	var err error
+	b.js = js
 	if js == nil {
 		err = b.startCore()
 	} else {
@@ -760,9 +762,27 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 	out.Header.Set(HeaderRejectDetail, clip(why.Error(), 500))
 	out.Header.Set(HeaderOriginalSubject, subject)
 	out.Header.Set(HeaderAgent, agent)
+	if id != "" {
+		out.Header.Set(HeaderMessageID, id)
+	}
 	out.Data = data
 	published := dlq
-	if err := b.nc.PublishMsg(out); err != nil {
+	var err error
+	if b.js != nil {
+		// Kept in the dead-letter stream: a publish it confirmed.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = b.js.PublishMsg(ctx, out)
+		cancel()
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// No stream keeps dead letters here (a binding started without
+			// the worker's dead-letter stream): published, not kept.
+			b.opts.Log.Warn("no stream keeps dead letters on this subject; published without being kept", "subject", dlq)
+			err = b.nc.PublishMsg(out)
+		}
+	} else {
+		err = b.nc.PublishMsg(out)
+	}
+	if err != nil {
 		published = ""
 		b.opts.Log.Error("dead-letter publish failed; the rejected message is lost", "agent", agent, "subject", subject, "reason", reason, "error", err)
 	}

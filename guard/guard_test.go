@@ -380,6 +380,12 @@ func TestStatusSaysWhatRemainsAndWhenItResets(t *testing.T) {
 	if st.Turn.RemainingUSD != nil {
 		t.Fatalf("turn without a ceiling has a remainder: %+v", st.Turn)
 	}
+	// Each window names its guardrail as reset takes it.
+	for _, c := range []struct{ got, want string }{{st.Turn.Guardrail, guard.Turn}, {st.Session.Guardrail, guard.Session}, {st.Daily.Guardrail, guard.Daily}, {st.WorkerDaily.Guardrail, guard.WorkerDaily}} {
+		if c.got != c.want {
+			t.Fatalf("guardrail %q, want %q", c.got, c.want)
+		}
+	}
 	raw, _ := json.Marshal(st.Daily)
 	if !strings.Contains(string(raw), `"remaining_usd":1.7`) || !strings.Contains(string(raw), `"resets_at":"2026-11-30T00:00:00+01:00"`) {
 		t.Fatalf("daily JSON %s", raw)

@@ -221,6 +221,9 @@ func roundUpCents(usd float64) float64 { return math.Ceil(usd*100+1e-9) / 100 }
 
 // Ceiling is one ceiling's state.
 type Ceiling struct {
+	// Guardrail is the window's guardrail name, as reset takes it
+	// (turn_usd, session_usd, daily_usd, worker_daily_usd).
+	Guardrail  string  `json:"guardrail"`
 	SpentUSD   float64 `json:"spent_usd"`
 	CeilingUSD float64 `json:"ceiling_usd,omitempty"` // 0: none
 	// RemainingUSD is what may still be spent before the ceiling trips
@@ -235,8 +238,8 @@ type Ceiling struct {
 
 // ceiling is a Ceiling with its amounts rounded to micro-dollars (no
 // float noise such as 1.2000000000000002) and what remains.
-func ceiling(spent, limit float64, resets *time.Time) Ceiling {
-	c := Ceiling{SpentUSD: micro(spent), CeilingUSD: micro(limit), ResetsAt: resets}
+func ceiling(guardrail string, spent, limit float64, resets *time.Time) Ceiling {
+	c := Ceiling{Guardrail: guardrail, SpentUSD: micro(spent), CeilingUSD: micro(limit), ResetsAt: resets}
 	if limit > 0 {
 		left := micro(max(limit-spent, 0))
 		c.RemainingUSD = &left
@@ -273,10 +276,10 @@ func (g *Guard) Status(agent string) (Status, bool) {
 	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, g.o.Location)
 	s := Status{
 		Model: l.model, Priced: l.priced,
-		Turn:        ceiling(l.turnSpent, l.limits.TurnUSD, nil),
-		Session:     ceiling(l.st.SessionSpent, session, nil),
-		Daily:       ceiling(l.st.DaySpent, daily, &midnight),
-		WorkerDaily: ceiling(g.worker.Spent, g.workerCeiling(), &midnight),
+		Turn:        ceiling(Turn, l.turnSpent, l.limits.TurnUSD, nil),
+		Session:     ceiling(Session, l.st.SessionSpent, session, nil),
+		Daily:       ceiling(Daily, l.st.DaySpent, daily, &midnight),
+		WorkerDaily: ceiling(WorkerDaily, g.worker.Spent, g.workerCeiling(), &midnight),
 		Trip:        l.st.Trip,
 	}
 	if s.Trip == nil {

@@ -194,7 +194,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns; operator_dropped are queued messages an operator abandoned (resume with drop_queued), dead-lettered.",
 		"agent", "reason")
 	m.modelRequests = counter("model_requests_total",
-		"Model calls, by outcome: ok (a response with usage) or error. The model label is the configured model name.",
+		"Model calls, by outcome: ok (a response with usage), error (the call failed for good: the turn fails or falls back), retry (a failed attempt that was retried) or rate_limited (a 429 that was retried after Retry-After). The model label is the configured model name.",
 		"agent", "model", "outcome")
 	m.modelTokens = counter("model_tokens_total",
 		"Tokens reported by the model, by type: input (all prompt tokens, cached ones included), cached_input, cache_write, output.",

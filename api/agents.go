@@ -102,6 +102,10 @@ type ScheduleView struct {
 	// Skipped: the agent is paused or halted, so its next tick runs no
 	// turn (it is counted as skipped) unless the gate opens first.
 	Skipped bool `json:"skipped,omitempty"`
+	// Timezone is the schedule's IANA zone ("" for UTC); NextFireLocal
+	// is NextFire in it ("2026-11-30 08:00:00 CET").
+	Timezone      string `json:"timezone,omitempty"`
+	NextFireLocal string `json:"next_fire_local,omitempty"`
 }
 
 // TurnView is the last finished turn.
@@ -205,9 +209,12 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 	}
 	v.PendingApprovals = a.PendingApprovals()
 	for _, name := range a.Schedules() {
-		sv := ScheduleView{Name: name}
+		sv := ScheduleView{Name: name, Timezone: o.Scheduler.Timezone(st.Name, name)}
 		if next := o.Scheduler.Next(st.Name, name); !next.IsZero() {
 			sv.NextFire = &next
+			if loc, err := time.LoadLocation(sv.Timezone); err == nil && sv.Timezone != "" {
+				sv.NextFireLocal = next.In(loc).Format("2006-01-02 15:04:05 MST")
+			}
 			if v.NextWake == nil || next.Before(*v.NextWake) {
 				v.NextWake, v.NextWakeCause, v.NextWakeSchedule, v.NextWakeReason = &next, "schedule", name, "schedule "+name
 			}

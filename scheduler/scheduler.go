@@ -326,6 +326,21 @@ func (s *Scheduler) Next(agent, schedule string) time.Time {
 	return time.Time{}
 }
 
+// Timezone returns the agent's schedule's IANA time zone ("" when unknown
+// or UTC by default).
+func (s *Scheduler) Timezone(agent, schedule string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.agents[agent]; a != nil {
+		for _, e := range a.schedules {
+			if e.s.Name == schedule {
+				return e.s.Timezone
+			}
+		}
+	}
+	return ""
+}
+
 // lastKey records the latest tick a scheduler handled, for counting
 // missed ticks after downtime.
 func lastKey(agent, schedule string) string { return "sched." + agent + "." + schedule + ".last" }

@@ -359,3 +359,20 @@ func TestRunNowAndFrequentScheduleWarning(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+func TestTimezoneNamesTheSchedulesZone(t *testing.T) {
+	t.Parallel()
+	r := newRig()
+	berlin := every("morning", "0 8 * * *", "")
+	berlin.Timezone = "Europe/Berlin"
+	s := r.scheduler(t, &target{}, berlin, every("q", "*/10 * * * *", ""))
+	if got := s.Timezone("a", "morning"); got != "Europe/Berlin" {
+		t.Fatalf("Timezone = %q", got)
+	}
+	if got := s.Timezone("a", "q"); got != "" {
+		t.Fatalf("Timezone of a schedule without one = %q", got)
+	}
+	if got := s.Timezone("a", "nope"); got != "" {
+		t.Fatalf("Timezone of an unknown schedule = %q", got)
+	}
+}

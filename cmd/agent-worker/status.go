@@ -163,7 +163,14 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 	for i, s := range a.Schedules {
 		v := s.Name + " off"
 		if s.NextFire != nil {
-			v = s.Name + " " + relTime(*s.NextFire, now) + " (" + absTime(*s.NextFire) + ")"
+			v = s.Name + " " + relTime(*s.NextFire, now) + " (" + absTime(*s.NextFire)
+			if s.NextFireLocal != "" {
+				v += "; " + s.NextFireLocal + " in " + s.Timezone
+			}
+			v += ", " + s.NextFire.UTC().Format("15:04 UTC") + ")"
+			if s.Skipped {
+				v += ", skipped: the agent is " + map[bool]string{true: "paused", false: "halted"}[a.Paused]
+			}
 		}
 		if i == 0 {
 			line("schedules", v)

@@ -25,7 +25,7 @@ func fakeAgents(now time.Time) []api.AgentView {
 			Turn:    guard.Ceiling{SpentUSD: 0.0123456789, CeilingUSD: 1},
 			Session: guard.Ceiling{SpentUSD: 0.3, CeilingUSD: 5, RemainingUSD: usdPtr(4.7)},
 			Daily:   guard.Ceiling{SpentUSD: 1.25, ResetsAt: at(9 * time.Hour)}},
-		Schedules: []api.ScheduleView{{Name: "hourly", NextFire: at(42*time.Minute + 30*time.Second)}},
+		Schedules: []api.ScheduleView{{Name: "hourly", NextFire: at(42*time.Minute + 30*time.Second), Timezone: "Europe/Berlin", NextFireLocal: "2026-11-30 09:42:30 CET"}},
 		LastTurn: &api.TurnView{N: 7, Started: now.Add(-3*time.Minute - 10*time.Second), Outcome: "ok", DurationSeconds: 1.5,
 			TokensIn: 150, TokensOut: 20, ModelCalls: 2, ToolCalls: 1, Messages: 1, CostUSD: 0.0123456789, Text: "Disk on db-1\nis fine now."},
 	}, {
@@ -191,6 +191,7 @@ func TestStatusBlock(t *testing.T) {
 		"why:         sleeping until the next wake or a message",
 		"next wake:   in 20s (", "), timer: the wake the model asked for",
 		"schedules:   hourly in 42m (",
+		"; 2026-11-30 09:42:30 CET in Europe/Berlin, ",
 		"inbox:       2 pending of 256, 1 deferred, 0 wake(s) pending",
 		"last turn:   #7 ok 3m ago (", "took 1.5s",
 		"2 model call(s), 1 tool call(s), 1 message(s), tokens 150 in / 20 out, $0.012346",

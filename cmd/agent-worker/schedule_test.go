@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"strings"
@@ -53,5 +54,29 @@ agents: [{name: oncall, model: canned, schedules: [{name: morning, cron: "0 8 * 
 	defer mu.Unlock()
 	if strings.Join(got, ",") != "POST /v1/agents/oncall/schedules/morning/run,POST /v1/agents/oncall/schedules/nope/run" {
 		t.Fatalf("requests %q", got)
+	}
+}
+
+// resume of a halted agent exits non-zero and prints the worker's reason,
+// with the reset to run.
+func TestResumeOfAHaltedAgentFails(t *testing.T) {
+	t.Parallel()
+	hint := "agent \"oncall\" is halted by daily_usd (spend today $20 reached the daily ceiling of $20): resume runs no turn until the guardrail is reset; run `agent-worker reset oncall daily_usd --add-budget USD` (POST /v1/agents/oncall/guardrails/reset), then resume"
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		b, _ := json.Marshal(map[string]string{"error": hint})
+		_, _ = w.Write(b)
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	var out, errb syncBuffer
+	code := execute(context.Background(), []string{"resume", "oncall", "--api", "http://" + l.Addr().String()}, &out, &errb)
+	if code == exitOK || !strings.Contains(errb.String(), "agent-worker reset oncall daily_usd --add-budget USD") || !strings.Contains(errb.String(), "HTTP 409") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }

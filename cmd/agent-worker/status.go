@@ -197,7 +197,7 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 		line("guardrails", fmt.Sprintf("turn %s, session %s, daily %s, worker daily %s",
 			spendOf(g.Turn), spendOf(g.Session), spendOf(g.Daily), spendOf(g.WorkerDaily)))
 		if !g.Priced {
-			more("model " + g.Model + " has no price: its spend counts as $0")
+			more("unpriced: model " + g.Model + " has no price, its spend counts as $0 and no cost ceiling can bind")
 		}
 		if tr := g.Trip; tr != nil {
 			more(fmt.Sprintf("tripped: %s %s (%s): %s", tr.Guardrail, relTime(tr.At, now), absTime(tr.At), tr.Reason))

@@ -171,6 +171,9 @@ func TestStatusJSON(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &one) != nil || one.Name != "oncall" || one.LastTurn.N != 7 {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
+	if !strings.Contains(out, `"remaining_usd": 4.7`) || !strings.Contains(out, `"resets_at":`) {
+		t.Fatalf("the JSON lacks remaining_usd or resets_at:\n%s", out)
+	}
 }
 
 // TestStatusBlock: `status AGENT` is a block of key: value lines: state,

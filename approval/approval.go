@@ -5,6 +5,9 @@
 // compare-and-set, so a request held twice (a resumed turn) is one request
 // and a decision taken twice is one decision.
 //
+// A decision leaves a notice for the agent (Settle, Notify) that stays
+// until a completed turn told it (Delivered).
+//
 // It stores; it must not run tools or wake agents: the driver does.
 package approval
 
@@ -51,6 +54,19 @@ func Key(agent string) string { return "agent." + agent + ".approvals" }
 
 type book struct {
 	Pending []Request `json:"pending"`
+	// Notices are decisions the agent has not been told of in a
+	// completed turn yet.
+	Notices []Notice `json:"notices,omitempty"`
+}
+
+// Notice is a decision (approved and its result, denied, expired) the
+// agent is to be told of. It stays until a turn that told it completed
+// (Delivered), so the agent learns it even when the owner dies in
+// between: the next owner tells it again (at least once).
+type Notice struct {
+	ID      string    `json:"id"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
 }
 
 // Hold stores r unless a request with its id is pending; created says
@@ -79,10 +95,11 @@ func List(ctx context.Context, st store.Store, agent string) ([]Request, error) 
 	return b.Pending, nil
 }
 
-// Take removes the pending approval id of agent and returns it: exactly
-// one of several concurrent Takes of an id gets it; the others get
+// Settle removes the pending approval id of agent and records the notice
+// notice(request) for the agent, in one write: exactly one of several
+// concurrent Settles of an id gets the request; the others get
 // ErrUnknown.
-func Take(ctx context.Context, st store.Store, agent, id string) (Request, error) {
+func Settle(ctx context.Context, st store.Store, agent, id string, notice func(Request) string, at time.Time) (Request, error) {
 	var got Request
 	err := update(ctx, st, agent, func(b *book) (bool, error) {
 		i := slices.IndexFunc(b.Pending, func(p Request) bool { return p.ID == id })
@@ -91,9 +108,39 @@ func Take(ctx context.Context, st store.Store, agent, id string) (Request, error
 		}
 		got = b.Pending[i]
 		b.Pending = slices.Delete(b.Pending, i, i+1)
+		b.Notices = append(b.Notices, Notice{ID: id, Message: notice(got), At: at})
 		return true, nil
 	})
 	return got, err
+}
+
+// Notify replaces the notice of id (an approved call's result, once it
+// ran), or records it when there is none.
+func Notify(ctx context.Context, st store.Store, agent, id, message string, at time.Time) error {
+	return update(ctx, st, agent, func(b *book) (bool, error) {
+		n := Notice{ID: id, Message: message, At: at}
+		if i := slices.IndexFunc(b.Notices, func(x Notice) bool { return x.ID == id }); i >= 0 {
+			b.Notices[i] = n
+		} else {
+			b.Notices = append(b.Notices, n)
+		}
+		return true, nil
+	})
+}
+
+// Notices returns the decisions the agent has not been told of yet.
+func Notices(ctx context.Context, st store.Store, agent string) ([]Notice, error) {
+	b, _, err := read(ctx, st, agent)
+	return b.Notices, err
+}
+
+// Delivered removes the notices of ids: a completed turn told them.
+func Delivered(ctx context.Context, st store.Store, agent string, ids []string) error {
+	return update(ctx, st, agent, func(b *book) (bool, error) {
+		n := len(b.Notices)
+		b.Notices = slices.DeleteFunc(b.Notices, func(x Notice) bool { return slices.Contains(ids, x.ID) })
+		return len(b.Notices) != n, nil
+	})
 }
 
 func read(ctx context.Context, st store.Store, agent string) (book, uint64, error) {

@@ -10,9 +10,9 @@ import (
 	"github.com/agent-worker/agent-worker/store/memory"
 )
 
-// A request held twice (a resumed turn) is one request; Take returns it
-// once, and the concurrent Takes of one id give it to exactly one caller.
-func TestHoldIsIdempotentAndTakeIsOnce(t *testing.T) {
+// A request held twice (a resumed turn) is one request; of concurrent
+// Settles of one id exactly one gets it.
+func TestHoldIsIdempotentAndSettleIsOnce(t *testing.T) {
 	t.Parallel()
 	st, ctx := memory.New(nil), t.Context()
 	r := approval.Request{ID: "oncall-t3-c1", Agent: "oncall", Tool: "restart", Args: map[string]any{"name": "api"}, Turn: 3,
@@ -32,7 +32,7 @@ func TestHoldIsIdempotentAndTakeIsOnce(t *testing.T) {
 	got, unknown := 0, 0
 	for range 8 {
 		wg.Go(func() {
-			_, err := approval.Take(ctx, st, "oncall", r.ID)
+			_, err := approval.Settle(ctx, st, "oncall", r.ID, func(approval.Request) string { return "decided" }, r.Requested)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -64,5 +64,39 @@ func TestHoldIsBounded(t *testing.T) {
 	}
 	if _, err := approval.Hold(ctx, st, approval.Request{ID: "one-more", Agent: "a", Tool: "x"}); !errors.Is(err, approval.ErrFull) {
 		t.Fatalf("hold past the bound: %v", err)
+	}
+}
+
+// Settle takes the request and records its notice in one write; Notify
+// replaces the notice; Delivered removes it.
+func TestNoticesStayUntilDelivered(t *testing.T) {
+	t.Parallel()
+	st, ctx := memory.New(nil), t.Context()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	if _, err := approval.Hold(ctx, st, approval.Request{ID: "x1", Agent: "a", Tool: "restart"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := approval.Settle(ctx, st, "a", "x1", func(r approval.Request) string { return "approved " + r.Tool + ": started" }, at)
+	if err != nil || r.Tool != "restart" {
+		t.Fatalf("settle: %+v %v", r, err)
+	}
+	if _, err := approval.Settle(ctx, st, "a", "x1", func(approval.Request) string { return "again" }, at); !errors.Is(err, approval.ErrUnknown) {
+		t.Fatalf("settling twice: %v", err)
+	}
+	if err := approval.Notify(ctx, st, "a", "x1", "approved restart: done", at); err != nil {
+		t.Fatal(err)
+	}
+	n, err := approval.Notices(ctx, st, "a")
+	if err != nil || len(n) != 1 || n[0].Message != "approved restart: done" {
+		t.Fatalf("notices %+v %v", n, err)
+	}
+	if list, _ := approval.List(ctx, st, "a"); len(list) != 0 {
+		t.Fatalf("still pending after Settle: %+v", list)
+	}
+	if err := approval.Delivered(ctx, st, "a", []string{"x1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := approval.Notices(ctx, st, "a"); len(n) != 0 {
+		t.Fatalf("notices after delivery: %+v", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/adk/memory"
@@ -124,11 +125,6 @@ func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (
 	if !a.owns() {
 		return approval.Request{}, fmt.Errorf("decide approval of agent %q: %w", a.spec.Name, ErrNotOwner)
 	}
-	r, err := approval.Take(ctx, a.store, a.spec.Name, id)
-	if err != nil {
-		return approval.Request{}, err
-	}
-	a.disarmExpiry(id)
 	who := by.By
 	if who == "" {
 		who = "an operator"
@@ -137,6 +133,24 @@ func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (
 	if by.Reason != "" {
 		because = fmt.Sprintf(" (reason: %s)", by.Reason)
 	}
+	now := a.clock.Now()
+	// The decision and what the agent is to be told are one write: told
+	// at least once, whoever owns the agent when its next turn runs. An
+	// approved call's notice says it started until its result replaces it.
+	var first string
+	r, err := approval.Settle(ctx, a.store, a.spec.Name, id, func(r approval.Request) string {
+		if approve {
+			first = fmt.Sprintf("%s approved your held call %s (approval %s)%s. It was started at %s, but the worker stopped before its result was recorded: it may or may not have taken effect; check before calling it again.",
+				who, approval.Describe(r), r.ID, because, now.UTC().Format(time.RFC3339))
+		} else {
+			first = fmt.Sprintf("%s denied your held call %s (approval %s)%s. It was not run.", who, approval.Describe(r), r.ID, because)
+		}
+		return first
+	}, now)
+	if err != nil {
+		return approval.Request{}, err
+	}
+	a.disarmExpiry(id)
 	decided := func(decision, outcome, message string) {
 		a.log.Info("approval decided", "approval", id, "tool", r.Tool, "decision", decision, "by", by.By, "reason", by.Reason, "outcome", outcome)
 		data := map[string]any{"id": id, "tool": r.Tool, "decision": decision}
@@ -147,10 +161,10 @@ func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (
 			data[k] = v
 		}
 		a.emit(events.ApprovalDecided, data)
-		a.wake(Cause{Source: SourceOperator, Name: "approval", Instruction: message}, by.Fields())
+		a.wake(Cause{Source: SourceOperator, Name: noticeCause + id, Instruction: message}, by.Fields())
 	}
 	if !approve {
-		decided(DecisionDenied, "", fmt.Sprintf("%s denied your held call %s (approval %s)%s. It was not run.", who, approval.Describe(r), r.ID, because))
+		decided(DecisionDenied, "", first)
 		return r, nil
 	}
 	go func() {
@@ -160,10 +174,38 @@ func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (
 			outcome = "error"
 		}
 		out, _ := json.Marshal(result)
-		decided(DecisionApproved, outcome, fmt.Sprintf("%s approved your held call %s (approval %s)%s. It has now been run; its result: %s",
-			who, approval.Describe(r), r.ID, because, clip(string(out), 4000)))
+		message := fmt.Sprintf("%s approved your held call %s (approval %s)%s. It has now been run; its result: %s",
+			who, approval.Describe(r), r.ID, because, clip(string(out), 4000))
+		nctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := approval.Notify(nctx, a.store, a.spec.Name, id, message, a.clock.Now()); err != nil {
+			a.log.Warn("approved call ran, but its result not stored for the agent; it is told from memory only", "approval", id, "error", err)
+		}
+		cancel()
+		decided(DecisionApproved, outcome, message)
 	}()
 	return r, nil
+}
+
+// noticeCause prefixes the name of the wake that tells the agent of an
+// approval's decision: the turn that completes with it marks the notice
+// delivered.
+const noticeCause = "approval:"
+
+// deliveredNotices removes, once a turn completed, the notices its causes
+// told the agent.
+func (a *Agent) deliveredNotices(ctx context.Context, causes []Cause) {
+	var ids []string
+	for _, c := range causes {
+		if id, ok := strings.CutPrefix(c.Name, noticeCause); ok && c.Source == SourceOperator {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 || !a.owns() {
+		return
+	}
+	if err := approval.Delivered(ctx, a.store, a.spec.Name, ids); err != nil {
+		a.log.Warn("approval notices told, but not marked delivered; the agent may be told again", "approvals", ids, "error", err)
+	}
 }
 
 // runApproved runs an approved call with its stored arguments.
@@ -244,7 +286,12 @@ func (a *Agent) expire(id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := approval.Take(ctx, a.store, a.spec.Name, id)
+	var message string
+	r, err := approval.Settle(ctx, a.store, a.spec.Name, id, func(r approval.Request) string {
+		message = fmt.Sprintf("Your held call %s (approval %s) was not decided by an operator before it expired at %s. It was not run.",
+			approval.Describe(r), r.ID, r.Expires.UTC().Format(time.RFC3339))
+		return message
+	}, a.clock.Now())
 	switch {
 	case errors.Is(err, approval.ErrUnknown):
 		return // decided meanwhile
@@ -257,9 +304,7 @@ func (a *Agent) expire(id string) {
 	}
 	a.log.Info("approval expired: nobody decided in time; the call was not run", "approval", id, "tool", r.Tool)
 	a.emit(events.ApprovalDecided, map[string]any{"id": id, "tool": r.Tool, "decision": DecisionExpired})
-	a.wake(Cause{Source: SourceOperator, Name: "approval", Instruction: fmt.Sprintf(
-		"Your held call %s (approval %s) was not decided by an operator before it expired at %s. It was not run.",
-		approval.Describe(r), r.ID, r.Expires.UTC().Format(time.RFC3339))}, nil)
+	a.wake(Cause{Source: SourceOperator, Name: noticeCause + id, Instruction: message}, nil)
 }
 
 // restoreApprovals arms the expiry of the agent's pending approvals when
@@ -274,6 +319,16 @@ func (a *Agent) restoreApprovals(ctx context.Context) error {
 	}
 	for _, r := range pending {
 		a.armExpiry(r)
+	}
+	// Decisions the agent was not told of in a completed turn (its owner
+	// died first): told now.
+	notices, err := approval.Notices(ctx, a.store, a.spec.Name)
+	if err != nil {
+		return err
+	}
+	for _, n := range notices {
+		a.log.Info("telling the agent of an approval decided before it was acquired", "approval", n.ID)
+		a.wake(Cause{Source: SourceOperator, Name: noticeCause + n.ID, Instruction: n.Message}, nil)
 	}
 	return nil
 }

@@ -139,3 +139,30 @@ func TestAnUndecidedApprovalExpires(t *testing.T) {
 		t.Fatalf("pending %v, published %v", list, pub.published())
 	}
 }
+
+// A decision the agent was not told of before its owner stopped is told
+// by the next owner, once: the notice stays in the store until a turn that
+// told it completes.
+func TestADecisionIsToldAfterARestart(t *testing.T) {
+	st, pub := memory.New(nil), &publishLog{}
+	h, r := heldPublish(t, st, pub)
+	h.a.PauseAs(Audit{By: "alice"}) // the decision's wake waits behind the pause
+	if _, err := h.a.Decide(t.Context(), r.ID, false, Audit{By: "bob", Reason: "freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	h.d.Shutdown(context.Background()) // before any turn told the agent
+
+	again := newHarnessWith(t, []config.ScriptStep{text("noted")}, publishing(st, pub), needsApproval)
+	again.waitSettled(false)
+	if _, err := again.a.ResumeAs(Audit{By: "alice"}, "", false); err != nil {
+		t.Fatal(err)
+	}
+	again.waitEvent(events.TurnCompleted)
+	if p := again.prompt(1); !strings.Contains(p, "bob denied your held call publish") {
+		t.Fatalf("the next owner's turn was not told of the decision:\n%s", p)
+	}
+	again.waitIdle()
+	if n, _ := approval.Notices(t.Context(), st, "tester"); len(n) != 0 {
+		t.Fatalf("notices left after a turn told them: %+v", n)
+	}
+}

@@ -3,6 +3,7 @@ package durable
 import (
 	"encoding/json"
 	"fmt"
+	"go/build"
 	"math"
 	"net"
 	"net/http"
@@ -159,7 +160,11 @@ agents:
 func buildWorker(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "agent-worker")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/agent-worker")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(build.Default.GOROOT, "bin", "go") // go not on PATH: the toolchain running the test
+	}
+	cmd := exec.Command(goBin, "build", "-o", bin, "../../cmd/agent-worker")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build agent-worker: %v\n%s", err, out)
 	}

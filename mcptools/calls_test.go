@@ -238,3 +238,27 @@ func TestAServersNewToolIsOffered(t *testing.T) {
 		t.Fatalf("fresh: %q", got)
 	}
 }
+
+// Two agents granted the same server share one connection: the server
+// sees one session, and both agents' calls reach it.
+func TestAgentsShareOneConnectionPerServer(t *testing.T) {
+	t.Parallel()
+	c := &calls{}
+	srv := newServer(c)
+	s := start(t, map[string]config.MCPServer{"web": {URL: mcptest.Serve(t, srv), Timeout: config.Duration(5 * time.Second)}})
+	waitUp(t, s, "web", nil)
+	one := newAgent(t, s, []config.AgentMCP{{Server: "web", Tools: []string{"echo"}}}, []config.ScriptStep{step("echo", map[string]any{"text": "a"}), {Text: "done"}})
+	two := newAgent(t, s, []config.AgentMCP{{Server: "web", Tools: []string{"echo"}}}, []config.ScriptStep{step("echo", map[string]any{"text": "b"}), {Text: "done"}})
+	one.turn(t)
+	two.turn(t)
+	if c.of("echo") != 2 {
+		t.Fatalf("echo called %d times, want 2", c.of("echo"))
+	}
+	sessions := 0
+	for range srv.Sessions() {
+		sessions++
+	}
+	if sessions != 1 {
+		t.Fatalf("the server has %d sessions, want 1 shared by both agents", sessions)
+	}
+}

@@ -237,7 +237,15 @@ func TestAJournalWhoseMessagesDoNotComeBackIsAbandoned(t *testing.T) {
 	pub := &publishLog{}
 	h := newHarnessWith(t, []config.ScriptStep{text("hello")}, publishing(st, pub), withPublish)
 	h.a.Send(wakeMsg("another message"))
-	h.waitSettled(false)
+	// The agent restored the journal and holds its turns until the
+	// messages come back: a timer is armed for the wait's end.
+	end := time.Now().Add(deadline)
+	for !h.a.jr.holding() {
+		if time.Now().After(end) {
+			t.Fatal("the agent never held its turns for the journal's messages")
+		}
+		<-time.After(time.Millisecond)
+	}
 	if n := h.modelCalls(); n != 0 {
 		t.Fatalf("%d model calls while the journal's messages were awaited", n)
 	}
@@ -300,4 +308,12 @@ func TestAResumedTurnKeepsItsRequestedWake(t *testing.T) {
 	if at, _ := ws.Data["at"].(time.Time); !at.Equal(epoch.Add(600 * time.Second)) {
 		t.Fatalf("wake scheduled %v, want the resumed request's %v", ws.Data["at"], epoch.Add(600*time.Second))
 	}
+}
+
+// holding reports whether the journaler holds the agent's turns for a
+// pending journal's messages (its wait's timer is armed).
+func (j *journaler) holding() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.pending != nil && j.arming
 }

@@ -164,9 +164,15 @@ const attempt = 500 * time.Millisecond
 // error after clusterWait.
 func waitFor(t *testing.T, what string, cond func(ctx context.Context) error) {
 	t.Helper()
+	waitForWithin(t, what, attempt, cond)
+}
+
+// waitForWithin is waitFor with each poll bounded by per.
+func waitForWithin(t *testing.T, what string, per time.Duration, cond func(ctx context.Context) error) {
+	t.Helper()
 	end := time.Now().Add(clusterWait)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), attempt)
+		ctx, cancel := context.WithTimeout(context.Background(), per)
 		err := cond(ctx)
 		cancel()
 		if err == nil {
@@ -221,10 +227,14 @@ func TestReplicasOnCluster(t *testing.T) {
 	t.Run("EnsureStreamCreatesR3", func(t *testing.T) {
 		spec := natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox", "agents.*.deferred"},
 			DuplicateWindow: 2 * time.Minute, Replicas: 3}
-		s, err := natsbus.EnsureStream(ctx, js, spec, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The first stream of a fresh cluster: a request that lands while
+		// the meta group settles can go unanswered, so each try is short.
+		var s jetstream.Stream
+		waitForWithin(t, "stream AGENTS created", 5*time.Second, func(ctx context.Context) error {
+			var err error
+			s, err = natsbus.EnsureStream(ctx, js, spec, nil)
+			return err
+		})
 		info, err := s.Info(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -167,6 +167,17 @@ func waitFor(t *testing.T, what string, cond func(ctx context.Context) error) {
 	waitForWithin(t, what, attempt, cond)
 }
 
+// placed runs an operation that places copies on the cluster's servers
+// (creating an R3 stream or bucket, starting a worker) until it succeeds,
+// each try bounded: on a loaded machine a fresh cluster's meta group may
+// still be settling (a request goes unanswered) or see a peer as offline
+// for a moment ("no suitable peers for placement"). The operations are
+// idempotent.
+func placed(t *testing.T, what string, op func(ctx context.Context) error) {
+	t.Helper()
+	waitForWithin(t, what, 10*time.Second, op)
+}
+
 // waitForWithin is waitFor with each poll bounded by per.
 func waitForWithin(t *testing.T, what string, per time.Duration, cond func(ctx context.Context) error) {
 	t.Helper()
@@ -227,10 +238,8 @@ func TestReplicasOnCluster(t *testing.T) {
 	t.Run("EnsureStreamCreatesR3", func(t *testing.T) {
 		spec := natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox", "agents.*.deferred"},
 			DuplicateWindow: 2 * time.Minute, Replicas: 3}
-		// The first stream of a fresh cluster: a request that lands while
-		// the meta group settles can go unanswered, so each try is short.
 		var s jetstream.Stream
-		waitForWithin(t, "stream AGENTS created", 5*time.Second, func(ctx context.Context) error {
+		placed(t, "stream AGENTS created", func(ctx context.Context) error {
 			var err error
 			s, err = natsbus.EnsureStream(ctx, js, spec, nil)
 			return err
@@ -318,10 +327,12 @@ func TestReplicasOnCluster(t *testing.T) {
 		_ = st.Close()
 		for _, b := range []string{"fresh", "grown"} {
 			log, logs := captureLog()
-			st, err := natskv.Open(ctx, js, natskv.Options{Bucket: b, Replicas: 3, Log: log})
-			if err != nil {
-				t.Fatalf("open %s with 3 replicas: %v", b, err)
-			}
+			var st *natskv.Store
+			placed(t, "open "+b+" with 3 replicas", func(ctx context.Context) error {
+				var err error
+				st, err = natskv.Open(ctx, js, natskv.Options{Bucket: b, Replicas: 3, Log: log})
+				return err
+			})
 			t.Cleanup(func() { _ = st.Close() })
 			for _, name := range []string{"KV_" + b + "-state", "KV_" + b + "-lists"} {
 				waitFor(t, name+" on three servers", func(ctx context.Context) error { return replicated(ctx, js, name, 3) })
@@ -357,10 +368,12 @@ agents: [{name: triage, model: fake}]
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := worker.Start(ctx, cfg, worker.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		var w *worker.Worker
+		placed(t, "a worker on the cluster", func(ctx context.Context) error {
+			var err error
+			w, err = worker.Start(ctx, cfg, worker.Options{})
+			return err
+		})
 		defer w.Stop(ctx)
 		for _, name := range []string{"WORKER", "WORKER_SUBAGENTS", "WORKER_EVENTS", "KV_wk-state", "KV_wk-lists"} {
 			waitFor(t, name+" on three servers", func(ctx context.Context) error { return replicated(ctx, js, name, 3) })
@@ -384,14 +397,16 @@ func TestR3StreamOutlivesItsLeader(t *testing.T) {
 	js := c.connect(t)
 	ctx := clusterCtx(t)
 
-	s, err := natsbus.EnsureStream(ctx, js, natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}, Replicas: 3}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := natskv.Open(ctx, js, natskv.Options{Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var s jetstream.Stream
+	var st *natskv.Store
+	placed(t, "stream AGENTS and the KV store with 3 replicas", func(ctx context.Context) error {
+		var err error
+		if s, err = natsbus.EnsureStream(ctx, js, natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}, Replicas: 3}, nil); err != nil {
+			return err
+		}
+		st, err = natskv.Open(ctx, js, natskv.Options{Replicas: 3})
+		return err
+	})
 	t.Cleanup(func() { _ = st.Close() })
 	for _, name := range []string{"AGENTS", "KV_agent-worker-state", "KV_agent-worker-lists"} {
 		waitFor(t, name+" on three servers", func(ctx context.Context) error { return replicated(ctx, js, name, 3) })

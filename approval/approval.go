@@ -88,11 +88,8 @@ func Hold(ctx context.Context, st store.Store, r Request) (created bool, err err
 
 // List returns the agent's pending approvals, oldest first.
 func List(ctx context.Context, st store.Store, agent string) ([]Request, error) {
-	b, _, err := read(ctx, st, agent)
-	if err != nil {
-		return nil, err
-	}
-	return b.Pending, nil
+	b, err := read(ctx, st, agent)
+	return b.Pending, err
 }
 
 // Settle removes the pending approval id of agent and records the notice
@@ -128,9 +125,16 @@ func Notify(ctx context.Context, st store.Store, agent, id, message string, at t
 	})
 }
 
+// Load returns the agent's pending approvals and the decisions it has not
+// been told of, in one read.
+func Load(ctx context.Context, st store.Store, agent string) ([]Request, []Notice, error) {
+	b, err := read(ctx, st, agent)
+	return b.Pending, b.Notices, err
+}
+
 // Notices returns the decisions the agent has not been told of yet.
 func Notices(ctx context.Context, st store.Store, agent string) ([]Notice, error) {
-	b, _, err := read(ctx, st, agent)
+	b, err := read(ctx, st, agent)
 	return b.Notices, err
 }
 
@@ -143,48 +147,24 @@ func Delivered(ctx context.Context, st store.Store, agent string, ids []string) 
 	})
 }
 
-func read(ctx context.Context, st store.Store, agent string) (book, uint64, error) {
+func read(ctx context.Context, st store.Store, agent string) (book, error) {
 	var b book
-	e, err := st.Get(ctx, Key(agent))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return b, 0, nil
-	case err != nil:
-		return b, 0, fmt.Errorf("read pending approvals: %w", err)
+	if _, err := store.GetJSON(ctx, st, Key(agent), &b); err != nil {
+		return b, fmt.Errorf("read pending approvals of %s: %w", agent, err)
 	}
-	if err := json.Unmarshal(e.Value, &b); err != nil {
-		return b, 0, fmt.Errorf("pending approvals of %s unreadable: %w", agent, err)
-	}
-	return b, e.Revision, nil
+	return b, nil
 }
 
-// update applies fn (true: write) with compare-and-set, retrying on a
-// concurrent change.
+// update applies fn to the agent's book (true: write) with
+// compare-and-set, again when another writer came first.
 func update(ctx context.Context, st store.Store, agent string, fn func(*book) (bool, error)) error {
-	for range 20 {
-		b, rev, err := read(ctx, st, agent)
-		if err != nil {
+	if err := store.UpdateJSON(ctx, st, Key(agent), fn); err != nil {
+		if errors.Is(err, ErrUnknown) || errors.Is(err, ErrFull) {
 			return err
 		}
-		write, err := fn(&b)
-		if err != nil || !write {
-			return err
-		}
-		raw, _ := json.Marshal(b)
-		if rev == 0 {
-			_, err = st.Create(ctx, Key(agent), raw, 0)
-		} else {
-			_, err = st.Update(ctx, Key(agent), raw, rev)
-		}
-		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("write pending approvals: %w", err)
-		}
-		return nil
+		return fmt.Errorf("write pending approvals of %s: %w", agent, err)
 	}
-	return fmt.Errorf("write pending approvals of %s: too many concurrent changes", agent)
+	return nil
 }
 
 // Describe renders a request for the model and the log: tool and

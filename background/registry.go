@@ -3,9 +3,7 @@ package background
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -155,45 +153,19 @@ func (r registryStore) get(ctx context.Context, parent string) (*registry, error
 // compare-and-set, retrying on a concurrent write. fn's error (other than
 // errNoChange) is returned and nothing is written.
 func (r registryStore) update(ctx context.Context, parent string, fn func(*registry) error) error {
-	key := registryKey(parent)
-	for range 50 {
-		g := &registry{}
-		e, err := r.st.Get(ctx, key)
-		exists := err == nil
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			if err := json.Unmarshal(e.Value, g); err != nil {
-				return fmt.Errorf("%w: %s: %w", store.ErrUnreadable, key, err)
-			}
-		}
+	return store.UpdateJSON(ctx, r.st, registryKey(parent), func(g *registry) (bool, error) {
 		if g.Subs == nil {
 			g.Subs = map[string]*Info{}
 		}
 		if err := fn(g); err != nil {
 			if errors.Is(err, errNoChange) {
-				return nil
+				return false, nil
 			}
-			return err
+			return false, err
 		}
 		g.prune()
-		data, err := json.Marshal(g)
-		if err != nil {
-			return err
-		}
-		if exists {
-			_, err = r.st.Update(ctx, key, data, e.Revision)
-		} else {
-			_, err = r.st.Create(ctx, key, data, 0)
-		}
-		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
-			continue // written meanwhile: read it again
-		}
-		return err
-	}
-	return fmt.Errorf("registry of %s: too many concurrent writes", parent)
+		return true, nil
+	})
 }
 
 // list returns parent's subagents, newest first.

@@ -313,7 +313,7 @@ func (a *Agent) restoreApprovals(ctx context.Context) error {
 	if len(a.spec.Approval) == 0 {
 		return nil
 	}
-	pending, err := approval.List(ctx, a.store, a.spec.Name)
+	pending, notices, err := approval.Load(ctx, a.store, a.spec.Name)
 	if err != nil {
 		return err
 	}
@@ -322,10 +322,6 @@ func (a *Agent) restoreApprovals(ctx context.Context) error {
 	}
 	// Decisions the agent was not told of in a completed turn (its owner
 	// died first): told now.
-	notices, err := approval.Notices(ctx, a.store, a.spec.Name)
-	if err != nil {
-		return err
-	}
 	for _, n := range notices {
 		a.log.Info("telling the agent of an approval decided before it was acquired", "approval", n.ID)
 		a.wake(Cause{Source: SourceOperator, Name: noticeCause + n.ID, Instruction: n.Message}, nil)

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -145,7 +146,7 @@ func (s *Servers) Close() {
 // Status reports every server, by name.
 func (s *Servers) Status() []Status {
 	out := make([]Status, 0, len(s.servers))
-	for _, name := range sortedNames(s.servers) {
+	for _, name := range slices.Sorted(maps.Keys(s.servers)) {
 		out = append(out, s.servers[name].status())
 	}
 	return out
@@ -239,7 +240,7 @@ func (srv *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool
 		// timeout; the session's Close stops it.
 		cmd := exec.Command(srv.cfg.Command[0], srv.cfg.Command[1:]...)
 		cmd.Env = os.Environ()
-		for _, k := range sortedNames(srv.cfg.Env) {
+		for _, k := range slices.Sorted(maps.Keys(srv.cfg.Env)) {
 			cmd.Env = append(cmd.Env, k+"="+srv.cfg.Env[k])
 		}
 		cmd.Stderr = &logWriter{log: srv.log}
@@ -412,14 +413,14 @@ func clipText(s string, limit int) string {
 // headers reads the server's HTTP headers from their variables and files.
 func headers(cfg config.MCPServer) (http.Header, error) {
 	h := http.Header{}
-	for _, k := range sortedNames(cfg.HeadersEnv) {
+	for _, k := range slices.Sorted(maps.Keys(cfg.HeadersEnv)) {
 		v, ok := os.LookupEnv(cfg.HeadersEnv[k])
 		if !ok || v == "" {
 			return nil, fmt.Errorf("headers_env.%s: environment variable %s is not set", k, cfg.HeadersEnv[k])
 		}
 		h.Set(k, v)
 	}
-	for _, k := range sortedNames(cfg.HeadersFile) {
+	for _, k := range slices.Sorted(maps.Keys(cfg.HeadersFile)) {
 		b, err := os.ReadFile(cfg.HeadersFile[k])
 		if err != nil {
 			return nil, fmt.Errorf("headers_file.%s: %w", k, err)
@@ -471,15 +472,6 @@ func (w *logWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*logWriter)(nil)
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
 
 // Check connects to one server once, as Start would, lists its tools and
 // disconnects: for `agent-worker mcp check`.

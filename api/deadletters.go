@@ -42,25 +42,26 @@ func (s *Server) deadLetterRoutes() {
 	s.needs["POST /v1/agents/{name}/dlq/{seq}/replay"] = accessOperate
 }
 
-// deadLetters answers 404 without a store: dead letters are not kept
-// without JetStream.
-func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) (DeadLetterStore, bool) {
+// deadLetters returns the request's agent and the dead-letter store, or
+// answers: 404 for an unknown agent, and without a store (dead letters are
+// not kept without JetStream).
+func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) (string, DeadLetterStore, bool) {
+	a, ok := s.agent(w, r)
+	if !ok {
+		return "", nil, false
+	}
 	if s.o.DeadLetters == nil {
 		fail(w, r, http.StatusNotFound, "dead letters are not kept by this worker (nats.jetstream is false): they are published on the agent's dlq subject only")
-		return nil, false
+		return "", nil, false
 	}
-	return s.o.DeadLetters, true
+	return a.Name(), s.o.DeadLetters, true
 }
 
 // listDeadLetters serves GET /v1/agents/{name}/dlq?limit=N (1..1000,
 // default 50): the agent's newest kept dead letters, oldest first, each
 // with its seq (for replay), id, reason, detail, time, subject and body.
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
-	store, ok := s.deadLetters(w, r)
+	agent, store, ok := s.deadLetters(w, r)
 	if !ok {
 		return
 	}
@@ -73,15 +74,15 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, err := store.List(r.Context(), a.Name(), limit)
+	list, err := store.List(r.Context(), agent, limit)
 	if err != nil {
-		fail(w, r, http.StatusServiceUnavailable, "dead letters of agent %q: %v", a.Name(), err)
+		fail(w, r, http.StatusServiceUnavailable, "dead letters of agent %q: %v", agent, err)
 		return
 	}
 	if list == nil {
 		list = []natsinbox.DeadLetter{}
 	}
-	writeJSON(w, http.StatusOK, DeadLetterList{Agent: a.Name(), DeadLetters: list})
+	writeJSON(w, http.StatusOK, DeadLetterList{Agent: agent, DeadLetters: list})
 }
 
 // replayDeadLetter serves POST /v1/agents/{name}/dlq/{seq}/replay with an
@@ -90,24 +91,20 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 // such dead letter (replayed already, aged out). Audited: a
 // dead-letter-replayed event names the token and the reason.
 func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
-	store, ok := s.deadLetters(w, r)
+	agent, store, ok := s.deadLetters(w, r)
 	if !ok {
 		return
 	}
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 	if err != nil || seq == 0 {
-		fail(w, r, http.StatusBadRequest, "seq must be a dead letter's positive sequence number (GET /v1/agents/%s/dlq lists them); got %q", a.Name(), r.PathValue("seq"))
+		fail(w, r, http.StatusBadRequest, "seq must be a dead letter's positive sequence number (GET /v1/agents/%s/dlq lists them); got %q", agent, r.PathValue("seq"))
 		return
 	}
 	reason, ok := s.bodyReason(w, r)
 	if !ok {
 		return
 	}
-	dl, err := store.Replay(r.Context(), a.Name(), seq)
+	dl, err := store.Replay(r.Context(), agent, seq)
 	switch {
 	case errors.Is(err, natsinbox.ErrNoDeadLetter):
 		fail(w, r, http.StatusNotFound, "%v (replayed already, or aged out of the dead-letter stream)", err)
@@ -118,7 +115,7 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	}
 	who := record(r).who.name
 	if s.o.Events != nil {
-		s.o.Events.Publish(events.Event{Time: time.Now(), Agent: a.Name(), Type: EventDeadLetterReplayed,
+		s.o.Events.Publish(events.Event{Time: time.Now(), Agent: agent, Type: EventDeadLetterReplayed,
 			Data: map[string]any{"seq": seq, "id": dl.ID, "reason": dl.Reason, "by": who, "why": reason}})
 	}
 	record(r).result = "dead letter " + strconv.FormatUint(seq, 10) + " replayed to the inbox"

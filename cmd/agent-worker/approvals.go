@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,23 +22,9 @@ func (c *cli) approvalCmds() []*cobra.Command {
 		Short: "List an agent's tool calls waiting for an operator's approval.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "table" && output != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want table or json", output))
-			}
-			client, err := listAPI.client(cmd, c.env)
-			if err != nil {
-				return err
-			}
-			path := "/v1/agents/" + args[0] + "/approvals"
-			raw, printed, err := c.getJSON(cmd, client, path, output == "json")
-			if err != nil || printed {
-				return err
-			}
-			var pending []approval.Request
-			if err := json.Unmarshal(raw, &pending); err != nil {
-				return fmt.Errorf("GET %s: %w", path, err)
-			}
-			return writeApprovals(c.stdout, pending, time.Now())
+			return listing(c, cmd, listAPI, output, "/v1/agents/"+args[0]+"/approvals", func(pending []approval.Request) error {
+				return writeApprovals(c.stdout, pending, time.Now())
+			})
 		},
 	}
 	list.Flags().StringVarP(&output, "output", "o", "", "table or json (default table)")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,23 +27,8 @@ func (c *cli) dlqCmd() *cobra.Command {
 		Short: "List an agent's newest dead letters: seq, id, reason, age, body.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "table" && output != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want table or json", output))
-			}
-			client, err := listAPI.client(cmd, c.env)
-			if err != nil {
-				return err
-			}
 			path := "/v1/agents/" + url.PathEscape(args[0]) + "/dlq?limit=" + strconv.Itoa(limit)
-			raw, printed, err := c.getJSON(cmd, client, path, output == "json")
-			if err != nil || printed {
-				return err
-			}
-			var l api.DeadLetterList
-			if err := json.Unmarshal(raw, &l); err != nil {
-				return fmt.Errorf("GET %s: %w", path, err)
-			}
-			return writeDeadLetters(c.stdout, l, time.Now())
+			return listing(c, cmd, listAPI, output, path, func(l api.DeadLetterList) error { return writeDeadLetters(c.stdout, l, time.Now()) })
 		},
 	}
 	list.Flags().StringVarP(&output, "output", "o", "", "table or json (default table)")

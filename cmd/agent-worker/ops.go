@@ -288,23 +288,7 @@ func (c *cli) inboxCmd() *cobra.Command {
 		Short: "List an agent's queued messages: id, kind, source, size, age.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "table" && output != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want table or json", output))
-			}
-			client, err := apiF.client(cmd, c.env)
-			if err != nil {
-				return err
-			}
-			path := "/v1/agents/" + args[0] + "/inbox"
-			raw, printed, err := c.getJSON(cmd, client, path, output == "json")
-			if err != nil || printed {
-				return err
-			}
-			var in control.Inbox
-			if err := json.Unmarshal(raw, &in); err != nil {
-				return fmt.Errorf("GET %s: %w", path, err)
-			}
-			return writeInbox(c.stdout, in)
+			return listing(c, cmd, apiF, output, "/v1/agents/"+args[0]+"/inbox", func(in control.Inbox) error { return writeInbox(c.stdout, in) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "table or json (default table)")

@@ -364,6 +364,28 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // getJSON GETs path from the API. With print it writes the answer
 // indented to stdout and reports printed; otherwise it returns it.
+// listing is a listing verb's body: -o checked (table or json), GET path
+// from the API of flags, and the answer printed as indented JSON or
+// decoded into a T and written as a table by write.
+func listing[T any](c *cli, cmd *cobra.Command, flags *apiFlags, output, path string, write func(T) error) error {
+	if output != "" && output != "table" && output != "json" {
+		return usageError(cmd, fmt.Errorf("-o %q: want table or json", output))
+	}
+	client, err := flags.client(cmd, c.env)
+	if err != nil {
+		return err
+	}
+	raw, printed, err := c.getJSON(cmd, client, path, output == "json")
+	if err != nil || printed {
+		return err
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return write(v)
+}
+
 func (c *cli) getJSON(cmd *cobra.Command, client opsClient, path string, print bool) (raw json.RawMessage, printed bool, err error) {
 	if err := client.call(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
 		return nil, false, err

@@ -65,7 +65,10 @@ type journaler struct {
 	replayed      int
 	replayedCalls map[string]bool
 	off           bool // journaling stopped for this turn (too large)
-	saved         bool // cur is in the store
+	// batch is the running new turn's messages until its journal's first
+	// write records their ids.
+	batch []inbox.Message
+	saved bool // cur is in the store
 	// unsaved is the last failed write's error: the turn makes no further
 	// model call until a write succeeds (a tool's effect is not built on
 	// unless its record is durable).
@@ -157,23 +160,15 @@ func (j *journaler) take() *journal.Journal {
 func (j *journaler) begin(n uint64, start time.Time, wakes []string, batch inbox.Batch, prompt string, res *journal.Journal) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.models, j.replayed, j.replayedCalls, j.off, j.unsaved = 0, 0, map[string]bool{}, false, nil
+	j.models, j.replayed, j.replayedCalls, j.off, j.unsaved, j.batch = 0, 0, nil, false, nil, nil
 	if res != nil {
 		res.Resumes++
 		j.cur, j.saved = res, true
 		return
 	}
-	jr := &journal.Journal{Turn: n, Started: start, Prompt: prompt, Wakes: wakes}
-	for _, m := range batch.Messages {
-		if m.ID == "" {
-			continue
-		}
-		jr.Messages = append(jr.Messages, m.ID)
-		if m.Receipt != nil {
-			jr.Durable = append(jr.Durable, m.ID)
-		}
-	}
-	j.cur, j.saved = jr, false
+	// The message ids are filled in at the first write (most turns never
+	// write one: a single step needs no journal).
+	j.cur, j.saved, j.batch = &journal.Journal{Turn: n, Started: start, Prompt: prompt, Wakes: wakes}, false, batch.Messages
 }
 
 // turn is the number that names the running turn's side effects: the
@@ -244,6 +239,16 @@ func (j *journaler) saveLocked(ctx context.Context) error {
 
 func (j *journaler) writeLocked(ctx context.Context) error {
 	a := j.a
+	for _, m := range j.batch {
+		if m.ID == "" {
+			continue
+		}
+		j.cur.Messages = append(j.cur.Messages, m.ID)
+		if m.Receipt != nil {
+			j.cur.Durable = append(j.cur.Durable, m.ID)
+		}
+	}
+	j.batch = nil
 	if j.off {
 		return nil
 	}
@@ -317,6 +322,9 @@ func (j *journaler) plugin() *plugin.Plugin {
 			}
 			if r, ok := j.cur.Result(ctx.FunctionCallID(), t.Name()); ok {
 				j.replayed++
+				if j.replayedCalls == nil {
+					j.replayedCalls = map[string]bool{}
+				}
 				j.replayedCalls[ctx.FunctionCallID()] = true
 				if rerunOnResume[t.Name()] {
 					return nil, nil // its effect lived in the lost turn's memory

@@ -41,6 +41,7 @@ import (
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
+	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memory"
 	"github.com/agent-worker/agent-worker/store/natskv"
@@ -71,6 +72,8 @@ type Worker struct {
 	log   *slog.Logger
 	conn  *natsbus.Conn
 	store store.Store // counted: storeOps
+	// seal is the deployment's sealing key (package seal).
+	seal seal.Key
 	// storeOps counts the store's operations once the metrics exist.
 	storeOps    atomic.Pointer[metrics.Metrics]
 	bus         *events.Bus
@@ -136,6 +139,11 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 			m.StoreOperation(op, store.Outcome(err))
 		}
 	})
+	// The deployment's sealing key: what the worker publishes with a
+	// meaning a stranger must not claim carries its seal.
+	if w.seal, err = seal.Load(ctx, w.store); err != nil {
+		return nil, err
+	}
 	w.health = newHealth(w.conn, w.store, o)
 	if w.conn.JS != nil {
 		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(), Replicas: cfg.NATS.Replicas,

@@ -63,9 +63,15 @@ type book struct {
 // agent is to be told of. It stays until a turn that told it completed
 // (Delivered), so the agent learns it even when the owner dies in
 // between: the next owner tells it again (at least once).
+//
+// Its two texts are told apart: Message is the worker's and the
+// operator's (who decided, why, what became of the call), Data is what
+// the model and the tool wrote (the call's arguments, its result), shown
+// to the model as untrusted data.
 type Notice struct {
 	ID      string    `json:"id"`
 	Message string    `json:"message"`
+	Data    string    `json:"data,omitempty"`
 	At      time.Time `json:"at"`
 }
 
@@ -93,10 +99,10 @@ func List(ctx context.Context, st store.Store, agent string) ([]Request, error) 
 }
 
 // Settle removes the pending approval id of agent and records the notice
-// notice(request) for the agent, in one write: exactly one of several
-// concurrent Settles of an id gets the request; the others get
-// ErrUnknown.
-func Settle(ctx context.Context, st store.Store, agent, id string, notice func(Request) string, at time.Time) (Request, error) {
+// notice(request) for the agent (its ID and At set to id and at), in one
+// write: exactly one of several concurrent Settles of an id gets the
+// request; the others get ErrUnknown.
+func Settle(ctx context.Context, st store.Store, agent, id string, notice func(Request) Notice, at time.Time) (Request, error) {
 	var got Request
 	err := update(ctx, st, agent, func(b *book) (bool, error) {
 		i := slices.IndexFunc(b.Pending, func(p Request) bool { return p.ID == id })
@@ -105,18 +111,19 @@ func Settle(ctx context.Context, st store.Store, agent, id string, notice func(R
 		}
 		got = b.Pending[i]
 		b.Pending = slices.Delete(b.Pending, i, i+1)
-		b.Notices = append(b.Notices, Notice{ID: id, Message: notice(got), At: at})
+		n := notice(got)
+		n.ID, n.At = id, at
+		b.Notices = append(b.Notices, n)
 		return true, nil
 	})
 	return got, err
 }
 
-// Notify replaces the notice of id (an approved call's result, once it
+// Notify replaces the notice of n.ID (an approved call's result, once it
 // ran), or records it when there is none.
-func Notify(ctx context.Context, st store.Store, agent, id, message string, at time.Time) error {
+func Notify(ctx context.Context, st store.Store, agent string, n Notice) error {
 	return update(ctx, st, agent, func(b *book) (bool, error) {
-		n := Notice{ID: id, Message: message, At: at}
-		if i := slices.IndexFunc(b.Notices, func(x Notice) bool { return x.ID == id }); i >= 0 {
+		if i := slices.IndexFunc(b.Notices, func(x Notice) bool { return x.ID == n.ID }); i >= 0 {
 			b.Notices[i] = n
 		} else {
 			b.Notices = append(b.Notices, n)
@@ -167,13 +174,18 @@ func update(ctx context.Context, st store.Store, agent string, fn func(*book) (b
 	return nil
 }
 
-// Describe renders a request for the model and the log: tool and
-// arguments, clipped.
+// Describe renders a request for the log and events: tool and
+// arguments, clipped. The arguments are the model's: not for trusted text.
 func Describe(r Request) string {
+	return r.Tool + " " + Arguments(r)
+}
+
+// Arguments renders a request's arguments as JSON, clipped to 500 bytes.
+func Arguments(r Request) string {
 	args, _ := json.Marshal(r.Args)
-	s := string(args)
+	s := strings.TrimSpace(string(args))
 	if len(s) > 500 {
 		s = s[:500] + "…"
 	}
-	return r.Tool + " " + strings.TrimSpace(s)
+	return s
 }

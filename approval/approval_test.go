@@ -32,7 +32,7 @@ func TestHoldIsIdempotentAndSettleIsOnce(t *testing.T) {
 	got, unknown := 0, 0
 	for range 8 {
 		wg.Go(func() {
-			_, err := approval.Settle(ctx, st, "oncall", r.ID, func(approval.Request) string { return "decided" }, r.Requested)
+			_, err := approval.Settle(ctx, st, "oncall", r.ID, func(approval.Request) approval.Notice { return approval.Notice{Message: "decided"} }, r.Requested)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -76,18 +76,20 @@ func TestNoticesStayUntilDelivered(t *testing.T) {
 	if _, err := approval.Hold(ctx, st, approval.Request{ID: "x1", Agent: "a", Tool: "restart"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := approval.Settle(ctx, st, "a", "x1", func(r approval.Request) string { return "approved " + r.Tool + ": started" }, at)
+	r, err := approval.Settle(ctx, st, "a", "x1", func(r approval.Request) approval.Notice {
+		return approval.Notice{Message: "approved " + r.Tool + ": started"}
+	}, at)
 	if err != nil || r.Tool != "restart" {
 		t.Fatalf("settle: %+v %v", r, err)
 	}
-	if _, err := approval.Settle(ctx, st, "a", "x1", func(approval.Request) string { return "again" }, at); !errors.Is(err, approval.ErrUnknown) {
+	if _, err := approval.Settle(ctx, st, "a", "x1", func(approval.Request) approval.Notice { return approval.Notice{Message: "again"} }, at); !errors.Is(err, approval.ErrUnknown) {
 		t.Fatalf("settling twice: %v", err)
 	}
-	if err := approval.Notify(ctx, st, "a", "x1", "approved restart: done", at); err != nil {
+	if err := approval.Notify(ctx, st, "a", approval.Notice{ID: "x1", Message: "approved restart: done", Data: `{"restarted":true}`, At: at}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := approval.Notices(ctx, st, "a")
-	if err != nil || len(n) != 1 || n[0].Message != "approved restart: done" {
+	if err != nil || len(n) != 1 || n[0].Message != "approved restart: done" || n[0].Data != `{"restarted":true}` {
 		t.Fatalf("notices %+v %v", n, err)
 	}
 	if list, _ := approval.List(ctx, st, "a"); len(list) != 0 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/agent-worker/agent-worker/inbox"
 )
 
 // Source is what woke an agent.
@@ -44,6 +46,10 @@ type Cause struct {
 	// Instruction is trusted text for the turn: a schedule's prompt or an
 	// operator's message.
 	Instruction string
+	// Data is untrusted input that goes with the cause — an approved
+	// call's arguments and result — rendered inside the external-data
+	// fence, never as Instruction.
+	Data *inbox.Message
 	// Attempts counts failed turns the cause was in (a task is given up
 	// after MaxAttempts).
 	Attempts int
@@ -77,8 +83,9 @@ func (c Cause) describe() string {
 }
 
 // coalesce merges causes for the prompt: the same description appears
-// once, in first-arrival order, with a count.
-func coalesce(causes []Cause) (wakes []string, instructions []string) {
+// once, in first-arrival order, with a count. data is the causes' untrusted
+// input, in order.
+func coalesce(causes []Cause) (wakes, instructions []string, data []inbox.Message) {
 	counts := map[string]int{}
 	var order []string
 	for _, c := range causes {
@@ -90,6 +97,9 @@ func coalesce(causes []Cause) (wakes []string, instructions []string) {
 		if c.Instruction != "" {
 			instructions = append(instructions, instructionText(c))
 		}
+		if c.Data != nil {
+			data = append(data, *c.Data)
+		}
 	}
 	for _, d := range order {
 		if n := counts[d]; n > 1 {
@@ -97,7 +107,7 @@ func coalesce(causes []Cause) (wakes []string, instructions []string) {
 		}
 		wakes = append(wakes, d)
 	}
-	return wakes, instructions
+	return wakes, instructions, data
 }
 
 func instructionText(c Cause) string {
@@ -105,6 +115,9 @@ func instructionText(c Cause) string {
 	case SourceSchedule:
 		return fmt.Sprintf("Scheduled task %q (due %s):\n%s", c.Name, c.Due.UTC().Format(time.RFC3339), c.Instruction)
 	case SourceOperator:
+		if strings.HasPrefix(c.Name, noticeCause) {
+			return "About your held call:\n" + c.Instruction
+		}
 		return "Message from the operator:\n" + c.Instruction
 	default:
 		return c.Instruction

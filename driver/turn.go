@@ -96,8 +96,8 @@ func (a *Agent) turn(t turnStart) {
 	}
 	a.current = &runningTurn{n: t.n, msgs: batch.Messages}
 	a.mu.Unlock()
-	wakes, instructions := coalesce(t.causes)
-	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch}
+	wakes, instructions, data := coalesce(t.causes)
+	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch, External: data}
 	var prompt, record string
 	if t.resume != nil {
 		prompt, record = t.resume.Prompt, t.resume.Prompt

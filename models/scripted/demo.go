@@ -107,19 +107,39 @@ func isMessageHeader(line string) bool {
 	return line == messageHeader || strings.HasPrefix(line, messageHeader+" ")
 }
 
-// firstLineAfter returns the first non-blank line of a message, stopping at
-// the next framing line ("---..."), so an empty message quotes as "".
+// firstLineAfter returns the first non-blank line of a message's text,
+// stopping at the next framing line ("---..."), so an empty message quotes
+// as "". In the fence a message's details are on lines indented "  "
+// (skipped) and its text on lines that start with "> " (quoted without
+// it).
 func firstLineAfter(lines []string) string {
 	for _, l := range lines {
+		if strings.HasPrefix(l, "  ") && isDetail(strings.TrimSpace(l)) {
+			continue
+		}
 		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "---") {
+		if strings.HasPrefix(t, "---") || strings.HasPrefix(t, "<<<") {
 			return ""
+		}
+		if q, ok := strings.CutPrefix(t, ">"); ok {
+			t = strings.TrimSpace(q)
 		}
 		if t != "" {
 			return t
 		}
 	}
 	return ""
+}
+
+// isDetail reports whether a line indented in the fence is one of a
+// message's details rather than its text.
+func isDetail(t string) bool {
+	for _, p := range []string{"source:", "from:", "id:", "attribute ", "[clipped"} {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func quote(s string) string {

@@ -165,7 +165,8 @@
 //     notification for DefaultGroupMemory.
 //   - Wake: a notification with a firing alert wakes the agent, with
 //     wake source "alertmanager" (inbox.Message.Via; the worker publishes
-//     it with the Agent-Worker-Via header, which only labels the wake); an
+//     it with the Agent-Worker-Via header, sealed with the deployment's
+//     key, so that a NATS publisher cannot claim it); an
 //     all-resolved one is deferred to the next turn unless ResolvedWakes
 //     is set or WakeOnResolved names the agent
 //     (agents[].wake_on_resolved).

@@ -40,6 +40,14 @@
 //     subagent, so it is durable, deduplicated, and reaches whichever
 //     replica owns the parent then, which wakes it with source subagent.
 //
+// Every message of this protocol — jobs, charge records, notices,
+// admissions, reports — carries the deployment's seal (Options.Seal,
+// package seal) over its subject, Nats-Msg-Id and body, and one without
+// it is refused and logged: the subjects are NATS subjects a stranger may
+// reach, and a forged job would spend money, a forged charge move a
+// parent's spend, a forged report wake the parent as a subagent. A charge
+// record's cost is never negative.
+//
 // The parent's owner (the replica holding its lease, once its guardrails
 // are restored: Guard's Restore) consumes the parent's charge records
 // from a durable consumer of its own and applies each through
@@ -109,6 +117,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
 )
@@ -250,6 +259,11 @@ type Options struct {
 	// ReportMaxBytes bounds a report's encoded body (the binding's
 	// nats.max_message_bytes); default 65536.
 	ReportMaxBytes int
+	// Seal is the deployment's key (package seal), shared by every
+	// replica: over NATS, jobs, charge records, notices, admissions and
+	// reports carry its seal, and a message of the protocol without one is
+	// refused. Required with JetStream; the zero Key refuses them all.
+	Seal seal.Key
 }
 
 // Manager runs every agent's subagents.

@@ -125,7 +125,7 @@ func TestSubagentReportsBackAndItsSpendCountsAgainstTheParent(t *testing.T) {
 	}
 	// The report wakes the parent: its turn sees the result.
 	report := r.reportTurn("boss-sub-1")
-	for _, want := range []string{"Subagent boss-sub-1 completed.", "Task: count the widgets", "Result:\n42 widgets", "source subagent:boss-sub-1"} {
+	for _, want := range []string{"Subagent boss-sub-1 completed.", "Task: count the widgets", "> Result:\n> 42 widgets", "source: subagent:boss-sub-1"} {
 		if !strings.Contains(report, want) {
 			t.Fatalf("the parent's report turn lacks %q:\n%s", want, report)
 		}

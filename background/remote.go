@@ -148,6 +148,24 @@ func newRemote(m *Manager) *remote {
 
 func (r *remote) opts() *Options { return &r.m.o }
 
+// seal seals a message of the subagent protocol (jobs, charge records,
+// notices, admissions) with the deployment's key, over its subject, its
+// Nats-Msg-Id and its data; sealed tells whether one checks. A message of
+// the protocol that does not check is a stranger's — a forged job would
+// spend money, a forged charge move a parent's spend — and is refused
+// (forged).
+func (r *remote) seal(m *nats.Msg) { r.opts().Seal.SealMsg(m, nats.MsgIdHdr) }
+
+func (r *remote) sealed(subject string, h nats.Header, data []byte) bool {
+	return r.opts().Seal.CheckMsg(subject, h, data, nats.MsgIdHdr)
+}
+
+// forged logs a subagent protocol message without the deployment's seal.
+func (r *remote) forged(what, subject string, data []byte) {
+	r.opts().Log.Error("subagent "+what+" without the deployment's seal refused: a publisher on the worker's internal subjects forges them, or a replica of an older version sent it",
+		"subject", subject, "data", clipRunes(string(data), 200))
+}
+
 // start ensures the stream, subscribes to admits and notices, and starts
 // taking jobs.
 func (r *remote) start(ctx context.Context) error {
@@ -264,6 +282,11 @@ func (r *remote) begin(msg jetstream.Msg) bool {
 	meta, err := msg.Metadata()
 	if err != nil {
 		o.Log.Warn("subagent job without JetStream metadata; terminated", "error", err)
+		_ = msg.Term()
+		return false
+	}
+	if !r.sealed(msg.Subject(), msg.Headers(), msg.Data()) {
+		r.forged("job", msg.Subject(), msg.Data())
 		_ = msg.Term()
 		return false
 	}
@@ -471,6 +494,7 @@ func (r *remote) publishReport(parent, id, text string, quit <-chan struct{}) bo
 	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
 	msg.Header.Set(nats.MsgIdHdr, id)
 	msg.Header.Set(natsinbox.HeaderVia, natsinbox.ViaSubagent)
+	natsinbox.SealVia(o.Seal, msg)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 		ack, err := o.JetStream.PublishMsg(ctx, msg)
@@ -561,6 +585,11 @@ func (r *remote) admit(ctx context.Context, f *family, s *sub) error {
 		rctx, cancel := context.WithTimeout(ctx, admitTimeout)
 		reply, err := o.NATS.RequestWithContext(rctx, o.Subjects.SubagentAdmit(f.name), data)
 		cancel()
+		if err == nil && !r.sealed(reply.Subject, reply.Header, reply.Data) {
+			// Not the owner's answer: someone else answered first.
+			r.forged("admission", reply.Subject, reply.Data)
+			err = errors.New("an admission without the deployment's seal")
+		}
 		if err == nil {
 			var a admitReply
 			if err := json.Unmarshal(reply.Data, &a); err != nil {
@@ -598,6 +627,7 @@ func (r *remote) charge(_ context.Context, f *family, s *sub, call int, usd floa
 	msg := nats.NewMsg(o.Subjects.SubagentCharges(f.name))
 	msg.Data, _ = json.Marshal(c)
 	msg.Header.Set(nats.MsgIdHdr, "charge-"+s.id+"-"+strconv.Itoa(s.run)+"-"+strconv.Itoa(call))
+	r.seal(msg)
 	giveUp := time.Now().Add(chargeGiveUp)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
@@ -656,6 +686,7 @@ func (r *remote) spawn(f *family, task, key string) (string, error) {
 	msg := nats.NewMsg(o.Subjects.SubagentJobs())
 	msg.Data, _ = json.Marshal(j)
 	msg.Header.Set(nats.MsgIdHdr, id)
+	r.seal(msg)
 	pctx, pcancel := context.WithTimeout(context.Background(), publishTimeout)
 	_, err = o.JetStream.PublishMsg(pctx, msg)
 	pcancel()
@@ -704,8 +735,10 @@ func (r *remote) stop(ctx context.Context, parent, id, by string) error {
 
 func (r *remote) notify(n notice) error {
 	o := r.opts()
-	data, _ := json.Marshal(n)
-	if err := o.NATS.Publish(o.Subjects.SubagentNotice(n.Parent), data); err != nil {
+	msg := nats.NewMsg(o.Subjects.SubagentNotice(n.Parent))
+	msg.Data, _ = json.Marshal(n)
+	r.seal(msg)
+	if err := o.NATS.PublishMsg(msg); err != nil {
 		return err
 	}
 	return o.NATS.Flush()
@@ -866,8 +899,13 @@ func chargeKey(c chargeRecord) string {
 // is a duplicate, acked without charging.
 func (r *remote) onCharge(parent string, msg jetstream.Msg) {
 	o := r.opts()
+	if !r.sealed(msg.Subject(), msg.Headers(), msg.Data()) {
+		r.forged("charge record", msg.Subject(), msg.Data())
+		_ = msg.Term()
+		return
+	}
 	var c chargeRecord
-	if err := json.Unmarshal(msg.Data(), &c); err != nil || c.Parent != parent || !token(c.ID) || c.Run < 1 || c.Call < 1 {
+	if err := json.Unmarshal(msg.Data(), &c); err != nil || c.Parent != parent || !token(c.ID) || c.Run < 1 || c.Call < 1 || !(c.USD >= 0) {
 		o.Log.Error("unreadable subagent charge record; terminated", "agent", parent, "error", err, "data", clipRunes(string(msg.Data()), 200))
 		_ = msg.Term()
 		return
@@ -922,13 +960,19 @@ func (r *remote) onAdmit(msg *nats.Msg) {
 			a = admitReply{Reason: err.Error()}
 		}
 	}
-	data, _ := json.Marshal(a)
-	_ = msg.Respond(data)
+	out := nats.NewMsg(msg.Reply)
+	out.Data, _ = json.Marshal(a)
+	r.seal(out)
+	_ = msg.RespondMsg(out)
 }
 
 // onNotice stops this replica's subagents that a halt or stop notice
 // names.
 func (r *remote) onNotice(msg *nats.Msg) {
+	if !r.sealed(msg.Subject, msg.Header, msg.Data) {
+		r.forged("notice", msg.Subject, msg.Data)
+		return
+	}
 	var n notice
 	if err := json.Unmarshal(msg.Data, &n); err != nil {
 		return

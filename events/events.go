@@ -64,6 +64,12 @@ const (
 	// MessageDuplicate: a redelivered or republished message whose turn
 	// already completed; acked without a second turn.
 	MessageDuplicate = "message-duplicate"
+	// MessageUnsealed: a message claimed to come through the worker
+	// (the Agent-Worker-Via header: an Alertmanager notification, a
+	// subagent's report) without the deployment's seal; the claim was
+	// ignored and the message delivered as any other. Data: subject, via
+	// (the claim), id (its Nats-Msg-Id, if any).
+	MessageUnsealed = "message-unsealed"
 	// MessageHandled: a completed, recorded turn handled the message.
 	// Data: id, turn, source, kind, outcome ("completed"). One per message
 	// of the turn, after turn-completed's data is settled.

@@ -64,6 +64,7 @@ type Metrics struct {
 	received       *prometheus.CounterVec
 	redelivered    *prometheus.CounterVec
 	rejected       *prometheus.CounterVec
+	unsealed       *prometheus.CounterVec
 	retries        *prometheus.CounterVec
 	resumed        *prometheus.CounterVec
 	approvals      *prometheus.CounterVec
@@ -193,6 +194,9 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.rejected = counter("messages_rejected_total",
 		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns; operator_dropped are queued messages an operator abandoned (resume with drop_queued), dead-lettered.",
 		"agent", "reason")
+	m.unsealed = counter("messages_unsealed_total",
+		"Messages that claimed to come through the worker (an Alertmanager notification, a subagent's report: the Agent-Worker-Via header) without the deployment's seal. The claim is ignored and the message delivered as an ordinary external message; anything above 0 is a publisher forging the header, or a replica of a version before seals.",
+		"agent")
 	m.modelRequests = counter("model_requests_total",
 		"Model calls, by outcome: ok (a response with usage), error (the call failed for good: the turn fails or falls back), retry (a failed attempt that was retried) or rate_limited (a 429 that was retried after Retry-After). The model label is the configured model name.",
 		"agent", "model", "outcome")
@@ -249,7 +253,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.redelivered, m.rejected,
+		m.turns, m.turnDuration, m.wakes, m.wakeLatency, m.received, m.redelivered, m.rejected, m.unsealed,
 		m.retries, m.resumed, m.abandoned, m.approvals, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.modelFallbacks, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
@@ -312,6 +316,7 @@ func (m *Metrics) precreate() {
 		for _, r := range rejectReasons {
 			m.rejected.WithLabelValues(name, r)
 		}
+		m.unsealed.WithLabelValues(name)
 		for _, o := range modelOutcomes {
 			m.modelRequests.WithLabelValues(name, a.model, o)
 		}

@@ -214,6 +214,8 @@ func TestEventsUpdateMetrics(t *testing.T) {
 			ev("demo", events.MessageDropped, map[string]any{"reason": "operator_dropped"}),
 			ev("demo", events.MessageRejected, map[string]any{"reason": "operator_dropped"}),
 			ev("ghost", events.MessageRejected, map[string]any{"reason": "empty"}),
+			ev("oncall", events.MessageUnsealed, map[string]any{"via": "subagent"}),
+			ev("ghost", events.MessageUnsealed, map[string]any{"via": "subagent"}),
 		},
 		want: map[string]float64{
 			`agent_worker_messages_rejected_total{agent="oncall",reason="too_large"}`:       1,
@@ -222,7 +224,8 @@ func TestEventsUpdateMetrics(t *testing.T) {
 			`agent_worker_messages_rejected_total{agent="oncall",reason="dropped"}`:         1,
 			`agent_worker_messages_rejected_total{agent="demo",reason="dropped"}`:           1,
 			`agent_worker_messages_rejected_total{agent="demo",reason="operator_dropped"}`:  1,
-			`agent_worker_events_dropped_total{reason="unconfigured"}`:                      1,
+			`agent_worker_messages_unsealed_total{agent="oncall"}`:                          1,
+			`agent_worker_events_dropped_total{reason="unconfigured"}`:                      2,
 		},
 		absent: []string{"ghost", "cosmic_ray", "inbox full"},
 	}, {

@@ -27,7 +27,7 @@ const (
 // filters on it so other events never take buffer space.
 var counted = map[string]bool{
 	events.TurnStarted: true, events.TurnCompleted: true, events.TurnFailed: true,
-	events.Wake: true, events.MessageQueued: true, events.MessageRejected: true, events.MessageDropped: true,
+	events.Wake: true, events.MessageQueued: true, events.MessageRejected: true, events.MessageDropped: true, events.MessageUnsealed: true,
 	events.RetryScheduled: true, events.TurnResumed: true, events.JournalAbandoned: true, events.ApprovalRequested: true, events.ApprovalDecided: true, events.Throttled: true, events.WakeDropped: true,
 	eventModelUsage: true, eventModelError: true, eventModelRetry: true, eventModelFallback: true, eventToolCall: true,
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
@@ -121,6 +121,8 @@ func (m *Metrics) record(e events.Event) {
 		m.recordRejected(e)
 	case events.MessageDropped:
 		m.rejected.WithLabelValues(e.Agent, droppedReason(d)).Inc()
+	case events.MessageUnsealed:
+		m.unsealed.WithLabelValues(e.Agent).Inc()
 	case eventModelUsage:
 		// Under the model that answered: the agent's, or a fallback.
 		model, priced := a.modelLabel(text(d["model"]))

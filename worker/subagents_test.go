@@ -24,6 +24,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/models/scripted"
+	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -244,7 +245,7 @@ func TestSubagentRunsOnAnotherReplicaAndReportsToItsParent(t *testing.T) {
 	wake := `[wake: subagent "triage-sub-1" reported]`
 	waitFor(t, "triage's turn woken by the report", func() bool { return strings.Contains(r1.rec.all(), wake) })
 	report := r1.rec.all()[strings.Index(r1.rec.all(), wake):]
-	for _, want := range []string{"source subagent:triage-sub-1", "Subagent triage-sub-1 completed.", "Task: count the widgets in warehouse 7", "Result:\n42 widgets"} {
+	for _, want := range []string{"  source: subagent:triage-sub-1", "Subagent triage-sub-1 completed.", "Task: count the widgets in warehouse 7", "> Result:\n> 42 widgets"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report turn's prompt lacks %q:\n%s", want, report)
 		}
@@ -402,16 +403,23 @@ func TestHaltedParentStopsItsRemoteSubagentAndIsChargedOnce(t *testing.T) {
 		return i.SpentUSD == spent && i.State == background.OutcomeStopped && i.Replica == "r2"
 	})
 
-	// The first charge again: the stream knows its Nats-Msg-Id; with
-	// another id it reaches the owner, which has charged it already.
+	// The first charge again (republished by a replica: sealed with the
+	// deployment's key): the stream knows its Nats-Msg-Id; with another id
+	// it reaches the owner, which has charged it already.
+	key, err := seal.Load(t.Context(), r1.w.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
 	msg := nats.NewMsg("agents._subagents.charges.triage")
 	msg.Data = []byte(`{"parent": "triage", "id": "triage-sub-1", "run": 1, "call": 1, "usd": 1}`)
 	msg.Header.Set(nats.MsgIdHdr, "charge-triage-sub-1-1-1")
+	key.SealMsg(msg, nats.MsgIdHdr)
 	ack, err := r1.w.NATS().JS.PublishMsg(t.Context(), msg)
 	if err != nil || !ack.Duplicate {
 		t.Fatalf("republished charge: %+v %v, want a duplicate", ack, err)
 	}
 	msg.Header.Set(nats.MsgIdHdr, "charge-again")
+	key.SealMsg(msg, nats.MsgIdHdr)
 	if _, err := r1.w.NATS().JS.PublishMsg(t.Context(), msg); err != nil {
 		t.Fatal(err)
 	}

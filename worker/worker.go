@@ -250,7 +250,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, bound, natsinbox.Options{
 		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes,
 		AckWait: cfg.NATS.AckWait.D(), Store: w.store, HandledKeep: cfg.NATS.HandledIDs, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true,
-		BindRetry: o.BindRetry, OnBindFailure: func(agent string, _ error) { w.metrics.BindFailed(agent) },
+		BindRetry: o.BindRetry, OnBindFailure: func(agent string, _ error) { w.metrics.BindFailed(agent) }, Seal: w.seal,
 	})
 	if err != nil {
 		return nil, err
@@ -382,8 +382,8 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 // subject, so it is durable (JetStream acknowledges it before the API
 // answers 202), deduplicated by its id, and reaches whichever replica owns
 // the agent. The body is api.EncodeMessage's; a message that came through
-// the Alertmanager receiver carries the Agent-Worker-Via header, so the
-// agent wakes with source alertmanager. A publish JetStream acknowledges
+// the Alertmanager receiver carries the Agent-Worker-Via header, sealed
+// with the deployment's key, so the agent wakes with source alertmanager. A publish JetStream acknowledges
 // as a duplicate (the stream holds that Nats-Msg-Id) returns
 // api.ErrDuplicate: nothing new was queued.
 func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) error {
@@ -403,6 +403,7 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	}
 	if m.Via != "" {
 		msg.Header.Set(natsinbox.HeaderVia, m.Via)
+		natsinbox.SealVia(w.seal, msg)
 	}
 	if w.conn.JS == nil {
 		return w.conn.NC.PublishMsg(msg)
@@ -918,6 +919,7 @@ func (w *Worker) subagentOptions(cfg *config.Config, o Options) background.Optio
 	opts.Stream, opts.DuplicateWindow, opts.Replicas = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D(), cfg.NATS.Replicas
 	opts.MaxConsumers = w.consumerLimit
 	opts.AckWait, opts.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
+	opts.Seal = w.seal
 	return opts
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/natsbus/subject"
+	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
@@ -36,11 +37,14 @@ const (
 )
 
 // HeaderVia on an inbound message names the worker receiver it came
-// through; the worker's API sets it when it publishes an Alertmanager
-// notification ("alertmanager", inbox.ViaAlertmanager), and the binding
-// copies it into inbox.Message.Via, so the agent wakes with source
-// "alertmanager". Any other value is ignored. A NATS publisher may set it
-// too: it only labels the wake (metrics, the prompt's wake line).
+// through: "alertmanager" (inbox.ViaAlertmanager) when the worker's API
+// publishes an Alertmanager notification, ViaSubagent on a subagent's
+// report. The binding copies it into inbox.Message.Via only when the
+// message carries the deployment's seal over it (package seal; SealVia):
+// a NATS publisher can set any header, and a report's id reaches the
+// parent's wake line. A claim without a valid seal is ignored — the
+// message is delivered as any other, from "nats:<subject>" — and logged,
+// and the message-unsealed event counts it.
 const HeaderVia = "Agent-Worker-Via"
 
 // ViaSubagent as the HeaderVia value marks a background subagent's report
@@ -50,19 +54,36 @@ const HeaderVia = "Agent-Worker-Via"
 // wakes with source subagent, as for a report made in its own process.
 const ViaSubagent = "subagent"
 
-// via returns the inbox.Message.Via of a message with headers h.
-func via(h nats.Header) string {
-	switch v := h.Get(HeaderVia); v {
-	case inbox.ViaAlertmanager, ViaSubagent:
+// sealedHeaders are the headers a seal covers, besides subject and body:
+// the claim and the id the claim puts in the prompt.
+var sealedHeaders = []string{HeaderVia, nats.MsgIdHdr}
+
+// SealVia seals m, a message the worker publishes with HeaderVia set (its
+// Nats-Msg-Id and data set first), so that the binding grants its claim.
+func SealVia(k seal.Key, m *nats.Msg) { k.SealMsg(m, sealedHeaders...) }
+
+// via returns the inbox.Message.Via of a message on subject with headers
+// h and body data: the HeaderVia claim when it is one the binding knows and
+// sealed by this deployment, else "". An unsealed claim is logged and
+// emitted (message-unsealed) for agent.
+func (b *Binding) via(agent, subject string, h nats.Header, data []byte) string {
+	v := h.Get(HeaderVia)
+	if v != inbox.ViaAlertmanager && v != ViaSubagent {
+		return ""
+	}
+	if b.opts.Seal.CheckMsg(subject, h, data, sealedHeaders...) {
 		return v
 	}
+	b.opts.Log.Warn("message claims to come from the worker without its seal; delivered as an ordinary message", "agent", agent,
+		"subject", subject, "header", HeaderVia+": "+v, "id", h.Get(nats.MsgIdHdr))
+	b.emit(agent, events.MessageUnsealed, map[string]any{"subject": subject, "via": v, "id": h.Get(nats.MsgIdHdr)})
 	return ""
 }
 
-// source is inbox.Message.Source of a message on subject with headers h
-// and id: "nats:<subject>", or "subagent:<id>" for a subagent's report.
-func source(subject string, h nats.Header, id string) string {
-	if via(h) == ViaSubagent && id != "" {
+// source is inbox.Message.Source of a message on subject with id, its Via
+// granted: "nats:<subject>", or "subagent:<id>" for a subagent's report.
+func source(subject, via, id string) string {
+	if via == ViaSubagent && id != "" {
 		return "subagent:" + id
 	}
 	return "nats:" + subject
@@ -129,6 +150,9 @@ type Options struct {
 	// OnBindFailure, when set, is told of every failed Bind (the first and
 	// each retry), for a metric.
 	OnBindFailure func(agent string, err error)
+	// Seal is the deployment's key: only a message sealed with it has its
+	// HeaderVia claim granted. The zero Key grants none.
+	Seal seal.Key
 }
 
 // Binding consumes the agents' NATS input. Stop it to release the
@@ -701,8 +725,9 @@ func (b *Binding) onMessage(a *Agent, gen uint64, m jetstream.Msg) {
 	b.pending[r] = struct{}{}
 	b.bySeq[sk] = r
 	b.mu.Unlock()
+	via := b.via(a.Name, m.Subject(), m.Headers(), m.Data())
 	a.Target.Send(inbox.Message{
-		ID: id, Kind: b.kind(a, m.Subject()), Source: source(m.Subject(), m.Headers(), id), Via: via(m.Headers()), From: body.From,
+		ID: id, Kind: b.kind(a, m.Subject()), Source: source(m.Subject(), via, id), Via: via, From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: meta.Timestamp, Receipt: r,
 		Redelivered: meta.NumDelivered > 1,
 	})
@@ -719,8 +744,9 @@ func (b *Binding) onCore(a *Agent, m *nats.Msg) {
 	if id == "" {
 		id = body.ID
 	}
+	via := b.via(a.Name, m.Subject, m.Header, m.Data)
 	a.Target.Send(inbox.Message{
-		ID: id, Kind: b.kind(a, m.Subject), Source: source(m.Subject, m.Header, id), Via: via(m.Header), From: body.From,
+		ID: id, Kind: b.kind(a, m.Subject), Source: source(m.Subject, via, id), Via: via, From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(),
 	})
 }

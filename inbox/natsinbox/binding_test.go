@@ -11,9 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memory"
 )
@@ -75,6 +77,10 @@ type rig struct {
 	conn *natsbus.Conn
 	b    *natsinbox.Binding
 	tgt  *target
+	// key is the deployment's sealing key the binding checks.
+	key seal.Key
+	// events sees the binding's events.
+	events *events.Bus
 }
 
 // startServer starts an embedded NATS server with the agents' input
@@ -97,10 +103,10 @@ func startServer(t *testing.T) (*natsbus.Conn, natsbus.Subjects) {
 func newRig(t *testing.T, st store.Store, ackWait time.Duration) *rig {
 	t.Helper()
 	conn, subjects := startServer(t)
-	r := &rig{conn: conn, tgt: newTarget()}
+	r := &rig{conn: conn, tgt: newTarget(), key: seal.NewKey([]byte("the deployment's key, 32 bytes.!")), events: events.NewBus(100, nil)}
 	var err error
 	r.b, err = natsinbox.Start(t.Context(), conn.NC, conn.JS, []natsinbox.Agent{{Name: "a", Target: r.tgt, Cap: 10}},
-		natsinbox.Options{Subjects: subjects, Stream: "AGENTS", MaxBytes: 4096, AckWait: ackWait, Store: st})
+		natsinbox.Options{Subjects: subjects, Stream: "AGENTS", MaxBytes: 4096, AckWait: ackWait, Store: st, Seal: r.key, Events: r.events})
 	if err != nil {
 		t.Fatal(err)
 	}

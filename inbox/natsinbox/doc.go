@@ -33,9 +33,13 @@
 // In core NATS mode none of this holds: delivery is at most once.
 //
 // A message's Agent-Worker-Via header (HeaderVia), set by the API for the
-// Alertmanager receiver, becomes inbox.Message.Via, so the agent wakes
-// with source "alertmanager". A NATS publisher may set it too: it only
-// labels the wake.
+// Alertmanager receiver and by package background on a subagent's report,
+// becomes inbox.Message.Via — the agent wakes with source "alertmanager"
+// or "subagent" — only when the message carries the deployment's seal
+// over it (package seal). A NATS publisher can set the header but not the
+// seal: its claim is ignored, logged and counted
+// (agent_worker_messages_unsealed_total), and the message is delivered as
+// any other.
 //
 // It must not run turns: it hands messages to a Target (the driver's
 // agent) and learns their fate through inbox.Receipt.

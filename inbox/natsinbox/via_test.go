@@ -27,7 +27,7 @@ func (r *rig) next(t *testing.T) inbox.Message {
 	}
 }
 
-// The Agent-Worker-Via header the API's publish carries becomes
+// The Agent-Worker-Via header the API's publish carries, sealed, becomes
 // Message.Via; any other value is ignored.
 func TestViaHeaderNamesTheReceiver(t *testing.T) {
 	t.Parallel()
@@ -41,6 +41,7 @@ func TestViaHeaderNamesTheReceiver(t *testing.T) {
 		msg.Data = []byte(`{"text": "Alertmanager notification [FIRING:1]"}`)
 		if c.header != "" {
 			msg.Header.Set(natsinbox.HeaderVia, c.header)
+			natsinbox.SealVia(r.key, msg)
 		}
 		if _, err := r.conn.JS.PublishMsg(t.Context(), msg); err != nil {
 			t.Fatal(err)

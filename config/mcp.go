@@ -17,8 +17,15 @@ type MCPServer struct {
 	// worker starts it, restarts it with backoff when it dies, and stops
 	// it on shutdown; its stderr goes to the worker's log.
 	Command []string `yaml:"command"`
-	// Env is added to the command's environment.
+	// Env is set in the command's environment. It wins over a variable
+	// of the same name the command would otherwise get.
 	Env map[string]string `yaml:"env"`
+	// InheritEnv names variables of the worker's environment the command
+	// gets too, read at start (a name that is not set there is a start
+	// error). Beyond these and Env the command gets only the worker's
+	// PATH, HOME, TMPDIR, TZ and locale (LANG, LC_*), each when set: never
+	// its model keys, API tokens or cloud credentials.
+	InheritEnv []string `yaml:"inherit_env"`
 	// URL is a streamable HTTP endpoint (http:// or https://).
 	URL string `yaml:"url"`
 	// HeadersEnv maps an HTTP header to the environment variable holding
@@ -90,6 +97,7 @@ func (v *validator) mcp(c *Config) {
 		if len(s.Command) == 0 && len(s.Env) > 0 {
 			v.at(p.key("env"), "env is for a command server")
 		}
+		v.inheritEnv(p, s)
 		for _, h := range sortedKeys(s.HeadersEnv) {
 			if _, dup := s.HeadersFile[h]; dup {
 				v.at(p.key("headers_file").key(h), "header %q is also in headers_env; set it once", h)
@@ -158,5 +166,30 @@ func (v *validator) mcp(c *Config) {
 			}
 		}
 		v.duration(ap.key("approval_ttl"), a.ApprovalTTL)
+	}
+}
+
+// inheritEnv checks mcp_servers.<name>.inherit_env: for a command server,
+// each a variable name, listed once and not also set in env. Whether each
+// is set is known only where the worker runs: Start checks that.
+func (v *validator) inheritEnv(p path, s MCPServer) {
+	if len(s.InheritEnv) == 0 {
+		return
+	}
+	if len(s.Command) == 0 {
+		v.at(p.key("inherit_env"), "inherit_env is for a command server")
+		return
+	}
+	for i, name := range s.InheritEnv {
+		ip := p.key("inherit_env").index(i)
+		_, inEnv := s.Env[name]
+		switch {
+		case !envName.MatchString(name):
+			v.at(ip, "%q is not an environment variable name (%s)", name, strings.Trim(envName.String(), "^$"))
+		case slices.Index(s.InheritEnv, name) < i:
+			v.at(ip, "%q is listed twice", name)
+		case inEnv:
+			v.at(ip, "%q is also set in env; set it in one place", name)
+		}
 	}
 }

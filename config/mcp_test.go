@@ -18,7 +18,7 @@ func TestMCPServers(t *testing.T) {
 		{"ok", `
 mcp_servers:
   prom: {url: "http://127.0.0.1:8080/mcp", headers_env: {Authorization: PROM}, tool_prefix: prom_}
-  everything: {command: [npx, server-everything, stdio], env: {LOG_LEVEL: warn}}
+  everything: {command: [npx, server-everything, stdio], env: {LOG_LEVEL: warn}, inherit_env: [GITHUB_TOKEN, HTTPS_PROXY]}
 agents:
   - name: a
     model: m
@@ -80,6 +80,28 @@ agents:
 			`config.yaml:11: agents[0].mcp[0].server: unknown MCP server "nope" (mcp_servers: both, ftp, none)`,
 			`config.yaml:12: agents[0].mcp[1].tools[0]: "*" grants every tool of the server: list nothing else`,
 		}},
+		{"inherit_env", `
+mcp_servers:
+  gh:
+    command: [github-mcp]
+    env: {GITHUB_HOST: github.example}
+    inherit_env:
+      - GITHUB_TOKEN
+      - 1BAD
+      - GITHUB_TOKEN
+      - GITHUB_HOST
+      - "A=B"
+  web:
+    url: "https://web.example/mcp"
+    inherit_env: [GITHUB_TOKEN]
+agents: [{name: a, model: m}]
+`, []string{
+			`config.yaml:9: mcp_servers.gh.inherit_env[1]: "1BAD" is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)`,
+			`config.yaml:10: mcp_servers.gh.inherit_env[2]: "GITHUB_TOKEN" is listed twice`,
+			`config.yaml:11: mcp_servers.gh.inherit_env[3]: "GITHUB_HOST" is also set in env; set it in one place`,
+			`config.yaml:12: mcp_servers.gh.inherit_env[4]: "A=B" is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)`,
+			`config.yaml:15: mcp_servers.web.inherit_env: inherit_env is for a command server`,
+		}},
 	} {
 		cfg, errs := loadText(t, models+c.yaml)
 		if !slices.Equal(errs, c.errs) {
@@ -89,6 +111,9 @@ agents:
 		if c.errs == nil {
 			if s := cfg.MCPServers["prom"]; s.Timeout.D() != 30*time.Second || s.MaxResultBytes != 65536 {
 				t.Errorf("defaults: timeout %v, max_result_bytes %d", s.Timeout.D(), s.MaxResultBytes)
+			}
+			if got := cfg.MCPServers["everything"].InheritEnv; !slices.Equal(got, []string{"GITHUB_TOKEN", "HTTPS_PROXY"}) {
+				t.Errorf("inherit_env %q", got)
 			}
 		}
 	}

@@ -12,6 +12,9 @@
 //     max_result_bytes (clipped, and the model is told how much was cut).
 //     A server error, a timeout, and a server that is down are returned
 //     to the model as tool errors; the turn goes on.
+//   - A command server never gets the worker's whole environment: only
+//     its PATH, HOME, TMPDIR, TZ and locale, the server's env and the
+//     variables its inherit_env names (see commandEnv).
 //   - A server that is down never blocks the worker: Start returns at
 //     once and connects in the background; Status says which servers are
 //     down and why.
@@ -91,6 +94,9 @@ type server struct {
 	opts Options
 	// headers are the HTTP headers, read once at Start.
 	headers http.Header
+	// env is a command server's whole environment, built once at Start
+	// (commandEnv).
+	env []string
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -102,7 +108,8 @@ type server struct {
 }
 
 // Start connects to every server in the background and returns at once. A
-// header whose environment variable or file cannot be read is an error.
+// header whose environment variable or file cannot be read is an error, as
+// is an inherit_env variable the worker's environment lacks.
 func Start(servers map[string]config.MCPServer, opts Options) (*Servers, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -113,13 +120,11 @@ func Start(servers map[string]config.MCPServer, opts Options) (*Servers, error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Servers{opts: opts, servers: map[string]*server{}, cancel: cancel}
 	for name, cfg := range servers {
-		h, err := headers(cfg)
+		srv, err := newServer(name, cfg, opts.Log, opts)
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("mcp_servers.%s: %w", name, err)
 		}
-		srv := &server{name: name, cfg: cfg, log: opts.Log.With("mcp_server", name), opts: opts, headers: h,
-			err: errors.New("not connected yet"), since: time.Now()}
 		s.servers[name] = srv
 		if opts.OnState != nil {
 			opts.OnState(name, false)
@@ -174,6 +179,21 @@ func (srv *server) status() Status {
 		st.Error = srv.err.Error()
 	}
 	return st
+}
+
+// newServer is server name, down until it connects, with its headers and
+// environment read from the worker's.
+func newServer(name string, cfg config.MCPServer, log *slog.Logger, opts Options) (*server, error) {
+	h, err := headers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	env, err := osEnv(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &server{name: name, cfg: cfg, log: log.With("mcp_server", name), opts: opts, headers: h, env: env,
+		err: errors.New("not connected yet"), since: time.Now()}, nil
 }
 
 // run keeps the server connected until ctx ends.
@@ -239,10 +259,7 @@ func (srv *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool
 		// Not CommandContext: the process outlives this attempt's
 		// timeout; the session's Close stops it.
 		cmd := exec.Command(srv.cfg.Command[0], srv.cfg.Command[1:]...)
-		cmd.Env = os.Environ()
-		for _, k := range slices.Sorted(maps.Keys(srv.cfg.Env)) {
-			cmd.Env = append(cmd.Env, k+"="+srv.cfg.Env[k])
-		}
+		cmd.Env = srv.env // never nil for a command: nil would be the worker's whole environment
 		cmd.Stderr = &logWriter{log: srv.log}
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	} else {
@@ -479,11 +496,10 @@ func Check(ctx context.Context, name string, cfg config.MCPServer, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h, err := headers(cfg)
+	srv, err := newServer(name, cfg, log, Options{})
 	if err != nil {
 		return nil, err
 	}
-	srv := &server{name: name, cfg: cfg, log: log.With("mcp_server", name), headers: h}
 	cs, tools, err := srv.connect(ctx)
 	if err != nil {
 		return nil, err

@@ -92,6 +92,10 @@ func newServer(c *calls) *mcp.Server {
 		c.add("pid")
 		return text(strconv.Itoa(os.Getpid())), nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "The server's environment, one NAME=value a line."}, func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		c.add("env")
+		return text(strings.Join(os.Environ(), "\n")), nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "A large result."}, func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		c.add("big")
 		return text(strings.Repeat("x", 100_000)), nil, nil

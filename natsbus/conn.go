@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -156,8 +157,10 @@ func startServer(cfg config.NATS, storeDir string, jetStream bool, logger server
 		}
 		host = h
 	}
-	if port > 0 && portTaken(host, port) {
-		return nil, fmt.Errorf("embedded NATS server: nats.listen %s is already in use (another agent-worker or nats-server?); set nats.listen to a free port, or -1 for a random one", listen)
+	if port > 0 {
+		if err := probeListen(host, port); err != nil {
+			return nil, listenError(listen, err)
+		}
 	}
 	if err := os.MkdirAll(storeDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir for the embedded NATS server: %w", err)
@@ -186,18 +189,36 @@ func startServer(cfg config.NATS, storeDir string, jetStream bool, logger server
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, errors.New("embedded NATS server did not become ready within 10s")
+		// The port was free a moment ago; the server logged why it could
+		// not listen (or what else held it up).
+		return nil, errors.New("embedded NATS server did not become ready within 10s (see the component=nats-server errors in the log)")
 	}
 	return ns, nil
 }
 
-func portTaken(host string, port int) bool {
+// probeListen listens on host:port and closes at once: the OS's answer
+// before the server, which only logs a failure to listen, tries the same.
+func probeListen(host string, port int) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return true
+		return err
 	}
-	_ = l.Close()
-	return false
+	return l.Close()
+}
+
+// listenError says why the embedded server cannot listen on nats.listen,
+// from probeListen's error: "in use" only when the port is taken
+// (EADDRINUSE); otherwise what the OS said ("cannot assign requested
+// address", "permission denied").
+func listenError(listen string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("embedded NATS server: nats.listen %s is already in use (another agent-worker or nats-server?); set nats.listen to a free port, or -1 for a random one", listen)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("embedded NATS server: cannot listen on nats.listen %s: %w; this host has no such address: set nats.listen to one of its addresses (e.g. 127.0.0.1:4222)", listen, err)
+	default:
+		return fmt.Errorf("embedded NATS server: cannot listen on nats.listen %s: %w", listen, err)
+	}
 }
 
 // Close drains the connection (pending publishes are flushed) and stops

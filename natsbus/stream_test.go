@@ -71,6 +71,17 @@ func TestEmbeddedServerRefusesABusyPort(t *testing.T) {
 	}
 }
 
+// An address this host does not have is not a busy port: the error says
+// what the OS said.
+func TestEmbeddedServerSaysWhyItCannotListen(t *testing.T) {
+	t.Parallel()
+	const addr = "192.0.2.1:4222" // TEST-NET-1: no host has it
+	_, err := Connect(config.NATS{Listen: addr}, t.TempDir(), nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot assign requested address") || strings.Contains(err.Error(), "in use") {
+		t.Fatalf("server on %s: err = %v", addr, err)
+	}
+}
+
 func TestEnsureStreamWorkQueue(t *testing.T) {
 	t.Parallel()
 	c := embedded(t)

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/agent-worker/agent-worker/natsbus/subject"
+)
 
 // applyDefaults fills every unset (zero) field that has a default. It is the
 // only place defaults are decided; the field comments in config.go state
@@ -23,7 +27,7 @@ func applyDefaults(c *Config) {
 	setString(&c.Log.Level, "info")
 
 	setString(&c.NATS.Listen, "127.0.0.1:4222")
-	setString(&c.NATS.SubjectPrefix, "agents")
+	setString(&c.NATS.SubjectPrefix, subject.DefaultPrefix)
 	setString(&c.NATS.Stream, "AGENTS")
 	setInt(&c.NATS.MaxMessageBytes, 65536)
 	setBool(&c.NATS.JetStream, true)

@@ -367,6 +367,7 @@ func (v *validator) agent(c *Config, p path, a *Agent) {
 	}
 	for i, s := range a.Publish {
 		v.subject(p.key("publish").index(i), s)
+		v.publishable(c, p.key("publish").index(i), s)
 	}
 	for i, u := range a.HTTPGet {
 		// The tool's own normaliser: what validate accepts, run accepts.

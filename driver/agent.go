@@ -151,7 +151,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		done:       make(chan struct{}),
 	}
 	a.inbox = inbox.New(s.InboxCap, a.onDrop)
-	env := tools.Env{Agent: s.Name, Host: host{a}, Sleep: s.Sleep, Publisher: deps.Publisher, PublishAllow: s.Publish, HTTPAllow: s.HTTPGet, HTTPAllowPrivate: s.HTTPGetAllowPrivate}
+	env := tools.Env{Agent: s.Name, Host: host{a}, Sleep: s.Sleep, Publisher: deps.Publisher, PublishAllow: s.Publish, SubjectPrefix: deps.SubjectPrefix, HTTPAllow: s.HTTPGet, HTTPAllowPrivate: s.HTTPGetAllowPrivate}
 	if deps.Subagents != nil {
 		env.Spawner = deps.Subagents.Spawner(s.Name)
 	}

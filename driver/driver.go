@@ -174,6 +174,9 @@ type Deps struct {
 	Guards []Guard      // optional; consulted in order
 	// Publisher serves the publish tool; agents granted it need one.
 	Publisher tools.Publisher
+	// SubjectPrefix is the worker's nats.subject_prefix, under which the
+	// publish tool refuses the worker's own subjects ("": the default).
+	SubjectPrefix string
 	// Subagents serves the spawn_subagent and stop_subagent tools; agents
 	// granted them need it.
 	Subagents Subagents

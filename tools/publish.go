@@ -24,6 +24,10 @@ type PublishResult struct {
 	Subject   string `json:"subject"`
 }
 
+// newPublish builds publish. A subject internal to the worker
+// (subject.Internal) is refused before the allow patterns are consulted,
+// so no pattern — not even ">" from a config that skipped validation —
+// lets the model write the worker's state, control or events.
 func newPublish(env Env) (tool.Tool, error) {
 	if env.Publisher == nil {
 		return nil, errors.New("no NATS publisher is available to this worker")
@@ -32,12 +36,14 @@ func newPublish(env Env) (tool.Tool, error) {
 	if allow == "" {
 		allow = "none"
 	}
-	return newTool(functiontool.Config{
-		Name:        Publish,
-		Description: "Publish a message on a NATS subject for other systems or agents. Allowed subjects: " + allow + ".",
-	}, func(ctx tool.Context, a PublishArgs) (PublishResult, error) {
+	desc := "Publish a message on a NATS subject for other systems or agents. Allowed subjects: " + allow +
+		"; never the worker's own subjects (its state, control, events and dead letters)."
+	return newTool(functiontool.Config{Name: Publish, Description: desc}, func(ctx tool.Context, a PublishArgs) (PublishResult, error) {
 		if !subject.Valid(a.Subject) {
 			return PublishResult{}, fmt.Errorf("%q is not a subject you can publish to (dot-separated tokens, no wildcards)", a.Subject)
+		}
+		if in := subject.Reaches(a.Subject, env.SubjectPrefix); len(in) > 0 {
+			return PublishResult{}, fmt.Errorf("subject %q is internal to the worker: %s; publish may not write it", a.Subject, in[0].What)
 		}
 		if !allowed(env.PublishAllow, a.Subject) {
 			return PublishResult{}, fmt.Errorf("subject %q is not allowed for this agent; allowed: %s", a.Subject, allow)

@@ -53,9 +53,14 @@ type Env struct {
 	Host  Host
 	Sleep Sleep
 	// Publisher and PublishAllow serve the publish tool: it may send only
-	// to subjects matching one of the patterns.
+	// to subjects matching one of the patterns, and never to a subject
+	// internal to the worker (subject.Internal under SubjectPrefix,
+	// whatever the patterns say).
 	Publisher    Publisher
 	PublishAllow []string
+	// SubjectPrefix is the worker's nats.subject_prefix; "" means
+	// subject.DefaultPrefix.
+	SubjectPrefix string
 	// Spawner serves spawn_subagent and stop_subagent.
 	Spawner Spawner
 	// HTTPAllow lists the URL prefixes http_get may read; HTTPClient

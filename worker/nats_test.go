@@ -282,6 +282,47 @@ func TestPublishToolRespectsTheAllowList(t *testing.T) {
 	}
 }
 
+// A config changed in code after validation (publish: [">"] under
+// nats.subject_prefix corp) still cannot make the model write the worker's
+// own subjects: the worker hands its prefix to the tool, which refuses the
+// agent's control subject, counts the call as an error and sends nothing.
+func TestPublishToolRefusesTheWorkersOwnSubjectsUnderItsPrefix(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, setup{
+		tools:  "[publish]",
+		script: `[{call: {name: publish, args: {subject: "corp.triage.control", text: "pause"}}}, {call: {name: publish, args: {subject: "ops.x", text: "report"}}}, {text: "done"}]`,
+	})
+	cfg.NATS.SubjectPrefix = "corp"
+	cfg.Agents[0].Publish = []string{">"}
+	r := start(t, cfg, newRecorder(), nil)
+	all, err := r.nc.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.nc.Flush()
+	r.publish("corp.triage.inbox", "report")
+	if e := r.waitEvent("tool-call"); e.Data["tool"] != "publish" || e.Data["outcome"] != "error" {
+		t.Fatalf("first tool call %v, want publish refused", e.Data)
+	}
+	if e := r.waitEvent("tool-call"); e.Data["outcome"] != "ok" {
+		t.Fatalf("second tool call %v, want the ops.x publish to succeed", e.Data)
+	}
+	// The worker's messages arrive in order: up to the allowed publish,
+	// none was on the control subject.
+	for {
+		m, err := all.NextMsg(deadline)
+		if err != nil {
+			t.Fatalf("the ops.x publish did not arrive: %v", err)
+		}
+		if m.Subject == "corp.triage.control" {
+			t.Fatalf("the refused publish reached %s: %s", m.Subject, m.Data)
+		}
+		if m.Subject == "ops.x" {
+			break
+		}
+	}
+}
+
 func TestPauseAndWakeSurviveRestartOfWorkerAndEmbeddedServer(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()

@@ -205,7 +205,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	w.subagents = background.New(w.subagentOptions(cfg, o))
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}, Scheduler: sched, Guards: []driver.Guard{w.guard, wd, w.subagents.Guard()},
+		Publisher: natsbus.Publisher{NC: w.conn.NC}, SubjectPrefix: cfg.NATS.SubjectPrefix, Scheduler: sched, Guards: []driver.Guard{w.guard, wd, w.subagents.Guard()},
 		Subagents: w.subagents, Leased: true, Health: w.health}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -959,7 +959,8 @@ func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options
 			Instruction: a.Subagents.Instruction, Model: newModel, Price: price, Priced: priced,
 			Tools: func() ([]tool.Tool, error) {
 				return tools.Build(subTools, tools.Env{Agent: name, Host: subagentHost{w.bus, name, o.Clock},
-					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow, HTTPAllow: httpAllow, HTTPAllowPrivate: httpPrivate})
+					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow, SubjectPrefix: cfg.NATS.SubjectPrefix,
+					HTTPAllow: httpAllow, HTTPAllowPrivate: httpPrivate})
 			},
 		})
 	}

@@ -1,6 +1,7 @@
-// Package subject matches NATS subjects against patterns, without
-// depending on a NATS client, so tools can check what an agent may
-// publish to.
+// Package subject matches NATS subjects against patterns, and names the
+// subjects internal to the worker (Internal), without depending on a NATS
+// client: config validation and the publish tool both check what an
+// agent may publish to with it.
 package subject
 
 import "strings"

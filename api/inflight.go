@@ -60,7 +60,7 @@ func (s *Server) reserveBody(w http.ResponseWriter, r *http.Request, limit int64
 	}
 	if !s.inflight.reserve(n) {
 		w.Header().Set("Retry-After", inflightRetryAfter)
-		fail(w, r, http.StatusServiceUnavailable, "too many request bytes in flight: this request's %d would pass the %d the API holds at once (api.max_inflight_bytes); retry shortly", n, s.inflight.limit)
+		fail(w, r, http.StatusServiceUnavailable, "too many request bytes in flight: this request needs %d bytes, more than is free of the %d the API holds at once (api.max_inflight_bytes); retry shortly", n, s.inflight.limit)
 		return false
 	}
 	record(r).reserved += n

@@ -46,8 +46,10 @@ func isJSON(contentType string) bool {
 }
 
 // readBody reads a write's body: 415 unless a non-empty body is
-// application/json, 413 beyond limit. what names the body and key the
-// setting of the limit in the 413 answer. On false the answer is written.
+// application/json, 413 beyond limit, 503 when the in-flight bytes it
+// would reserve are not free (reserveBody). what names the body and key
+// the setting of the limit in the 413 answer. On false the answer is
+// written.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, what, key string) ([]byte, bool) {
 	if r.ContentLength > 0 && !isJSON(r.Header.Get("Content-Type")) {
 		fail(w, r, http.StatusUnsupportedMediaType, "a request body must be Content-Type: application/json; got %q", r.Header.Get("Content-Type"))
@@ -55,6 +57,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, w
 	}
 	if r.ContentLength > limit {
 		fail(w, r, http.StatusRequestEntityTooLarge, "%s is %d bytes; the limit is %d%s", what, r.ContentLength, limit, key)
+		return nil, false
+	}
+	if !s.reserveBody(w, r, limit) {
 		return nil, false
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))

@@ -210,6 +210,16 @@
 //     RouteOther, status, duration), so route labels stay bounded.
 //   - After Shutdown, writes are refused with 503 and Retry-After, event
 //     streams end, and requests already running finish.
+//   - The bodies in flight are bounded together by MaxInflightBytes
+//     (api.max_inflight_bytes, default 16 MiB): once the request has
+//     passed authentication, role and agent scope, and before its body is
+//     read, it reserves its Content-Length (its route's limit when chunked)
+//     until it is answered, and is answered 503 with Retry-After at once
+//     when that does not fit — never queued, so many large senders cannot
+//     take the worker's memory, and a caller without a valid token spends
+//     none of it. Not guaranteed: the bound is on body bytes; what a
+//     handler builds from a body (a decoded notification) is a multiple of
+//     it, about ten times for a large Alertmanager payload.
 //   - Every write is logged (action, agent, token name, status, result,
 //     remote), and so is every refused (401, 403) read. Each value a
 //     client chose that reaches a log line — path, method, agent name,

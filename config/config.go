@@ -232,7 +232,21 @@ type API struct {
 	// receiver reads (413 beyond). Default 4194304 (4 MiB). What is queued
 	// is cut to nats.max_message_bytes, the least severe alerts left out.
 	AlertmanagerMaxBytes int `yaml:"alertmanager_max_bytes"`
+	// MaxInflightBytes bounds the request bodies the API holds at once, of
+	// all requests together: each reserves its Content-Length (its route's
+	// limit when chunked) before it is read and frees it when answered; a
+	// request that does not fit is answered 503 with Retry-After, never
+	// queued. Default 16777216 (16 MiB): four maximal Alertmanager
+	// payloads at once, each of which costs about ten times its size in
+	// memory while it is handled (api.DefaultMaxInflightBytes). At least
+	// alertmanager_max_bytes and MaxAPIBodyBytes, so every request the
+	// limits allow can pass alone.
+	MaxInflightBytes int `yaml:"max_inflight_bytes"`
 }
+
+// MaxAPIBodyBytes is the body limit of every API route but the
+// Alertmanager receiver (413 beyond); it is not configurable.
+const MaxAPIBodyBytes = 64 << 10
 
 // Token is a bearer token. Its value comes from an environment variable or
 // a file, never from the YAML itself.

@@ -48,6 +48,7 @@ func applyDefaults(c *Config) {
 	setString(&c.Store.URL, "nats://")
 	setString(&c.API.Listen, "127.0.0.1:8080")
 	setInt(&c.API.AlertmanagerMaxBytes, 4<<20)
+	setInt(&c.API.MaxInflightBytes, 16<<20)
 
 	for name, m := range c.Models {
 		// A scripted model has no provider-side name; its key stands in, so

@@ -447,6 +447,7 @@ agents:
 		{"store.url", c.Store.URL, "nats://"},
 		{"api.listen", c.API.Listen, "127.0.0.1:8080"},
 		{"api.alertmanager_max_bytes", c.API.AlertmanagerMaxBytes, 4 << 20},
+		{"api.max_inflight_bytes", c.API.MaxInflightBytes, 16 << 20},
 		{"agents[].wake_on_resolved", a.WakeOnResolved, false},
 		{"models.fake.model", c.Models["fake"].Model, "fake"},
 		{"inbox.cap", a.Inbox.Cap, 256},

@@ -200,6 +200,7 @@ func (v *validator) config(c *Config) {
 		}
 	}
 	v.atLeastOne(root.key("api", "alertmanager_max_bytes"), c.API.AlertmanagerMaxBytes)
+	v.inflight(root.key("api", "max_inflight_bytes"), c.API)
 	apiOK := v.listen(root.key("api", "listen"), c.API.Listen, false)
 	natsOK := c.NATS.URL != "" || v.listen(root.key("nats", "listen"), c.NATS.Listen, true)
 	if apiOK && len(c.API.Tokens) == 0 && !IsLoopback(c.API.Listen) {
@@ -608,4 +609,17 @@ func (v *validator) listen(p path, addr string, random bool) bool {
 		return false
 	}
 	return true
+}
+
+// inflight checks api.max_inflight_bytes against the body limits: below
+// the largest, a request the limits allow could never be admitted.
+func (v *validator) inflight(p path, a API) {
+	switch {
+	case a.MaxInflightBytes < 1:
+		v.atLeastOne(p, a.MaxInflightBytes)
+	case a.MaxInflightBytes < a.AlertmanagerMaxBytes:
+		v.at(p, "must be at least api.alertmanager_max_bytes (%d), or no Alertmanager notification that large could ever be admitted; got %d", a.AlertmanagerMaxBytes, a.MaxInflightBytes)
+	case a.MaxInflightBytes < MaxAPIBodyBytes:
+		v.at(p, "must be at least %d, the body limit of the other API routes, or no request that large could ever be admitted; got %d", MaxAPIBodyBytes, a.MaxInflightBytes)
+	}
 }

@@ -385,6 +385,49 @@ agents:
 			},
 		},
 		{
+			name: "max inflight bytes below the alertmanager limit",
+			yaml: `
+api:
+  alertmanager_max_bytes: 8388608
+  max_inflight_bytes: 4194304
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				"config.yaml:3: api.max_inflight_bytes: must be at least api.alertmanager_max_bytes (8388608), or no Alertmanager notification that large could ever be admitted; got 4194304",
+			},
+		},
+		{
+			name: "max inflight bytes below the other routes' limit",
+			yaml: `
+api:
+  alertmanager_max_bytes: 1024
+  max_inflight_bytes: 2048
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				"config.yaml:3: api.max_inflight_bytes: must be at least 65536, the body limit of the other API routes, or no request that large could ever be admitted; got 2048",
+			},
+		},
+		{
+			name: "max inflight bytes negative",
+			yaml: `
+api: {max_inflight_bytes: -5}
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - {name: a, model: fake}
+`,
+			want: []string{
+				"config.yaml:1: api.max_inflight_bytes: must be at least 1; got -5",
+			},
+		},
+		{
 			name: "store url without scheme",
 			yaml: `
 store: {url: "localhost:6379"}

@@ -356,7 +356,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus, EventFeed: w.eventFeed(),
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, DeadLetters: w.deadLetterStore(), Log: o.Log, Clock: o.Clock,
-		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
+		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxInflightBytes: int64(cfg.API.MaxInflightBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
 		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Handled: handled, Observer: w.metrics,
 	})
 	if err != nil {

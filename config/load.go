@@ -29,19 +29,24 @@ type Error struct {
 	Msg string
 }
 
-// Error formats e as "file:line: message", leaving out what is unknown.
+// Error formats e as "file:line: message", leaving out what is unknown,
+// on one line: a line break in the message (a value quoted as it is by a
+// library's error) is written \n or \r.
 func (e Error) Error() string {
+	msg := oneLine.Replace(e.Msg)
 	switch {
 	case e.File != "" && e.Line > 0:
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, msg)
 	case e.File != "":
-		return e.File + ": " + e.Msg
+		return e.File + ": " + msg
 	case e.Line > 0:
-		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+		return fmt.Sprintf("line %d: %s", e.Line, msg)
 	default:
-		return e.Msg
+		return msg
 	}
 }
+
+var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`)
 
 // Errors is every problem found in a configuration, ordered by file (the
 // configuration file first) and line. Load and Validate return it as

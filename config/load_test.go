@@ -471,6 +471,12 @@ func TestErrorFormat(t *testing.T) {
 	if got := errs.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
+	// A line break in a message (a value quoted by a library) stays on the
+	// problem's line.
+	one := Error{File: "c.yaml", Line: 9, Msg: "bad timezone \"a\nb\": unknown time zone a\nb\r"}
+	if got, want := one.Error(), `c.yaml:9: bad timezone "a\nb": unknown time zone a\nb\r`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
 }
 
 func TestPathString(t *testing.T) {

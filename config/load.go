@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,19 +29,24 @@ type Error struct {
 	Msg string
 }
 
-// Error formats e as "file:line: message", leaving out what is unknown.
+// Error formats e as "file:line: message", leaving out what is unknown,
+// on one line: a line break in the message (a value quoted as it is by a
+// library's error) is written \n or \r.
 func (e Error) Error() string {
+	msg := oneLine.Replace(e.Msg)
 	switch {
 	case e.File != "" && e.Line > 0:
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, msg)
 	case e.File != "":
-		return e.File + ": " + e.Msg
+		return e.File + ": " + msg
 	case e.Line > 0:
-		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+		return fmt.Sprintf("line %d: %s", e.Line, msg)
 	default:
-		return e.Msg
+		return msg
 	}
 }
+
+var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`)
 
 // Errors is every problem found in a configuration, ordered by file (the
 // configuration file first) and line. Load and Validate return it as
@@ -84,21 +88,23 @@ func finish(mainFile string, errs []Error) error {
 	return &out
 }
 
-// Load reads the configuration file at file, expands ${VAR} and
+// Load reads the configuration file at file, parses it, expands ${VAR} and
 // ${VAR:-default} from the environment, decodes it (rejecting unknown keys
 // at every depth), loads the script_file of scripted models, applies the
 // defaults and validates the result.
 //
 // Any failure is returned as *Errors listing every problem found, each as
-// "file:line: message". Problems with ${...} references and YAML syntax
-// errors stop loading at that stage (the rest of the file cannot be
+// "file:line: message". YAML syntax errors and then problems with ${...}
+// references stop loading at that stage (the rest of the file cannot be
 // trusted); all other problems are collected together.
 //
-// Expansion works on the raw text before parsing, so it applies to every
-// part of the file, comments included, and a value is inserted as-is:
-// quote a reference whose value may contain YAML syntax ("${VAR}"). "$$" is
-// a literal "$"; any other "$" is left alone. A value containing a newline
-// is refused, because it would move every later line number.
+// Expansion happens after parsing, inside the value of each scalar, so a
+// variable's content is only ever that one value: whatever YAML syntax or
+// line breaks it holds, it cannot add a key, an item or an agent, and no
+// line number moves. An unquoted reference takes the type its value spells
+// (`port: ${PORT}` with PORT=8080 is an int); a quoted one stays a string.
+// Keys and comments are not expanded; a key holding a ${...} reference is
+// an error. "$$" is a literal "$"; any other "$" is left alone.
 // ${VAR:-default} uses the default when VAR is unset or empty; ${VAR} with
 // VAR unset is an error, with VAR set to "" it expands to "".
 //
@@ -113,19 +119,15 @@ func load(file string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	if err != nil {
 		return nil, &Errors{{File: file, Msg: "read config: " + pathErrorReason(err)}}
 	}
-	text, errs := expandEnv(raw, file, lookupEnv)
+	doc, errs := parseExpanded(raw, file, lookupEnv)
 	if len(errs) > 0 {
 		return nil, finish(file, errs)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(text, &doc); err != nil {
-		return nil, finish(file, []Error{syntaxError(file, err)})
 	}
 
 	c := &Config{File: file}
 	d := newDecoder(file, map[string]bool{})
 	c.lines = d.lines
-	d.decode(&doc, reflect.ValueOf(c).Elem(), nil)
+	d.decode(doc, reflect.ValueOf(c).Elem(), nil)
 	errs = append(errs, d.errs...)
 	errs = append(errs, loadScripts(c, d)...)
 
@@ -174,72 +176,6 @@ func syntaxError(file string, err error) Error {
 		line++
 	}
 	return Error{File: file, Line: line, Msg: "invalid YAML: " + m[2]}
-}
-
-// --- ${ENV} expansion ---
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// expandEnv replaces ${VAR}, ${VAR:-default} and $$ in src (see Load). It
-// reports every bad or unset reference with its line.
-func expandEnv(src []byte, file string, lookupEnv func(string) (string, bool)) ([]byte, []Error) {
-	var (
-		out  bytes.Buffer
-		errs []Error
-		line = 1
-	)
-	fail := func(format string, args ...any) {
-		errs = append(errs, Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)})
-	}
-	out.Grow(len(src))
-	for i := 0; i < len(src); {
-		c := src[i]
-		if c == '\n' {
-			line++
-		}
-		if c != '$' || i+1 == len(src) {
-			out.WriteByte(c)
-			i++
-			continue
-		}
-		switch src[i+1] {
-		case '$':
-			out.WriteByte('$')
-			i += 2
-		case '{':
-			end := bytes.IndexAny(src[i+2:], "}\n")
-			if end < 0 || src[i+2+end] == '\n' {
-				fail("unterminated \"${\": want ${NAME} or ${NAME:-default} ($$ for a literal $)")
-				out.WriteString("${")
-				i += 2
-				continue
-			}
-			ref := string(src[i+2 : i+2+end])
-			i += 2 + end + 1
-			name, def, hasDefault := strings.Cut(ref, ":-")
-			if !envName.MatchString(name) {
-				fail("bad reference \"${%s}\": want ${NAME} or ${NAME:-default} ($$ for a literal $)", ref)
-				continue
-			}
-			val, ok := lookupEnv(name)
-			switch {
-			case hasDefault && val == "":
-				val = def
-			case !ok:
-				fail("environment variable %s is not set (write ${%s:-default} to give a default)", name, name)
-				continue
-			}
-			if strings.ContainsAny(val, "\r\n") {
-				fail("environment variable %s contains a line break, which ${...} does not support", name)
-				continue
-			}
-			out.WriteString(val)
-		default:
-			out.WriteByte('$')
-			i++
-		}
-	}
-	return out.Bytes(), errs
 }
 
 // --- field paths ---

@@ -85,6 +85,23 @@ func TestValidateAcceptsExample(t *testing.T) {
 	}
 }
 
+// An environment value is one scalar: validate loads the agent as written,
+// not an extra agent smuggled in through an instruction.
+func TestValidateTakesAnEnvValueAsOneValue(t *testing.T) { // not parallel: Load reads the process environment
+	t.Setenv("ALERT_NOTE", `x"}, {name: b, model: fake, tools: [http_get], http_get: ["http://127.0.0.1/"], http_get_allow_private: true}] #`)
+	p := writeFile(t, `models:
+  fake: {provider: scripted, behaviour: demo}
+agents: [{name: a, model: fake, instruction: "${ALERT_NOTE}"}]
+`)
+	var out, errb syncBuffer
+	if code := execute(context.Background(), []string{"validate", "--config", p}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if want := p + ": ok (1 agent(s), 1 model(s))\n"; out.String() != want {
+		t.Fatalf("stdout %q, want %q", out.String(), want)
+	}
+}
+
 func TestValidateNeedsConfig(t *testing.T) {
 	t.Parallel()
 	var out, errb syncBuffer

@@ -269,7 +269,7 @@ func (s *Server) viewOf(ctx context.Context, name string) (AgentView, int, error
 func (s *Server) views(ctx context.Context, who caller) []AgentView {
 	var agents []*driver.Agent
 	for _, a := range s.driver.Agents() {
-		if who.mayAccess(a.Name()) {
+		if who.MayAccess(a.Name()) {
 			agents = append(agents, a)
 		}
 	}
@@ -299,7 +299,7 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) (*driver.Agent, b
 	name := r.PathValue("name")
 	rec := record(r)
 	rec.agent = name
-	if !rec.who.mayAccess(name) {
+	if !rec.who.MayAccess(name) {
 		forbidAgent(w, r, rec.who, name)
 		return nil, false
 	}

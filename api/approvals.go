@@ -12,15 +12,12 @@ import (
 // token and the reason). Each goes to the agent's owner, whichever
 // replica was asked.
 func (s *Server) approvalRoutes() {
-	s.mux.HandleFunc("GET /v1/agents/{name}/approvals", s.listApprovals)
-	s.needs["GET /v1/agents/{name}/approvals"] = accessRead
+	s.verbRoute("GET /v1/agents/{name}/approvals", "", control.VerbApprovals, s.listApprovals)
 	for _, route := range []struct{ pattern, action, verb string }{
 		{"POST /v1/agents/{name}/approvals/{id}/approve", "approval-approve", control.VerbApprove},
 		{"POST /v1/agents/{name}/approvals/{id}/deny", "approval-deny", control.VerbDeny},
 	} {
-		s.mux.HandleFunc(route.pattern, s.decideApproval(route.verb))
-		s.actions[route.pattern] = route.action
-		s.needs[route.pattern] = accessOperate
+		s.verbRoute(route.pattern, route.action, route.verb, s.decideApproval(route.verb))
 	}
 }
 
@@ -32,7 +29,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbApprovals, By: record(r).who.name})
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbApprovals, By: record(r).who.Name})
 	if err != nil {
 		noOwner(w, r, err)
 		return

@@ -70,7 +70,7 @@ func (s *Server) verb(verb string) http.HandlerFunc {
 			return
 		}
 		req := control.Request{Verb: verb, Message: strings.TrimSpace(body.Message), Hold: body.Hold,
-			DropQueued: body.DropQueued, By: record(r).who.name, Reason: reason}
+			DropQueued: body.DropQueued, By: record(r).who.Name, Reason: reason}
 		reply, err := s.ctl.Do(r.Context(), a.Name(), req)
 		if err != nil {
 			noOwner(w, r, err)
@@ -152,7 +152,7 @@ func (s *Server) resetGuardrail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbReset, Guardrail: body.Guardrail, AddBudgetUSD: body.AddBudgetUSD,
-		By: record(r).who.name, Reason: reason})
+		By: record(r).who.Name, Reason: reason})
 	if err != nil {
 		noOwner(w, r, err)
 		return

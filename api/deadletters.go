@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 )
@@ -36,10 +37,10 @@ const EventDeadLetterReplayed = "dead-letter-replayed"
 
 func (s *Server) deadLetterRoutes() {
 	s.mux.HandleFunc("GET /v1/agents/{name}/dlq", s.listDeadLetters)
-	s.needs["GET /v1/agents/{name}/dlq"] = accessRead
+	s.needs["GET /v1/agents/{name}/dlq"] = access.Read
 	s.mux.HandleFunc("POST /v1/agents/{name}/dlq/{seq}/replay", s.replayDeadLetter)
 	s.actions["POST /v1/agents/{name}/dlq/{seq}/replay"] = "dlq-replay"
-	s.needs["POST /v1/agents/{name}/dlq/{seq}/replay"] = accessOperate
+	s.needs["POST /v1/agents/{name}/dlq/{seq}/replay"] = access.Operate
 }
 
 // deadLetters returns the request's agent and the dead-letter store, or
@@ -113,7 +114,7 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, http.StatusServiceUnavailable, "replay: %v", err)
 		return
 	}
-	who := record(r).who.name
+	who := record(r).who.Name
 	if s.o.Events != nil {
 		s.o.Events.Publish(events.Event{Time: time.Now(), Agent: agent, Type: EventDeadLetterReplayed,
 			Data: map[string]any{"seq": seq, "id": dl.ID, "reason": dl.Reason, "by": who, "why": reason}})

@@ -49,8 +49,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // every agent, so a token limited to some agents gets 403 (an open
 // /metrics is served to anyone).
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	if who := record(r).who; len(who.agents) > 0 {
-		fail(w, r, http.StatusForbidden, "token %q is limited to agents %s, and /metrics covers every agent; scrape it with a token without agents, or add /metrics to api.open_paths", who.name, strings.Join(who.agents, ", "))
+	if who := record(r).who; len(who.Agents) > 0 {
+		fail(w, r, http.StatusForbidden, "token %q is limited to agents %s, and /metrics covers every agent; scrape it with a token without agents, or add /metrics to api.open_paths", who.Name, strings.Join(who.Agents, ", "))
 		return
 	}
 	if s.o.Metrics == nil {

@@ -19,7 +19,7 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbInbox, By: record(r).who.name})
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbInbox, By: record(r).who.Name})
 	if err != nil {
 		noOwner(w, r, err)
 		return

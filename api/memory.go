@@ -11,15 +11,12 @@ import (
 // Each goes to the agent's owner (control's memory verbs), whichever
 // replica was asked; GET needs role read, the others operate.
 func (s *Server) memoryRoutes() {
-	s.mux.HandleFunc("GET /v1/agents/{name}/memory", s.getMemory)
-	s.needs["GET /v1/agents/{name}/memory"] = accessRead
+	s.verbRoute("GET /v1/agents/{name}/memory", "", control.VerbMemory, s.getMemory)
 	for _, route := range []struct{ pattern, action, verb string }{
 		{"POST /v1/agents/{name}/memory/compact", "memory-compact", control.VerbMemoryCompact},
 		{"DELETE /v1/agents/{name}/memory", "memory-clear", control.VerbMemoryClear},
 	} {
-		s.mux.HandleFunc(route.pattern, s.memoryVerb(route.verb))
-		s.actions[route.pattern] = route.action
-		s.needs[route.pattern] = accessOperate
+		s.verbRoute(route.pattern, route.action, route.verb, s.memoryVerb(route.verb))
 	}
 }
 
@@ -32,7 +29,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbMemory, By: record(r).who.name})
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbMemory, By: record(r).who.Name})
 	if err != nil {
 		noOwner(w, r, err)
 		return
@@ -72,7 +69,7 @@ func (s *Server) reasonedVerb(w http.ResponseWriter, r *http.Request, req contro
 	if !ok {
 		return
 	}
-	req.By, req.Reason = record(r).who.name, reason
+	req.By, req.Reason = record(r).who.Name, reason
 	reply, err := s.ctl.Do(r.Context(), a.Name(), req)
 	if err != nil {
 		noOwner(w, r, err)

@@ -103,7 +103,7 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	info := MessageInfo{Agent: a.Name(), ID: id, Status: MessageUnknown, ServedBy: s.o.Holder}
 	st := driver.MessageState{Status: driver.MessageUnknown}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbMessage, MessageID: id, By: record(r).who.name})
+	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbMessage, MessageID: id, By: record(r).who.Name})
 	switch {
 	case err != nil:
 		info.OwnerError = err.Error()

@@ -55,7 +55,7 @@ func (s *Server) listReplicas(w http.ResponseWriter, r *http.Request) {
 	out := ReplicaList{ServedBy: s.o.Holder, Replicas: make([]Replica, 0, len(reps))}
 	for _, rep := range reps {
 		rep.AgentsOwned = max(rep.AgentsOwned, len(rep.Agents))
-		rep.Agents = slices.DeleteFunc(slices.Clone(rep.Agents), func(a string) bool { return !who.mayAccess(a) })
+		rep.Agents = slices.DeleteFunc(slices.Clone(rep.Agents), func(a string) bool { return !who.MayAccess(a) })
 		if rep.Agents == nil {
 			rep.Agents = []string{}
 		}

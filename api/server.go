@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/control"
@@ -96,38 +97,32 @@ var (
 	// ErrNoToken: the API would listen beyond loopback without a token.
 	ErrNoToken = errors.New("refusing to serve the operator API beyond loopback without a token")
 	// ErrBadToken: a configured token is unusable (no value, unknown
-	// role, a bad agent glob).
-	ErrBadToken = errors.New("bad API token")
+	// role, a bad agent glob); it is access.ErrBadToken.
+	ErrBadToken = access.ErrBadToken
 )
 
-// Role is what a token may do; the package documentation has the table
-// of which role each route needs.
-type Role string
+// Role is what a token may do (access.Role); the package documentation
+// has the table of which role each route needs.
+type Role = access.Role
 
 // Roles. Operate includes read and ingest; read and ingest share nothing.
 const (
 	// RoleRead may use the GET routes only.
-	RoleRead Role = "read"
+	RoleRead = access.RoleRead
 	// RoleIngest may only queue messages: POST
 	// /v1/agents/{name}/messages and POST /v1/alertmanager/{name}. It
 	// cannot read, so a leaked webhook token shows nothing.
-	RoleIngest Role = "ingest"
+	RoleIngest = access.RoleIngest
 	// RoleOperate may use every route.
-	RoleOperate Role = "operate"
+	RoleOperate = access.RoleOperate
 )
 
-// Token is one bearer token. Name appears in logs and error messages;
-// Value never does.
-type Token struct {
-	Name  string
-	Role  Role
-	Value string
-	// Agents limits the token to these agents: names, or path.Match
-	// globs such as "payments-*". Empty: every agent. A request that
-	// names an agent outside them is answered 403, and lists and event
-	// streams leave such agents out.
-	Agents []string
-}
+// Token is one bearer token (access.Token). Name appears in logs and
+// error messages; Value never does. Agents limits the token to these
+// agents: names, or path.Match globs such as "payments-*"; empty: every
+// agent. A request that names an agent outside them is answered 403, and
+// lists and event streams leave such agents out.
+type Token = access.Token
 
 // Options configure a Server. Zero values take the documented defaults.
 type Options struct {
@@ -139,6 +134,12 @@ type Options struct {
 	// while the server runs. None: every request is accepted, which New
 	// allows on loopback only.
 	Tokens []Token
+	// Access, when set, holds the accepted tokens instead of Tokens (which
+	// must then be empty): the server authenticates against the set it
+	// holds, and SetTokens replaces that set, so every transport given
+	// the same Access (the NATS control subject: control.Options.Tokens)
+	// sees a rotation at once.
+	Access *access.Tokens
 	// OpenPaths are served without a token (exact paths). nil means
 	// /healthz, /readyz and /metrics; an empty non-nil slice means none.
 	OpenPaths []string
@@ -252,11 +253,11 @@ type Server struct {
 	bus     *events.Bus
 	log     *slog.Logger
 	clock   clock.Clock
-	tokens  atomic.Pointer[tokenSet] // replaced whole by SetTokens
+	tokens  *access.Tokens // its set is replaced whole by SetTokens
 	open    map[string]bool
 	mux     *http.ServeMux
-	actions map[string]string // route pattern → action name, for write logs
-	needs   map[string]access // route pattern → the roles it needs
+	actions map[string]string      // route pattern → action name, for write logs
+	needs   map[string]access.Need // route pattern → the roles it needs
 	seen    *idWindow
 	groups  *groupWindow
 	page    *template.Template
@@ -323,11 +324,17 @@ func New(o Options) (*Server, error) {
 	if o.OpenPaths == nil {
 		o.OpenPaths = []string{"/healthz", "/readyz", "/metrics"}
 	}
-	creds, err := credentials(o.Tokens)
-	if err != nil {
-		return nil, err
+	tokens := o.Access
+	if tokens == nil {
+		set, err := access.NewSet(o.Tokens)
+		if err != nil {
+			return nil, err
+		}
+		tokens = access.NewTokens(set)
+	} else if len(o.Tokens) > 0 {
+		return nil, errors.New("api: set Options.Tokens or Options.Access, not both")
 	}
-	if len(creds) == 0 && !config.IsLoopback(o.Listen) {
+	if tokens.Load().Empty() && !config.IsLoopback(o.Listen) {
 		return nil, fmt.Errorf("%w: api.listen %q is reachable beyond loopback and api.tokens is empty; add a token to api.tokens (role read, ingest or operate) or set api.listen to a loopback address such as 127.0.0.1:8080", ErrNoToken, o.Listen)
 	}
 	page, err := parsePage()
@@ -345,14 +352,13 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		o: o, driver: o.Driver, ctl: ctl, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
 		log: o.Log, clock: o.Clock, open: map[string]bool{},
-		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access{},
+		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access.Need{}, tokens: tokens,
 		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
 		groups:  newGroupWindow(o.Clock, DefaultGroupMemory, maxRemembered),
 		page:    page,
 		closing: make(chan struct{}),
 	}
 	s.inflight = &inflight{limit: o.MaxInflightBytes}
-	s.tokens.Store(newTokenSet(creds))
 	for _, p := range o.OpenPaths {
 		s.open[p] = true
 	}
@@ -378,13 +384,13 @@ func New(o Options) (*Server, error) {
 //
 // It is safe to call concurrently with requests, Serve and itself.
 func (s *Server) SetTokens(tokens []Token) error {
-	creds, err := credentials(tokens)
+	set, err := access.NewSet(tokens)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(creds) == 0 {
+	if set.Empty() {
 		if s.srv != nil && s.exposed {
 			return fmt.Errorf("%w: the API listens on %s, beyond loopback; keeping the current tokens", ErrNoToken, s.addr)
 		}
@@ -392,8 +398,7 @@ func (s *Server) SetTokens(tokens []Token) error {
 			return fmt.Errorf("%w: api.listen %q is reachable beyond loopback; keeping the current tokens", ErrNoToken, s.o.Listen)
 		}
 	}
-	old := s.tokens.Swap(newTokenSet(creds))
-	close(old.changed)
+	s.tokens.Replace(set)
 	return nil
 }
 
@@ -402,12 +407,12 @@ func (s *Server) SetTokens(tokens []Token) error {
 func (s *Server) routes() {
 	get := func(pattern string, h http.HandlerFunc) {
 		s.mux.HandleFunc("GET "+pattern, h)
-		s.needs["GET "+pattern] = accessRead
+		s.needs["GET "+pattern] = access.Read
 	}
 	post := func(pattern, action string, h http.HandlerFunc) {
 		s.mux.HandleFunc("POST "+pattern, h)
 		s.actions["POST "+pattern] = action
-		s.needs["POST "+pattern] = accessOperate
+		s.needs["POST "+pattern] = access.Operate
 	}
 	get("/healthz", s.healthz)
 	get("/readyz", s.readyz)
@@ -415,27 +420,39 @@ func (s *Server) routes() {
 	get("/{$}", s.statusPage)
 	get("/v1/replicas", s.listReplicas)
 	get("/v1/agents", s.listAgents)
-	get("/v1/agents/{name}", s.getAgent)
+	s.verbRoute("GET /v1/agents/{name}", "", control.VerbView, s.getAgent)
 	get("/v1/agents/{name}/events", s.agentEvents)
 	get("/v1/events", s.allEvents)
 	post("/v1/agents/{name}/messages", "message", s.postMessage)
-	for _, verb := range []string{"wake", "pause", "resume", "interrupt"} {
-		post("/v1/agents/{name}/"+verb, verb, s.verb(verb))
+	for _, verb := range []string{control.VerbWake, control.VerbPause, control.VerbResume, control.VerbInterrupt} {
+		s.verbRoute("POST /v1/agents/{name}/"+verb, verb, verb, s.verb(verb))
 	}
-	post("/v1/agents/{name}/guardrails/reset", "guardrail-reset", s.resetGuardrail)
-	post("/v1/agents/{name}/schedules/{schedule}/run", "schedule-run", s.runSchedule)
+	s.verbRoute("POST /v1/agents/{name}/guardrails/reset", "guardrail-reset", control.VerbReset, s.resetGuardrail)
+	s.verbRoute("POST /v1/agents/{name}/schedules/{schedule}/run", "schedule-run", control.VerbRunSchedule, s.runSchedule)
 	get("/v1/agents/{name}/subagents", s.listSubagents)
 	get("/v1/agents/{name}/turns", s.listTurns)
-	get("/v1/agents/{name}/messages/{id}", s.getMessage)
-	get("/v1/agents/{name}/inbox", s.listInbox)
+	s.verbRoute("GET /v1/agents/{name}/messages/{id}", "", control.VerbMessage, s.getMessage)
+	s.verbRoute("GET /v1/agents/{name}/inbox", "", control.VerbInbox, s.listInbox)
 	post("/v1/agents/{name}/subagents/{id}/stop", "subagent-stop", s.stopSubagent)
 	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
 	s.memoryRoutes()
 	s.approvalRoutes()
 	s.deadLetterRoutes()
 	// Queueing a message is all an ingest token may do.
-	s.needs["POST /v1/agents/{name}/messages"] = accessIngest
-	s.needs[alertmanagerRoute] = accessIngest
+	s.needs["POST /v1/agents/{name}/messages"] = access.Ingest
+	s.needs[alertmanagerRoute] = access.Ingest
+}
+
+// verbRoute registers pattern ("METHOD /path"), served by h through the
+// control verb verb: the route needs what the verb needs over NATS
+// (control.Need), from the one table of it. A write route has an action
+// name for the write log.
+func (s *Server) verbRoute(pattern, action, verb string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, h)
+	if action != "" {
+		s.actions[pattern] = action
+	}
+	s.needs[pattern] = control.Need(verb)
 }
 
 // alertmanagerRoute is the receiver's route pattern.
@@ -469,7 +486,7 @@ func (s *Server) Serve(l net.Listener) error {
 	tcp, isTCP := l.Addr().(*net.TCPAddr)
 	exposed := isTCP && !tcp.IP.IsLoopback()
 	s.mu.Lock()
-	if exposed && len(s.tokens.Load().creds) == 0 {
+	if exposed && s.tokens.Load().Empty() {
 		s.mu.Unlock()
 		l.Close()
 		return fmt.Errorf("%w: api.listen %s is reachable beyond loopback and api.tokens is empty", ErrNoToken, tcp)
@@ -571,11 +588,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if status >= 500 {
 			level = slog.LevelWarn
 		}
-		s.log.Log(r.Context(), level, "api write", "action", rec.action, "agent", logSafe(rec.agent), "token", logSafe(who.name),
+		s.log.Log(r.Context(), level, "api write", "action", rec.action, "agent", logSafe(rec.agent), "token", logSafe(who.Name),
 			"status", status, "result", logSafe(rec.result), "remote", logSafe(r.RemoteAddr))
 	case status == http.StatusForbidden:
 		s.log.Warn("api read refused", "method", logSafe(r.Method), "path", logSafe(r.URL.Path), "agent", logSafe(rec.agent),
-			"token", logSafe(who.name), "result", logSafe(rec.result), "remote", logSafe(r.RemoteAddr))
+			"token", logSafe(who.Name), "result", logSafe(rec.result), "remote", logSafe(r.RemoteAddr))
 	}
 }
 

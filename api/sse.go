@@ -50,8 +50,8 @@ func (s *Server) agentEvents(w http.ResponseWriter, r *http.Request) {
 // token scoped to some agents, only theirs.
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 	var f events.Follow
-	if who := record(r).who; len(who.agents) > 0 {
-		f.Filter = func(e events.Event) bool { return who.mayAccess(e.Agent) }
+	if who := record(r).who; len(who.Agents) > 0 {
+		f.Filter = func(e events.Event) bool { return who.MayAccess(e.Agent) }
 	}
 	s.stream(w, r, f)
 }
@@ -116,8 +116,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow)
 
 	who := record(r).who
 	var tokensChanged <-chan struct{} // nil on an open path: never
-	if who.set != nil {
-		tokensChanged = who.set.changed
+	if set := who.Set(); set != nil {
+		tokensChanged = set.Changed()
 	}
 	items := tail.Items()
 	for {
@@ -129,10 +129,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow)
 			return
 		case <-tokensChanged:
 			set := s.tokens.Load()
-			if !who.validIn(set) {
+			if !who.ValidIn(set) {
 				return // its token was revoked or changed
 			}
-			tokensChanged = set.changed
+			tokensChanged = set.Changed()
 		case <-beat:
 			_, err = io.WriteString(w, ": heartbeat\n\n")
 			if err == nil {

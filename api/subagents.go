@@ -97,7 +97,7 @@ func (s *Server) stopSubagent(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	rec := record(r)
-	if err := src.StopBy(r.Context(), a.Name(), id, "operator (token "+rec.who.name+")"); err != nil {
+	if err := src.StopBy(r.Context(), a.Name(), id, "operator (token "+rec.who.Name+")"); err != nil {
 		subagentError(w, r, a.Name(), err)
 		return
 	}

@@ -30,9 +30,9 @@ func nextEvent(t *testing.T, sub *events.Subscription, typ string) events.Event 
 // TestVerbsNameWhoAskedAcrossReplicas: a verb forwarded from a replica
 // that does not own the agent keeps its caller and reason, so the owner's
 // events and stored pause name the original caller (not the forwarding
-// replica, not "nats"); a request sent on the control subject naming
-// nobody is by "nats"; a reason longer than MaxReason is cut. The inbox
-// verb lists the owner's queued messages and resume with drop_queued
+// replica); a request sent on the control subject without a token (no
+// tokens configured, NATS on loopback) is by "anonymous"; a reason
+// longer than MaxReason is cut. The inbox verb lists the owner's queued messages and resume with drop_queued
 // abandons them, counted in the reply. On the old code requests carried
 // no caller, reason or drop_queued, and there was no inbox verb.
 func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
@@ -74,7 +74,7 @@ func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
 		t.Fatalf("resume with drop_queued on the control subject: %+v, %v", reply, err)
 	}
 	e := nextEvent(t, sub, events.Resumed)
-	if e.Data["by"] != control.ByNATS || e.Data["reason"] != strings.Repeat("é", control.MaxReason) || e.Data["dropped_queued"] != 2 {
+	if e.Data["by"] != control.ByAnonymous || e.Data["reason"] != strings.Repeat("é", control.MaxReason) || e.Data["dropped_queued"] != 2 {
 		t.Fatalf("resumed event %v", e.Data)
 	}
 	waitFor(t, "the resumed turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })

@@ -50,17 +50,42 @@
 //	                                             runs and wakes the agent; 404 unknown id
 //	deny          approval_id                    200 result {decision, request}; 404 unknown id
 //
+// # Who may send a verb
+//
+// The control subject takes the same credentials as the HTTP API, checked
+// against the same token set (Options.Tokens: the API's, so a rotation
+// reaches both): a request carries its token in the NATS header
+// "Authorization: Bearer <token>", and the verb needs the role the API's
+// route for it needs (Need: read for view, inbox, message, memory and
+// approvals; operate for every other verb) and an agent within the
+// token's agents. No token, or one no token has: 401; the wrong role or
+// agent: 403; the reply's error says what to send or configure.
+//
+// With no tokens configured, a request without one is accepted only when
+// the worker's NATS is its embedded server on loopback
+// (Options.LoopbackNATS; nobody off the machine can reach it, as nobody
+// can reach an API without tokens), and is by "anonymous" (ByAnonymous).
+// Otherwise (an external server, or the embedded one beyond loopback) it
+// is refused (401): configure api.tokens.
+//
+// A verb Do forwards to the owner is sealed with the deployment's key
+// (Options.Seal, package seal: over the subject, the time it was sealed,
+// a nonce and the body). The forwarding replica has authorised its caller
+// already, so the owner carries a sealed forward out as asked, by the by
+// it names — once, and only within ForwardWindow of its seal: a captured
+// forward replayed is refused (401). A request whose seal does not check
+// is logged and taken as unsealed: it needs a token.
+//
 // # Audit
 //
-// Every request may say who asks (by) and why (reason). The changing verbs
-// (pause, resume, interrupt, wake, reset, approve, deny) put both in the events they
-// cause, and a pause keeps them in its stored record. A request forwarded
-// from one replica to the owner keeps its by, so the events name the
-// original caller (the HTTP API fills by with the token's name); a request
-// on the control subject without one is by "nats". Reasons are cut to
-// MaxReason runes. Not guaranteed: by on the control subject is whatever
-// the sender wrote — who may publish there is NATS's permissions' say, as
-// for every verb on it.
+// Every request may say why (reason). The changing verbs (pause, resume,
+// interrupt, wake, reset, approve, deny) put who asked (by) and why in the
+// events they cause, and a pause keeps them in its stored record. Who
+// asked is the caller's token name — over HTTP and on the control subject
+// alike; a "by" in the request body is overwritten — or "anonymous"
+// without tokens. A forward keeps the by of the replica's caller, so the
+// owner's events name the original caller (the HTTP API fills by with the
+// token's name). Reasons are cut to MaxReason runes.
 //
 // Every reply names the replica that answered (owner) and carries code,
 // the HTTP status the outcome maps to; ok is code < 300. Any verb on an
@@ -69,7 +94,9 @@
 //
 // Not guaranteed: replicas of an older version answer every agent's
 // control subject, standby or not, so during a rolling upgrade a request
-// may still get a stale standby's reply.
+// may still get a stale standby's reply; and they forward verbs unsealed,
+// which an upgraded owner refuses (401) like any request without a token:
+// send verbs to upgraded replicas, or retry once the upgrade is done.
 package control
 
 import (
@@ -86,10 +113,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
+	"github.com/agent-worker/agent-worker/seal"
 )
 
 // Verbs.
@@ -122,10 +151,6 @@ const (
 	VerbApprove   = "approve"
 	VerbDeny      = "deny"
 )
-
-// ByNATS is Request.By of a request that came on the control subject
-// naming nobody.
-const ByNATS = "nats"
 
 // MaxReason bounds Request.Reason, in runes: a longer reason is cut (the
 // HTTP API refuses one instead).
@@ -177,9 +202,10 @@ type Request struct {
 	// is dead-lettered with reason operator_dropped (driver.Agent.ResumeAs)
 	// and Reply.Dropped counts them.
 	DropQueued bool `json:"drop_queued,omitempty"`
-	// By names who asks: the API token's name, or whoever sent the
-	// request on the control subject ("nats" when it names nobody). A
-	// replica forwarding a request keeps it.
+	// By names who asks: the API token's name (ByAnonymous without
+	// tokens). On the control subject the owner sets it to the name of
+	// the token the request carries, whatever the body says; only a
+	// replica's sealed forward keeps the by it names.
 	By string `json:"by,omitempty"`
 	// Reason is the operator's reason, free text, optional; it goes into
 	// the events and the stored pause.
@@ -296,13 +322,29 @@ type Options struct {
 	Subjects natsbus.Subjects
 	// Timeout bounds a forwarded request; default DefaultTimeout.
 	Timeout time.Duration
-	Log     *slog.Logger // default: discard
+	// Tokens are the credentials a request on the control subject must
+	// present (the HTTP API's: api.Options.Access), read afresh for each
+	// request. Nil: no tokens.
+	Tokens *access.Tokens
+	// LoopbackNATS says that nobody off this machine can reach the NATS
+	// server (the worker's embedded one, listening on loopback only):
+	// with no tokens, requests without one are then carried out, by
+	// ByAnonymous. False (an external server, or the embedded one beyond
+	// loopback): with no tokens, every unsealed request is refused (401).
+	LoopbackNATS bool
+	// Seal is the deployment's key: Do seals the verbs it forwards with
+	// it, and ServeNATS trusts the by of requests whose seal checks. The
+	// zero Key seals nothing, so forwards need a token like any request
+	// (and, with tokens configured, are refused).
+	Seal seal.Key
+	Log  *slog.Logger // default: discard
 }
 
 // Control carries operator verbs to agents' owners. It is safe for
 // concurrent use.
 type Control struct {
-	o Options
+	o        Options
+	forwards forwards // sealed forwards served within the window
 }
 
 // New checks o and returns a Control.
@@ -318,6 +360,9 @@ func New(o Options) (*Control, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Tokens == nil {
+		o.Tokens = access.NewTokens(nil)
 	}
 	return &Control{o: o}, nil
 }
@@ -346,7 +391,11 @@ func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, err
 	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	defer cancel()
 	subject := c.o.Subjects.Control(agent)
-	m, err := c.o.Conn.RequestWithContext(ctx, subject, data)
+	msg := &nats.Msg{Subject: subject, Data: data}
+	// Real time, not an injected clock: the owner compares it with its
+	// own, in another process.
+	sealForward(c.o.Seal, msg, time.Now())
+	m, err := c.o.Conn.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		why := "NATS: " + err.Error()
 		switch {
@@ -582,24 +631,38 @@ func (c *Control) ServeNATS() (*nats.Subscription, error) {
 	return sub, nil
 }
 
-// serve answers one request for an agent this replica owns.
+// serve answers one request for an agent this replica owns: who asks
+// first (401, package documentation), then the body (400), then whether
+// the caller may (403); then the verb, on behalf of the caller's token
+// name, or of the by a sealed forward names.
 func (c *Control) serve(m *nats.Msg, name string) {
 	var req Request
 	var reply Reply
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		reply = Reply{Agent: name, Owner: c.o.Holder}.fail(http.StatusBadRequest, `body must be JSON like {"verb": "pause"}`)
-	} else {
-		if req.By == "" {
-			req.By = ByNATS
+	who, refused := c.authenticate(m, name)
+	if refused == nil {
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			refused = &refusal{http.StatusBadRequest, `body must be JSON like {"verb": "pause"}`}
+		} else {
+			if !who.trusted {
+				req.By = who.who.Name // whatever by the body claims
+			}
+			refused = who.authorise(name, req.Verb)
 		}
+	}
+	if refused != nil {
+		reply = Reply{Agent: name, Verb: req.Verb, Owner: c.o.Holder}.fail(refused.code, "%s", refused.why)
+	} else {
 		reply = c.Apply(name, req)
 	}
 	level := slog.LevelInfo
-	if req.Verb == VerbView || req.Verb == VerbInbox || req.Verb == VerbMessage {
+	switch {
+	case refused != nil && refused.code != http.StatusBadRequest:
+		level = slog.LevelWarn
+	case req.Verb == VerbView || req.Verb == VerbInbox || req.Verb == VerbMessage:
 		level = slog.LevelDebug
 	}
 	c.o.Log.Log(context.Background(), level, "control request", "agent", name, "verb", req.Verb, "by", req.By, "reason", req.Reason,
-		"ok", reply.OK, "code", reply.Code, "error", reply.Error)
+		"forwarded", who.trusted, "ok", reply.OK, "code", reply.Code, "error", reply.Error)
 	if m.Reply == "" {
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
+	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store/memory"
 )
 
@@ -88,9 +89,21 @@ func connect(t *testing.T, url string) *nats.Conn {
 	return nc
 }
 
+// testKey is the test deployment's sealing key, which every replica of
+// newReplica shares.
+var testKey = seal.NewKey([]byte("a test deployment's sealing key!"))
+
 // newReplica starts a replica owning the agents in owns. serve: it
-// answers on the control subjects.
+// answers on the control subjects. Its Control seals with testKey and,
+// without tokens, takes requests without one: the test's NATS server
+// listens on loopback only, as the embedded one does by default.
 func newReplica(t *testing.T, url, name string, serve bool, owns ...string) *replica {
+	t.Helper()
+	return newReplicaWith(t, url, name, serve, nil, owns...)
+}
+
+// newReplicaWith is newReplica with more Options set by opt (nil: none).
+func newReplicaWith(t *testing.T, url, name string, serve bool, opt func(*control.Options), owns ...string) *replica {
 	t.Helper()
 	st := memory.New(nil)
 	r := &replica{name: name, owner: &owned{agents: map[string]bool{}}, models: map[string]*scripted.Model{}}
@@ -135,8 +148,12 @@ func newReplica(t *testing.T, url, name string, serve bool, owns ...string) *rep
 		return json.Marshal(map[string]any{"name": agent, "built_by": name, "paused": st.Paused, "turns": st.Turns})
 	}
 	r.nc = connect(t, url)
-	r.ctl, err = control.New(control.Options{Driver: r.driver, Guard: r.guard, Owner: r.owner, Holder: name,
-		Conn: r.nc, Subjects: subjects, Timeout: 500 * time.Millisecond, View: view})
+	o := control.Options{Driver: r.driver, Guard: r.guard, Owner: r.owner, Holder: name,
+		Conn: r.nc, Subjects: subjects, Timeout: 500 * time.Millisecond, View: view, Seal: testKey, LoopbackNATS: true}
+	if opt != nil {
+		opt(&o)
+	}
+	r.ctl, err = control.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,7 @@ func (r *recorder) all() string {
 type setup struct {
 	dataDir string // default: a fresh temp dir
 	natsURL string // default: the embedded server
+	api     string // the api mapping's YAML; default {listen: "127.0.0.1:0"}
 	agent   string // YAML appended to the agent, indented 4
 	top     string // YAML appended at the top level
 	script  string // the model's script (flow YAML list); default: one text step
@@ -107,9 +108,12 @@ func writeConfig(t testing.TB, s setup) *config.Config {
 	if s.script == "" {
 		s.script = `[{text: "noted", usage: {input: 100, output: 10}}]`
 	}
+	if s.api == "" {
+		s.api = `{listen: "127.0.0.1:0"}`
+	}
 	y := fmt.Sprintf(`data_dir: %s
 shutdown_grace: 5s
-api: {listen: "127.0.0.1:0"}
+api: %s
 nats:
   url: %q
   listen: "-1"
@@ -126,7 +130,7 @@ agents:
     model: fake
     tools: %s
 %s
-`, s.dataDir, s.natsURL, s.ackWait, s.maxBody, s.top, s.script, s.tools, s.agent)
+`, s.dataDir, s.api, s.natsURL, s.ackWait, s.maxBody, s.top, s.script, s.tools, s.agent)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/tool"
 
+	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/background"
 	"github.com/agent-worker/agent-worker/clock"
@@ -92,6 +93,7 @@ type Worker struct {
 	stopMetrics func()
 	control     *nats.Subscription
 	ctl         *control.Control // carries verbs and views to each agent's owner
+	tokens      *access.Tokens   // the API's and the control subject's credentials
 	owner       leaseOwner       // fences durable writes: owned = lease held
 	stopEv      func()
 	events      *eventstream.Stream // the durable events stream; nil in core NATS mode (events.go)
@@ -259,8 +261,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	// for the agents it owns only; verbs sent to any replica (HTTP or NATS)
 	// reach the owner.
 	holder := holderName(cfg)
+	// One token set for the API and the control subject: a reload
+	// (ReloadTokens) reaches both at once.
+	if w.tokens, err = loadTokens(cfg.API.Tokens); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	w.ctl, err = control.New(control.Options{Driver: w.driver, Guard: w.guard, Scheduler: sched, Owner: &w.owner,
 		Holder: holder, Conn: w.conn.NC, Subjects: subjects, Log: o.Log,
+		Tokens: w.tokens, Seal: w.seal, LoopbackNATS: w.conn.Embedded && embeddedOnLoopback(cfg.NATS),
 		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder,
 			NotConsuming: w.binding.BindError})})
 	if err != nil {
@@ -335,10 +343,7 @@ func (w *Worker) startLeases(ctx context.Context, cfg *config.Config, o Options)
 
 // startAPI starts the operator HTTP API on cfg.API.Listen.
 func (w *Worker) startAPI(cfg *config.Config, o Options) error {
-	tokens, err := apiTokens(cfg.API.Tokens)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
+	var err error
 	wakeOnResolved := map[string]bool{}
 	for _, a := range cfg.Agents {
 		if a.WakeOnResolved {
@@ -352,7 +357,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		}
 	}
 	w.api, err = api.New(api.Options{
-		Listen: cfg.API.Listen, Tokens: tokens, OpenPaths: cfg.API.OpenPaths,
+		Listen: cfg.API.Listen, Access: w.tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus, EventFeed: w.eventFeed(),
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, DeadLetters: w.deadLetterStore(), Log: o.Log, Clock: o.Clock,
@@ -516,9 +521,30 @@ func apiTokens(in []config.Token) ([]api.Token, error) {
 	return out, nil
 }
 
+// loadTokens reads the tokens' values and checks them.
+func loadTokens(in []config.Token) (*access.Tokens, error) {
+	tokens, err := apiTokens(in)
+	if err != nil {
+		return nil, err
+	}
+	set, err := access.NewSet(tokens)
+	if err != nil {
+		return nil, err
+	}
+	return access.NewTokens(set), nil
+}
+
+// embeddedOnLoopback reports whether the embedded NATS server listens on
+// loopback only ("-1" and "" listen on 127.0.0.1), so nobody off this
+// machine can publish on the control subject.
+func embeddedOnLoopback(cfg config.NATS) bool {
+	return cfg.Listen == "-1" || cfg.Listen == "" || config.IsLoopback(cfg.Listen)
+}
+
 // ReloadTokens re-reads the values of the operator API's tokens
 // (api.tokens value_file, value_env) and swaps them in atomically with
-// api.Server.SetTokens: from its return a replaced value gets 401 and the
+// api.Server.SetTokens, for the API and the NATS control subject alike
+// (they share one set): from its return a replaced value gets 401 and the
 // new one is accepted. Names, roles and agents stay as the config the
 // worker started with. On any error — a file that cannot be read, a token
 // left without a value, an empty set beyond loopback — the tokens in

@@ -25,6 +25,7 @@ func TestScopedMessageIDIsKnownByTheSendersID(t *testing.T) {
 		{"scoped to another agent", "b/inc-44", `{"text": "t", "id": "inc-44"}`, "b/inc-44"},
 		{"a raw publisher's own key", "feed/1", `{"text": "t", "id": "inc-45"}`, "feed/1"},
 		{"header without an envelope id", "a/inc-46", `plain text`, "a/inc-46"},
+		{"an id with a line break, which a header carries as a space", "a/line\nbreak", `{"text": "t", "id": "line\nbreak"}`, "line\nbreak"},
 	} {
 		msg := nats.NewMsg("agents.a.inbox")
 		msg.Data = []byte(c.body)

@@ -36,7 +36,8 @@
 //     running replica cancels the subagent at once (its model call too),
 //     reporting "stopped: parent halted" or "stopped by ...";
 //   - the report is published to the parent's inbox subject with
-//     Nats-Msg-Id = the subagent's id and the header Agent-Worker-Via:
+//     Nats-Msg-Id = natsbus.MsgID(parent, the subagent's id) and the
+//     subagent's id in its envelope, and the header Agent-Worker-Via:
 //     subagent, so it is durable, deduplicated, and reaches whichever
 //     replica owns the parent then, which wakes it with source subagent.
 //
@@ -67,7 +68,7 @@
 // charge record reaches the parent's ledger once. A parent's halt stops
 // its subagents on every replica within a NATS round trip (the notice),
 // or at their next model call if the notice was missed. The parent gets
-// one report per subagent: it carries the subagent's id as Nats-Msg-Id,
+// one report per subagent: its Nats-Msg-Id is derived from the subagent's id,
 // and a job delivered again after its report was recorded is acked, not
 // run.
 //

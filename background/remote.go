@@ -492,7 +492,7 @@ func (r *remote) publishReport(parent, id, text string, quit <-chan struct{}) bo
 	o := r.opts()
 	msg := nats.NewMsg(o.Subjects.Inbox(parent))
 	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
-	msg.Header.Set(nats.MsgIdHdr, id)
+	msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(parent, id))
 	msg.Header.Set(natsinbox.HeaderVia, natsinbox.ViaSubagent)
 	natsinbox.SealVia(o.Seal, msg)
 	for {

@@ -99,8 +99,8 @@ func (r *replica) wait(t *testing.T, typ string) events.Event {
 
 // A subagent whose replica dies more often than MaxRuns allows is not run
 // again: the replica that receives its job next reports it failed to its
-// parent (its inbox subject, with the subagent's id as Nats-Msg-Id and the
-// subagent Via header), records it failed, and counts it.
+// parent (its inbox subject, with Nats-Msg-Id <parent>/<subagent id> and
+// the subagent Via header), records it failed, and counts it.
 func TestSubagentStartedTooOftenIsReportedFailed(t *testing.T) {
 	t.Parallel()
 	url := natsServer(t)
@@ -142,7 +142,7 @@ func TestSubagentStartedTooOftenIsReportedFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Header.Get(nats.MsgIdHdr) != "boss-sub-1" || m.Header.Get("Agent-Worker-Via") != "subagent" ||
+	if m.Header.Get(nats.MsgIdHdr) != "boss/boss-sub-1" || m.Header.Get("Agent-Worker-Via") != "subagent" ||
 		!strings.Contains(string(m.Data), "Subagent boss-sub-1 failed: it was started 1 times") {
 		t.Fatalf("report %v %s", m.Header, m.Data)
 	}
@@ -314,10 +314,54 @@ func TestForgedSubagentMessagesAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Header.Get(nats.MsgIdHdr); got != id {
+	if got := m.Header.Get(nats.MsgIdHdr); got != natsbus.MsgID("boss", id) {
 		t.Fatalf("the first report is of %q, want %q", got, id)
 	}
 	if !testKey.CheckMsg(m.Subject, m.Header, m.Data, "Agent-Worker-Via", nats.MsgIdHdr) {
 		t.Fatal("the report is not sealed: the parent's binding would not take it as a subagent's")
+	}
+}
+
+// A report published twice (a replica that crashed after publishing it
+// and before acking its job publishes it again) is one message in the
+// parent's inbox: its Nats-Msg-Id is the subagent's id scoped to the
+// parent (natsbus.MsgID), the same every time.
+func TestSubagentReportPublishedTwiceIsOneMessage(t *testing.T) {
+	t.Parallel()
+	url := natsServer(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := natsbus.EnsureStream(t.Context(), js, natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream keeps messages for their consumers (interest retention).
+	c, err := s.CreateOrUpdateConsumer(t.Context(), jetstream.ConsumerConfig{Durable: "boss", FilterSubject: "agents.boss.inbox", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReplica(t, url, memory.New(nil), "a", 1, []config.ScriptStep{{Text: "never run"}})
+	for range 2 {
+		if !background.PublishReport(r.m, "boss", "boss-sub-9", "Subagent boss-sub-9 completed.") {
+			t.Fatal("report not published")
+		}
+	}
+	info, err := c.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending != 1 {
+		t.Fatalf("%d messages for the parent after publishing one report twice, want 1", info.NumPending)
+	}
+	m, err := s.GetLastMsgForSubject(t.Context(), "agents.boss.inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Header.Get(nats.MsgIdHdr), natsbus.MsgID("boss", "boss-sub-9"); got != want {
+		t.Fatalf("report Nats-Msg-Id %q, want %q", got, want)
 	}
 }

@@ -382,7 +382,7 @@ func TestHaltedParentStopsItsRemoteSubagentAndIsChargedOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Header.Get(nats.MsgIdHdr) == "triage-sub-1" {
+		if m.Header.Get(nats.MsgIdHdr) == "triage/triage-sub-1" { // natsbus.MsgID(parent, id)
 			report = string(m.Data)
 			if m.Header.Get("Agent-Worker-Via") != "subagent" {
 				t.Errorf("report headers %v", m.Header)

@@ -386,10 +386,14 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 // deliver publishes a message that arrived over HTTP to the agent's NATS
 // subject, so it is durable (JetStream acknowledges it before the API
 // answers 202), deduplicated by its id, and reaches whichever replica owns
-// the agent. The body is api.EncodeMessage's; a message that came through
-// the Alertmanager receiver carries the Agent-Worker-Via header, sealed
-// with the deployment's key, so the agent wakes with source alertmanager. A publish JetStream acknowledges
-// as a duplicate (the stream holds that Nats-Msg-Id) returns
+// the agent. The body is api.EncodeMessage's, with m.ID as its id; its
+// Nats-Msg-Id is natsbus.MsgID(agent, m.ID), because JetStream
+// deduplicates Nats-Msg-Id across the whole stream and ids are per agent:
+// the same id to another agent is another message. A message that came
+// through the Alertmanager receiver carries the Agent-Worker-Via header,
+// sealed with the deployment's key, so the agent wakes with source
+// alertmanager. A publish JetStream acknowledges as a duplicate (the
+// stream holds this agent's message with that id) returns
 // api.ErrDuplicate: nothing new was queued.
 func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) error {
 	subjects := natsbus.Subjects{Prefix: w.cfg.NATS.SubjectPrefix}
@@ -404,7 +408,7 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	if m.ID != "" {
-		msg.Header.Set(nats.MsgIdHdr, m.ID)
+		msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, m.ID))
 	}
 	if m.Via != "" {
 		msg.Header.Set(natsinbox.HeaderVia, m.Via)

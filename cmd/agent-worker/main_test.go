@@ -180,7 +180,8 @@ func TestRunReportsAnUnreachableStore(t *testing.T) {
 }
 
 // TestSendReachesTheAgent runs a worker and uses `agent-worker send`, as a
-// user would from another terminal.
+// user would from another terminal. A repeated --id is the stream's
+// duplicate for the same agent only.
 func TestSendReachesTheAgent(t *testing.T) {
 	t.Parallel()
 	p := writeFile(t, `data_dir: `+t.TempDir()+`
@@ -188,7 +189,7 @@ nats: {listen: "-1"}
 api: {listen: "127.0.0.1:0"}
 models:
   f: {provider: scripted, behaviour: demo}
-agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
+agents: [{name: ops, model: f, tools: [schedule_next_turn]}, {name: dev, model: f, tools: [schedule_next_turn]}]
 `)
 	cfg, err := loadConfig(p, processEnviron())
 	if err != nil {
@@ -229,6 +230,12 @@ agents: [{name: ops, model: f, tools: [schedule_next_turn]}]
 	execute(context.Background(), []string{"send", "ops", "disk full on db-1", "--nats", url, "--id", "m-1"}, &dout, &derr)
 	if !strings.Contains(dout.String(), "duplicate id") {
 		t.Fatalf("resend with the same id: %q", dout.String())
+	}
+	// Ids are per agent: the same id to another agent is its message.
+	var oout, oerr syncBuffer
+	execute(context.Background(), []string{"send", "dev", "disk full on db-1", "--nats", url, "--id", "m-1"}, &oout, &oerr)
+	if !strings.Contains(oout.String(), "sent to agents.dev.inbox: stream AGENTS seq 2") || strings.Contains(oout.String(), "duplicate") {
+		t.Fatalf("the same id to another agent: %q %s", oout.String(), oerr.String())
 	}
 }
 

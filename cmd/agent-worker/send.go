@@ -93,7 +93,8 @@ func (c *cli) sendCmd() *cobra.Command {
 			msg := nats.NewMsg(subject)
 			msg.Data = body
 			if id != "" {
-				msg.Header.Set(nats.MsgIdHdr, id)
+				// Per agent: the stream compares Nats-Msg-Id across agents.
+				msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, id))
 			}
 			ack, err := js.PublishMsg(ctx, msg)
 			if err != nil {
@@ -109,7 +110,7 @@ func (c *cli) sendCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVar(&deferred, "deferred", false, "queue for the next turn without waking the agent")
-	f.StringVar(&id, "id", "", "idempotency key (Nats-Msg-Id)")
+	f.StringVar(&id, "id", "", "idempotency key, per agent (the envelope's id; Nats-Msg-Id AGENT/ID)")
 	f.StringVar(&from, "from", "cli", "sender name shown to the agent")
 	f.StringVar(&url, "nats", nats.DefaultURL, "NATS server URL")
 	f.StringVar(&prefix, "prefix", "agents", "subject prefix (nats.subject_prefix)")

@@ -671,13 +671,13 @@ func (b *Binding) onMessage(a *Agent, gen uint64, m jetstream.Msg) {
 	}
 	body, err := inbox.ParseBody(m.Data(), b.opts.MaxBytes)
 	if err != nil {
-		b.reject(a.Name, rejectedID(m.Headers(), m.Data(), meta), m.Subject(), m.Data(), m.Headers(), err)
+		b.reject(a.Name, rejectedID(a.Name, m.Headers(), m.Data(), meta), m.Subject(), m.Data(), m.Headers(), err)
 		if err := m.TermWithReason(rejectReason(err)); err != nil {
 			b.opts.Log.Warn("terminate rejected message", "agent", a.Name, "error", err)
 		}
 		return
 	}
-	id, explicit := messageID(m.Headers(), body, meta)
+	id, explicit := messageID(a.Name, m.Headers(), body, meta)
 	sk := seqKey{a.Name, meta.Sequence.Stream}
 	b.mu.Lock()
 	if waiting, ok := b.bySeq[sk]; ok {
@@ -740,7 +740,7 @@ func (b *Binding) onCore(a *Agent, m *nats.Msg) {
 		b.reject(a.Name, m.Header.Get(nats.MsgIdHdr), m.Subject, m.Data, m.Header, err)
 		return
 	}
-	id := m.Header.Get(nats.MsgIdHdr)
+	id := natsbus.PlainMsgID(a.Name, m.Header.Get(nats.MsgIdHdr), body.ID)
 	if id == "" {
 		id = body.ID
 	}
@@ -829,28 +829,33 @@ func (b *Binding) emit(agent, typ string, data map[string]any) {
 	}
 }
 
-// rejectedID is the id of a message whose body was refused, as far as it
-// can be told: its Nats-Msg-Id, else the "id" of a JSON object body that
-// has one, else its stream sequence (what messageID would have made).
-func rejectedID(h nats.Header, data []byte, meta *jetstream.MsgMetadata) string {
-	if id := h.Get(nats.MsgIdHdr); id != "" {
-		return id
-	}
+// rejectedID is the id agent knows a message whose body was refused by,
+// as far as it can be told: its Nats-Msg-Id (natsbus.PlainMsgID), else
+// the "id" of a JSON object body that has one, else its stream sequence
+// (what messageID would have made).
+func rejectedID(agent string, h nats.Header, data []byte, meta *jetstream.MsgMetadata) string {
 	var env struct {
 		ID string `json:"id"`
 	}
-	if json.Unmarshal(data, &env) == nil {
-		if id := strings.TrimSpace(env.ID); id != "" {
-			return id
-		}
+	if json.Unmarshal(data, &env) != nil {
+		env.ID = ""
+	}
+	bodyID := strings.TrimSpace(env.ID)
+	if id := natsbus.PlainMsgID(agent, h.Get(nats.MsgIdHdr), bodyID); id != "" {
+		return id
+	}
+	if bodyID != "" {
+		return bodyID
 	}
 	return meta.Stream + "-seq-" + strconv.FormatUint(meta.Sequence.Stream, 10)
 }
 
-// messageID returns the message's idempotency key and whether the sender
-// chose it.
-func messageID(h nats.Header, body inbox.Body, meta *jetstream.MsgMetadata) (string, bool) {
-	if id := h.Get(nats.MsgIdHdr); id != "" {
+// messageID returns the idempotency key agent knows the message by and
+// whether the sender chose it: its Nats-Msg-Id (the envelope's id when
+// the Nats-Msg-Id is natsbus.MsgID of it: ids are per agent), else the
+// envelope's id, else its stream sequence.
+func messageID(agent string, h nats.Header, body inbox.Body, meta *jetstream.MsgMetadata) (string, bool) {
+	if id := natsbus.PlainMsgID(agent, h.Get(nats.MsgIdHdr), body.ID); id != "" {
 		return id, true
 	}
 	if body.ID != "" {

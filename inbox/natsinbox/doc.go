@@ -11,7 +11,9 @@
 //     deadline is kept alive with in-progress acks, however long the agent
 //     sleeps, is paused or halted, or the turn runs.
 //   - No double work: a handled message's id (Nats-Msg-Id, else the
-//     envelope's id, else the stream sequence, "<stream>-seq-<n>") is
+//     envelope's id, else the stream sequence, "<stream>-seq-<n>"; a
+//     Nats-Msg-Id natsbus.MsgID(agent, envelope's id) is the envelope's id,
+//     so ids are per agent though JetStream's are stream-wide) is
 //     recorded in the agent's handled-id record before the ack, with the
 //     number of the turn that handled it when the driver says (HandledBy;
 //     turnlog.RecordHandled: one bounded key per agent, one write per

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -198,20 +199,48 @@ func TestInflightChunkedBodyHoldsItsRoutesLimit(t *testing.T) {
 	}
 	w.wantStatus(reply{status: probeStatus()}, http.StatusBadRequest)
 
+	// The server reads a body only after it reserved its bytes: the
+	// first read of the slow body says the reservation is held. (Probing
+	// until a 503 instead would race: a probe in flight as the slow
+	// notification reserves leaves it no room.)
+	reading := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		r.Body = &firstRead{ReadCloser: r.Body, first: reading}
+		w.srv.Handler().ServeHTTP(rw, r)
+	}))
+	t.Cleanup(slow.Close)
 	payload := distinctNotification(t, 60, "slow")
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		r, err := w.send("/v1/alertmanager/alpha", operateToken, pr)
+		req, err := http.NewRequest(http.MethodPost, slow.URL+"/v1/alertmanager/alpha", pr)
+		if err != nil {
+			t.Error(err)
+			done <- 0
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+operateToken)
+		resp, err := slow.Client().Do(req)
 		if err != nil {
 			t.Errorf("slow notification: %v", err)
+			done <- 0
+			return
 		}
-		done <- r.status
+		resp.Body.Close()
+		done <- resp.StatusCode
 	}()
 	if _, err := io.WriteString(pw, payload[:len(payload)/2]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the slow notification to hold its reservation", func() bool { return probeStatus() == http.StatusServiceUnavailable })
+	select {
+	case <-reading:
+	case <-time.After(deadline):
+		t.Fatal("the slow notification's body was never read")
+	}
+	if got := probeStatus(); got != http.StatusServiceUnavailable {
+		t.Fatalf("a 60 KiB message while the slow notification holds its route's limit: %d, want 503", got)
+	}
 	if _, err := io.WriteString(pw, payload[len(payload)/2:]); err != nil {
 		t.Fatal(err)
 	}
@@ -298,4 +327,16 @@ func TestNewRefusesACapBelowABodyLimit(t *testing.T) {
 				o.MaxInflightBytes, o.MaxBody, o.AlertmanagerMaxBytes, err)
 		}
 	}
+}
+
+// firstRead closes first at its first Read.
+type firstRead struct {
+	io.ReadCloser
+	first chan struct{}
+	once  sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { close(f.first) })
+	return f.ReadCloser.Read(p)
 }

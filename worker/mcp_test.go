@@ -126,7 +126,7 @@ func TestAHeldMCPCallIsApprovedOverTheAPI(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the server got %d calls after the approval, want 1", n)
 	}
-	if all := rec.all(); !strings.Contains(all, "approved your held call ops_echo") || !strings.Contains(all, "echo: restart api-7") {
+	if all := rec.all(); !strings.Contains(all, "approved your held call of ops_echo") || !strings.Contains(all, "echo: restart api-7") {
 		t.Fatalf("the agent was not woken with the result:\n%s", all)
 	}
 	resp, err = http.Post(api+"/v1/agents/triage/approvals/"+id+"/approve", "application/json", nil)

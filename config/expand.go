@@ -76,33 +76,73 @@ func markRefs(src []byte) ([]byte, *strings.Replacer) {
 		restore []string
 	)
 	out.Grow(len(src))
-	for i := 0; i < len(src); {
-		if src[i] != '$' || i+1 == len(src) {
-			out.WriteByte(src[i])
+	scanRefs(string(src), func(t refToken) {
+		if t.kind != refWhole {
+			out.WriteString(t.raw) // "$$" and an unterminated "${" as written
+			return
+		}
+		mark := fmt.Sprintf("%s_%d_", prefix, len(restore)/2)
+		restore = append(restore, mark, t.raw)
+		out.WriteString(mark)
+	})
+	return out.Bytes(), strings.NewReplacer(restore...)
+}
+
+// refKind is what a piece of a value is to expansion.
+type refKind int
+
+const (
+	refText       refKind = iota // text, a lone "$" included
+	refDollar                    // "$$": a literal "$"
+	refUnfinished                // "${" with no "}" on its line
+	refWhole                     // "${...}": ref is what is inside
+)
+
+// refToken is one piece of a value: raw as written, starting at byte at.
+type refToken struct {
+	kind refKind
+	raw  string
+	ref  string // refWhole: between "${" and "}"
+	at   int
+}
+
+// scanRefs cuts s into the pieces expansion reads, in order: the one
+// grammar of ${VAR}, ${VAR:-default} and $$, for marking (markRefs) and
+// expanding (expandValue) alike. A reference does not span a line break.
+func scanRefs(s string, yield func(refToken)) {
+	text := 0 // start of the text not yielded yet
+	flush := func(to int) {
+		if to > text {
+			yield(refToken{kind: refText, raw: s[text:to], at: text})
+		}
+	}
+	for i := 0; i < len(s); {
+		if s[i] != '$' || i+1 == len(s) {
 			i++
 			continue
 		}
-		switch src[i+1] {
+		switch s[i+1] {
 		case '$':
-			out.WriteString("$$")
+			flush(i)
+			yield(refToken{kind: refDollar, raw: "$$", at: i})
 			i += 2
 		case '{':
-			end := bytes.IndexAny(src[i+2:], "}\n")
-			if end < 0 || src[i+2+end] == '\n' {
-				out.WriteString("${") // unterminated: expansion reports it
+			flush(i)
+			end := strings.IndexAny(s[i+2:], "}\n")
+			if end < 0 || s[i+2+end] == '\n' {
+				yield(refToken{kind: refUnfinished, raw: "${", at: i})
 				i += 2
-				continue
+			} else {
+				yield(refToken{kind: refWhole, raw: s[i : i+3+end], ref: s[i+2 : i+2+end], at: i})
+				i += 3 + end
 			}
-			mark := fmt.Sprintf("%s_%d_", prefix, len(restore)/2)
-			restore = append(restore, mark, string(src[i:i+2+end+1]))
-			out.WriteString(mark)
-			i += 2 + end + 1
 		default:
-			out.WriteByte('$')
 			i++
+			continue
 		}
+		text = i
 	}
-	return out.Bytes(), strings.NewReplacer(restore...)
+	flush(len(s))
 }
 
 // expandScalar expands the references in scalar n's value.
@@ -153,34 +193,23 @@ func expandValue(s string, lookupEnv func(string) (string, bool)) (string, []env
 		problems []envProblem
 	)
 	out.Grow(len(s))
-	for i := 0; i < len(s); {
-		if s[i] != '$' || i+1 == len(s) {
-			out.WriteByte(s[i])
-			i++
-			continue
-		}
-		at := i
+	scanRefs(s, func(t refToken) {
 		fail := func(format string, args ...any) {
-			problems = append(problems, envProblem{at, fmt.Sprintf(format, args...)})
+			problems = append(problems, envProblem{t.at, fmt.Sprintf(format, args...)})
 		}
-		switch s[i+1] {
-		case '$':
+		switch t.kind {
+		case refText:
+			out.WriteString(t.raw)
+		case refDollar:
 			out.WriteByte('$')
-			i += 2
-		case '{':
-			end := strings.IndexAny(s[i+2:], "}\n")
-			if end < 0 || s[i+2+end] == '\n' {
-				fail("unterminated \"${\": want ${NAME} or ${NAME:-default} ($$ for a literal $)")
-				out.WriteString("${")
-				i += 2
-				continue
-			}
-			ref := s[i+2 : i+2+end]
-			i += 2 + end + 1
-			name, def, hasDefault := strings.Cut(ref, ":-")
+		case refUnfinished:
+			fail("unterminated \"${\": want ${NAME} or ${NAME:-default} ($$ for a literal $)")
+			out.WriteString(t.raw)
+		case refWhole:
+			name, def, hasDefault := strings.Cut(t.ref, ":-")
 			if !envName.MatchString(name) {
-				fail("bad reference \"${%s}\": want ${NAME} or ${NAME:-default} ($$ for a literal $)", ref)
-				continue
+				fail("bad reference \"${%s}\": want ${NAME} or ${NAME:-default} ($$ for a literal $)", t.ref)
+				return
 			}
 			val, ok := lookupEnv(name)
 			switch {
@@ -188,13 +217,10 @@ func expandValue(s string, lookupEnv func(string) (string, bool)) (string, []env
 				val = def
 			case !ok:
 				fail("environment variable %s is not set (write ${%s:-default} to give a default)", name, name)
-				continue
+				return
 			}
 			out.WriteString(val)
-		default:
-			out.WriteByte('$')
-			i++
 		}
-	}
+	})
 	return out.String(), problems
 }

@@ -830,9 +830,8 @@ func (b *Binding) emit(agent, typ string, data map[string]any) {
 }
 
 // rejectedID is the id agent knows a message whose body was refused by,
-// as far as it can be told: its Nats-Msg-Id (natsbus.PlainMsgID), else
-// the "id" of a JSON object body that has one, else its stream sequence
-// (what messageID would have made).
+// as far as it can be told: messageID's, with the "id" of a JSON object
+// body that has one as the envelope's id.
 func rejectedID(agent string, h nats.Header, data []byte, meta *jetstream.MsgMetadata) string {
 	var env struct {
 		ID string `json:"id"`
@@ -840,14 +839,8 @@ func rejectedID(agent string, h nats.Header, data []byte, meta *jetstream.MsgMet
 	if json.Unmarshal(data, &env) != nil {
 		env.ID = ""
 	}
-	bodyID := strings.TrimSpace(env.ID)
-	if id := natsbus.PlainMsgID(agent, h.Get(nats.MsgIdHdr), bodyID); id != "" {
-		return id
-	}
-	if bodyID != "" {
-		return bodyID
-	}
-	return meta.Stream + "-seq-" + strconv.FormatUint(meta.Sequence.Stream, 10)
+	id, _ := messageID(agent, h, inbox.Body{ID: strings.TrimSpace(env.ID)}, meta)
+	return id
 }
 
 // messageID returns the idempotency key agent knows the message by and

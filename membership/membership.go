@@ -38,10 +38,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/natsbus/subject"
 )
 
 // Subject returns the membership subject under a subject prefix.
-func Subject(prefix string) string { return prefix + "._members" }
+func Subject(prefix string) string { return prefix + "." + subject.MembersToken }
 
 // DefaultInterval is the heartbeat interval when Options.Interval is 0.
 const DefaultInterval = time.Second

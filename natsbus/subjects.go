@@ -1,6 +1,10 @@
 package natsbus
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/agent-worker/agent-worker/natsbus/subject"
+)
 
 // Subjects names the contract's subjects under one prefix (default
 // "agents"):
@@ -21,7 +25,7 @@ import "strings"
 type Subjects struct{ Prefix string }
 
 // subagentsToken is the agent-position token of the subagent subjects.
-const subagentsToken = "_subagents"
+const subagentsToken = subject.SubagentsToken
 
 // SubagentJobs is the subject subagent jobs are queued on.
 func (s Subjects) SubagentJobs() string { return s.Prefix + "." + subagentsToken + ".jobs" }

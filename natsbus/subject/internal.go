@@ -4,6 +4,16 @@ package subject
 // every agent subject.
 const DefaultPrefix = "agents"
 
+// Tokens in the agent position of a subject under the prefix that name no
+// agent but the worker's own subjects (agent names cannot start with
+// "_"): natsbus.Subjects builds the subagents' subjects on
+// SubagentsToken, package membership its heartbeat subject on
+// MembersToken.
+const (
+	SubagentsToken = "_subagents"
+	MembersToken   = "_members"
+)
+
 // Reserved is a space of subjects the worker keeps to itself: a message
 // published there by anyone but the worker could rewrite its state, pose
 // as an operator or forge what an agent did.
@@ -31,6 +41,7 @@ func Internal(prefix string) []Reserved {
 		prefix = DefaultPrefix
 	}
 	p := prefix + "."
+	sub := p + SubagentsToken + "."
 	return []Reserved{
 		{"$KV.>", "the worker's state in JetStream KV ($KV.>)"},
 		{"$O.>", "the JetStream object stores ($O.>)"},
@@ -40,11 +51,11 @@ func Internal(prefix string) []Reserved {
 		{p + "*.control", "the worker's control subjects (" + p + "<agent>.control)"},
 		{p + "*.events.>", "the worker's event subjects (" + p + "<agent>.events.<type>)"},
 		{p + "*.dlq", "the worker's dead-letter subjects (" + p + "<agent>.dlq)"},
-		{p + "_subagents.jobs", "the worker's subagent job queue (" + p + "_subagents.jobs)"},
-		{p + "_subagents.charges.*", "the worker's subagent spend reports (" + p + "_subagents.charges.<parent>)"},
-		{p + "_subagents.notice.*", "the worker's subagent halt notices (" + p + "_subagents.notice.<parent>)"},
-		{p + "_subagents.admit.*", "the worker's subagent admission requests (" + p + "_subagents.admit.<parent>)"},
-		{p + "_members", "the worker's membership subject (" + p + "_members)"},
+		{sub + "jobs", "the worker's subagent job queue (" + sub + "jobs)"},
+		{sub + "charges.*", "the worker's subagent spend reports (" + sub + "charges.<parent>)"},
+		{sub + "notice.*", "the worker's subagent halt notices (" + sub + "notice.<parent>)"},
+		{sub + "admit.*", "the worker's subagent admission requests (" + sub + "admit.<parent>)"},
+		{p + MembersToken, "the worker's membership subject (" + p + MembersToken + ")"},
 	}
 }
 

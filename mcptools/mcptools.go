@@ -120,7 +120,7 @@ func Start(servers map[string]config.MCPServer, opts Options) (*Servers, error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Servers{opts: opts, servers: map[string]*server{}, cancel: cancel}
 	for name, cfg := range servers {
-		srv, err := newServer(name, cfg, opts.Log, opts)
+		srv, err := newServer(name, cfg, opts)
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("mcp_servers.%s: %w", name, err)
@@ -183,7 +183,7 @@ func (srv *server) status() Status {
 
 // newServer is server name, down until it connects, with its headers and
 // environment read from the worker's.
-func newServer(name string, cfg config.MCPServer, log *slog.Logger, opts Options) (*server, error) {
+func newServer(name string, cfg config.MCPServer, opts Options) (*server, error) {
 	h, err := headers(cfg)
 	if err != nil {
 		return nil, err
@@ -192,7 +192,7 @@ func newServer(name string, cfg config.MCPServer, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
-	return &server{name: name, cfg: cfg, log: log.With("mcp_server", name), opts: opts, headers: h, env: env,
+	return &server{name: name, cfg: cfg, log: opts.Log.With("mcp_server", name), opts: opts, headers: h, env: env,
 		err: errors.New("not connected yet"), since: time.Now()}, nil
 }
 
@@ -496,7 +496,7 @@ func Check(ctx context.Context, name string, cfg config.MCPServer, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	srv, err := newServer(name, cfg, log, Options{})
+	srv, err := newServer(name, cfg, Options{Log: log})
 	if err != nil {
 		return nil, err
 	}

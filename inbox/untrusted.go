@@ -67,8 +67,9 @@ func clean(s, br string) string {
 			continue
 		}
 		if a, ok := angle(r); ok {
-			n := angleRun(rs, i)
-			if run > 0 || n >= 3 {
+			// The run's length is counted once, at its first rune: a
+			// stranger's text of nothing but brackets stays linear.
+			if run > 0 || angleRun(rs, i) >= 3 {
 				// Part of a run of three or more: spaced ASCII.
 				if run > 0 {
 					b.WriteByte(' ')

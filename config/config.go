@@ -187,6 +187,14 @@ func (n NATS) ConsumerLimit(agents int) int {
 	return max(DefaultServerMaxConsumers, 2*ConsumersNeeded(agents))
 }
 
+// EmbeddedOnLoopback reports whether the worker runs its embedded NATS
+// server (no url) and it listens on this machine only: "-1" or "" (a free
+// port on 127.0.0.1) or a loopback address. Then nobody off the machine
+// can publish to it.
+func (n NATS) EmbeddedOnLoopback() bool {
+	return n.URL == "" && (n.Listen == "-1" || n.Listen == "" || IsLoopback(n.Listen))
+}
+
 // Authenticated reports whether n names credentials a server can check:
 // a token, a user with a password, an NKey seed or a creds file.
 func (n NATS) Authenticated() bool {

@@ -206,7 +206,7 @@ func (v *validator) config(c *Config) {
 	if apiOK && len(c.API.Tokens) == 0 && !IsLoopback(c.API.Listen) {
 		v.at(root.key("api", "listen"), "%q is reachable beyond loopback and api.tokens is empty: anyone who can reach it could pause agents and add budget; add a token to api.tokens or listen on 127.0.0.1", c.API.Listen)
 	}
-	if natsOK && c.NATS.URL == "" && c.NATS.Listen != "-1" && !IsLoopback(c.NATS.Listen) && !c.NATS.Authenticated() {
+	if natsOK && c.NATS.URL == "" && !c.NATS.EmbeddedOnLoopback() && !c.NATS.Authenticated() {
 		v.at(root.key("nats", "listen"), "the embedded NATS server on %q is reachable beyond loopback without authentication: anyone who can reach it could publish to inboxes, pause agents and read the state store; set nats.token_env or nats.token_file (or nats.user with password_env/password_file, or nats.nkey_file), or listen on 127.0.0.1", c.NATS.Listen)
 	}
 	if c.NATS.User != "" && c.NATS.PasswordEnv != "" && c.NATS.PasswordFile != "" {

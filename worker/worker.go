@@ -268,7 +268,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	w.ctl, err = control.New(control.Options{Driver: w.driver, Guard: w.guard, Scheduler: sched, Owner: &w.owner,
 		Holder: holder, Conn: w.conn.NC, Subjects: subjects, Log: o.Log,
-		Tokens: w.tokens, Seal: w.seal, LoopbackNATS: w.conn.Embedded && embeddedOnLoopback(cfg.NATS),
+		Tokens: w.tokens, Seal: w.seal, LoopbackNATS: w.conn.Embedded && cfg.NATS.EmbeddedOnLoopback(),
 		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder,
 			NotConsuming: w.binding.BindError})})
 	if err != nil {
@@ -536,13 +536,6 @@ func loadTokens(in []config.Token) (*access.Tokens, error) {
 		return nil, err
 	}
 	return access.NewTokens(set), nil
-}
-
-// embeddedOnLoopback reports whether the embedded NATS server listens on
-// loopback only ("-1" and "" listen on 127.0.0.1), so nobody off this
-// machine can publish on the control subject.
-func embeddedOnLoopback(cfg config.NATS) bool {
-	return cfg.Listen == "-1" || cfg.Listen == "" || config.IsLoopback(cfg.Listen)
 }
 
 // ReloadTokens re-reads the values of the operator API's tokens

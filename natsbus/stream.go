@@ -18,7 +18,8 @@ type StreamSpec struct {
 	// subject an agent binds.
 	Subjects        []string
 	DuplicateWindow time.Duration
-	// MaxAge bounds how long an unhandled message is kept. Default 7 days.
+	// MaxAge bounds how long a message is kept. Zero: 7 days; negative:
+	// no maximum age.
 	MaxAge time.Duration
 	// WorkQueue makes a work-queue stream (each message is removed once
 	// one consumer acks it; consumers' filters must not overlap) instead
@@ -30,8 +31,20 @@ type StreamSpec struct {
 	// events stream (package eventstream) is one. Not with WorkQueue.
 	Limits bool
 	// MaxBytes bounds the stream's size: beyond it the oldest messages are
-	// removed. Zero: unlimited.
+	// removed (with DiscardNew: new ones are refused). Zero: unlimited.
 	MaxBytes int64
+	// MaxMsgsPerSubject bounds the messages kept per subject (zero:
+	// unlimited); with DiscardNew a subject at the bound refuses new
+	// messages — its publisher gets an error — while other subjects
+	// still take theirs.
+	MaxMsgsPerSubject int64
+	// DiscardNew refuses new messages when MaxBytes or MaxMsgsPerSubject
+	// is reached, instead of removing the oldest: nothing unhandled is
+	// removed to make room. Only with Limits.
+	DiscardNew bool
+	// AllowDirect lets any server with a copy answer direct gets
+	// (DirectBatch), so reading the log does not go through the leader.
+	AllowDirect bool
 	// Description is the stream's description. Default: the input
 	// stream's.
 	Description string
@@ -72,18 +85,22 @@ var ErrStreamConflict = errors.New("stream conflict")
 // storage differ (which JetStream cannot change in place), is an error
 // wrapping ErrStreamConflict that says what differs; nothing is changed.
 //
-// The input stream uses interest retention: a message is removed once
-// every agent that it is for has acked it, so handled input does not pile
-// up. A spec with WorkQueue uses work-queue retention instead: a message
-// is removed once one consumer acked it; one with Limits keeps messages
-// until MaxAge or MaxBytes removes the oldest (and MaxBytes is brought up
-// to date as well).
+// A spec with Limits keeps messages until they are purged or a limit
+// removes (or, with DiscardNew, refuses) them: the agents' input stream is
+// one, a log its readers purge below their cursors (package natsinbox).
+// One with WorkQueue uses work-queue retention: a message is removed once
+// one consumer acked it. Neither: interest retention, a message is
+// removed once every consumer it is for acked it (the input stream's
+// layout before the log; natsinbox converts it).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, log *slog.Logger) (jetstream.Stream, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if spec.MaxAge == 0 {
+	switch {
+	case spec.MaxAge == 0:
 		spec.MaxAge = 7 * 24 * time.Hour
+	case spec.MaxAge < 0:
+		spec.MaxAge = 0 // JetStream's "no maximum age"
 	}
 	if spec.Description == "" {
 		spec.Description = "agent-worker: agents' inbox and deferred input"
@@ -99,6 +116,16 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		retention = jetstream.WorkQueuePolicy
 	case spec.Limits:
 		retention = jetstream.LimitsPolicy
+	case spec.DiscardNew:
+		return nil, fmt.Errorf("stream %s: discarding new messages needs a limits-based stream", spec.Name)
+	}
+	discard := jetstream.DiscardOld
+	if spec.DiscardNew {
+		discard = jetstream.DiscardNew
+	}
+	maxPerSubject := spec.MaxMsgsPerSubject
+	if maxPerSubject <= 0 {
+		maxPerSubject = -1
 	}
 	maxBytes := spec.MaxBytes
 	if maxBytes <= 0 {
@@ -113,12 +140,16 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		Subjects:    subjects,
 		Retention:   retention,
 		Storage:     jetstream.FileStorage,
-		Discard:     jetstream.DiscardOld,
+		Discard:     discard,
 		MaxAge:      spec.MaxAge,
 		MaxBytes:    maxBytes,
 		Duplicates:  spec.DuplicateWindow,
 		Replicas:    max(spec.Replicas, 1),
 		Metadata:    map[string]string{managedKey: "1"},
+
+		MaxMsgsPerSubject:    maxPerSubject,
+		DiscardNewPerSubject: spec.DiscardNew && maxPerSubject > 0,
+		AllowDirect:          spec.AllowDirect,
 	}
 	if spec.MaxConsumers > 0 {
 		want.MaxConsumers = spec.MaxConsumers
@@ -153,13 +184,15 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	}
 	sameReplicas := have.Replicas == want.Replicas
 	sameRest := slices.Equal(have.Subjects, want.Subjects) && have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge &&
-		have.MaxBytes == want.MaxBytes && have.MaxConsumers == want.MaxConsumers
+		have.MaxBytes == want.MaxBytes && have.MaxConsumers == want.MaxConsumers && have.Discard == want.Discard &&
+		have.MaxMsgsPerSubject == want.MaxMsgsPerSubject && have.DiscardNewPerSubject == want.DiscardNewPerSubject && have.AllowDirect == want.AllowDirect
 	if sameRest && sameReplicas {
 		return s, nil
 	}
 	upd := have
 	upd.Subjects, upd.Duplicates, upd.MaxAge, upd.Replicas = want.Subjects, want.Duplicates, want.MaxAge, want.Replicas
 	upd.MaxBytes, upd.MaxConsumers = want.MaxBytes, want.MaxConsumers
+	upd.Discard, upd.MaxMsgsPerSubject, upd.DiscardNewPerSubject, upd.AllowDirect = want.Discard, want.MaxMsgsPerSubject, want.DiscardNewPerSubject, want.AllowDirect
 	s, err = js.UpdateStream(ctx, upd)
 	if err != nil {
 		return nil, fmt.Errorf("update stream %s to subjects %v, %d replicas%s: %w", spec.Name, subjects, want.Replicas, replicasHint(err, want.Replicas), err)
@@ -171,7 +204,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	}
 	if !sameRest {
 		log.Info("stream updated", "stream", spec.Name, "subjects", subjects, "was", have.Subjects, "duplicate_window", want.Duplicates,
-			"max_age", want.MaxAge, "max_bytes", want.MaxBytes, "max_consumers", want.MaxConsumers)
+			"max_age", want.MaxAge, "max_bytes", want.MaxBytes, "max_consumers", want.MaxConsumers,
+			"max_msgs_per_subject", want.MaxMsgsPerSubject, "discard", want.Discard.String(), "allow_direct", want.AllowDirect)
 	}
 	return s, nil
 }

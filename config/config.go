@@ -62,13 +62,22 @@ func (c *Config) Written(path string) bool {
 // ("agents[0].budgets.daily_usd"): the line of the nearest key of it
 // that the file has; just the path for a Config not read from a file.
 func (c *Config) Where(path string) string {
+	if l := c.line(path); l > 0 && c.File != "" {
+		return fmt.Sprintf("%s:%d: %s", c.File, l, path)
+	}
+	return path
+}
+
+// line is the line of the nearest key of path that the file has; 0 when
+// it has none.
+func (c *Config) line(path string) int {
 	for p := path; ; {
-		if l, ok := c.lines[p]; ok && c.File != "" {
-			return fmt.Sprintf("%s:%d: %s", c.File, l, path)
+		if l, ok := c.lines[p]; ok {
+			return l
 		}
 		i := strings.LastIndexAny(p, ".[")
 		if i <= 0 {
-			return path
+			return 0
 		}
 		p = p[:i]
 	}
@@ -103,8 +112,32 @@ type NATS struct {
 	Listen string `yaml:"listen"`
 	// SubjectPrefix is the first token of every agent subject. Default "agents".
 	SubjectPrefix string `yaml:"subject_prefix"`
-	// Stream is the JetStream stream name. Default "AGENTS".
+	// Stream is the JetStream stream holding the agents' input, a log
+	// with limits retention: each agent's cursor (the last sequence it
+	// handled, kept in its turn record) says what it has handled, and one
+	// router per replica reads the stream. The worker creates it, and
+	// converts a stream of the older interest-retention layout in place.
+	// Default "AGENTS".
 	Stream string `yaml:"stream"`
+	// MaxMsgsPerSubject is how many messages Stream keeps per subject
+	// (one agent's inbox, its deferred input, each subject its subscribe
+	// patterns match). New messages are discarded per subject: when one
+	// agent's backlog is full, only its own publishers are refused; the
+	// other agents' input still flows. Zero (the default): 100,000; -1:
+	// no limit; otherwise at least 1.
+	MaxMsgsPerSubject int `yaml:"max_msgs_per_subject"`
+	// MaxBytes bounds the size of Stream. New messages are discarded:
+	// when it is full every publish is refused. The worker's own
+	// publishers (the API, send, the Alertmanager receiver, subagent
+	// reports, DLQ replay) return the refusal as an error; a core-NATS
+	// publish is dropped by the server without a word to its publisher.
+	// Zero (the default): 1 GiB; -1: no limit; otherwise at least 1 MiB
+	// and at least MaxMessageBytes.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxAge is how long Stream keeps a message: one not handled by then
+	// is removed unhandled. Zero (the default): no maximum age, a message
+	// stays until its agent handles it. Otherwise at least 1m.
+	MaxAge Duration `yaml:"max_age"`
 	// MaxMessageBytes bounds an inbound body. Default 65536.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// DLQMaxAge and DLQMaxBytes bound the dead-letter stream (<stream>_DLQ
@@ -128,25 +161,26 @@ type NATS struct {
 	// took it. An existing stream or bucket created with another count is
 	// changed to this one in place.
 	Replicas int `yaml:"replicas"`
-	// AckWait is how long the server waits for an ack before redelivering
-	// a message. The worker keeps waiting messages alive with in-progress
-	// acks (every third of it), so this bounds only how soon a crashed
-	// worker's messages are redelivered. Default 10s: shorter than the
-	// lease's move (lease.ttl), so a dead replica's messages are ready
-	// for the new owner by the time it takes the agent.
+	// AckWait is how long the server waits for an ack of a subagent job
+	// (<Stream>_SUBAGENTS) before redelivering it. Running jobs are kept
+	// alive with in-progress acks (every third of it), so this bounds only
+	// how soon a crashed replica's subagent jobs are redelivered. Default
+	// 10s. It no longer applies to agents' input, which has no ack
+	// deadline: a new owner reads on from the agent's cursor as soon as it
+	// holds the lease (Lease.TTL); Warnings says so when the file sets it.
 	AckWait Duration `yaml:"ack_wait"`
-	// MaxConsumers is the consumer limit set on the input stream (Stream).
-	// Every agent has two durable consumers on it (wake and deferred
-	// input), shared by all replicas, plus one for input to unknown
-	// agents: ConsumersNeeded. Without a limit of its own a stream gets
-	// the server's default (nats-server: 1,000 per stream), which holds
-	// 499 agents. Zero (the default): ConsumerLimit's automatic value.
+	// MaxConsumers is accepted so that older files load, and ignored:
+	// agents no longer hold consumers on Stream (one router per replica
+	// reads it). Warnings says so when the file sets it.
+	//
+	// Deprecated: the key is ignored.
 	MaxConsumers int `yaml:"max_consumers"`
-	// HandledIDs bounds how many handled message ids each agent's record
-	// remembers (for a day at most): a redelivery or republish of one of
-	// them is acked without a turn. The record is one store key per
-	// agent, about 32 bytes per id, written once per settled batch.
-	// Zero (the default): 1,000.
+	// HandledIDs is accepted so that older files load, and ignored:
+	// handled messages are no longer recorded by id, a message is handled
+	// when its sequence is at or below its agent's cursor. Warnings says
+	// so when the file sets it.
+	//
+	// Deprecated: the key is ignored.
 	HandledIDs int `yaml:"handled_ids"`
 	// Authentication. With an external server (URL set) these are the
 	// worker's credentials. With the embedded server they are also what
@@ -164,27 +198,52 @@ type NATS struct {
 	TLS          TLS    `yaml:"tls"`
 }
 
-// ConsumersNeeded is how many consumers agents agents hold on the input
-// stream: a wake and a deferred consumer each (durable, shared by every
-// replica, so replicas do not multiply it), plus the one that
-// dead-letters input for unknown agents.
+// ConsumersNeeded is how many consumers agents agents held on the input
+// stream in the interest-retention layout: a wake and a deferred consumer
+// each, plus the one that dead-lettered input for unknown agents.
+//
+// Deprecated: agents hold no consumers on the input stream; one router
+// per replica reads it.
 func ConsumersNeeded(agents int) int { return 2*agents + 1 }
 
 // DefaultServerMaxConsumers is nats-server's default consumer limit per
 // stream (JetStream limits default_max_consumers,
 // server.JSDefaultMaxConsumersPerStream), in force for a stream that has
 // no limit of its own and an account without one.
+//
+// Deprecated: the input stream no longer holds a consumer per agent, so
+// the worker no longer sizes its consumer limit.
 const DefaultServerMaxConsumers = 1000
 
-// ConsumerLimit is the consumer limit the input stream gets for agents
-// agents: MaxConsumers when set, else twice what they need (room for
-// agents added while replicas with the older config still run, and for
-// operators' own consumers), at least the server's default.
+// ConsumerLimit is the consumer limit the input stream got for agents
+// agents in the interest-retention layout: MaxConsumers when set, else
+// twice what they need, at least the server's default.
+//
+// Deprecated: nats.max_consumers is ignored; one router per replica reads
+// the input stream.
 func (n NATS) ConsumerLimit(agents int) int {
 	if n.MaxConsumers > 0 {
 		return n.MaxConsumers
 	}
 	return max(DefaultServerMaxConsumers, 2*ConsumersNeeded(agents))
+}
+
+// InputLimits are the bounds of the input stream (Stream) in JetStream's
+// terms, whether or not defaults were applied: a zero MaxMsgsPerSubject
+// or MaxBytes is its default, and -1 (any negative value) means no limit,
+// as JetStream's StreamConfig has it. maxAge 0 means no maximum age, as
+// JetStream's MaxAge has it.
+func (n NATS) InputLimits() (maxMsgsPerSubject int64, maxBytes int64, maxAge time.Duration) {
+	limit := func(v, def int64) int64 {
+		switch {
+		case v < 0:
+			return -1
+		case v == 0:
+			return def
+		}
+		return v
+	}
+	return limit(int64(n.MaxMsgsPerSubject), defaultMaxMsgsPerSubject), limit(n.MaxBytes, defaultInputMaxBytes), max(n.MaxAge.D(), 0)
 }
 
 // EmbeddedOnLoopback reports whether the worker runs its embedded NATS

@@ -6,6 +6,13 @@ import (
 	"github.com/agent-worker/agent-worker/natsbus/subject"
 )
 
+// The input stream's bounds (nats.max_msgs_per_subject, nats.max_bytes),
+// also NATS.InputLimits's answer for a zero field.
+const (
+	defaultMaxMsgsPerSubject = 100_000
+	defaultInputMaxBytes     = 1 << 30
+)
+
 // applyDefaults fills every unset (zero) field that has a default. It is the
 // only place defaults are decided; the field comments in config.go state
 // them. A field explicitly set to its zero value (inbox.cap: 0, sleep.max:
@@ -34,9 +41,9 @@ func applyDefaults(c *Config) {
 	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
 	setDuration(&c.NATS.AckWait, 10*time.Second)
 	setDuration(&c.NATS.DLQMaxAge, 7*24*time.Hour)
-	if c.NATS.DLQMaxBytes == 0 {
-		c.NATS.DLQMaxBytes = 256 << 20
-	}
+	setInt64(&c.NATS.DLQMaxBytes, 256<<20)
+	setInt(&c.NATS.MaxMsgsPerSubject, defaultMaxMsgsPerSubject)
+	setInt64(&c.NATS.MaxBytes, defaultInputMaxBytes)
 	setInt(&c.NATS.Replicas, 1)
 	applyEventsDefaults(&c.Events)
 
@@ -124,6 +131,12 @@ func setString(p *string, def string) {
 }
 
 func setInt(p *int, def int) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+func setInt64(p *int64, def int64) {
 	if *p == 0 {
 		*p = def
 	}

@@ -39,10 +39,6 @@ var (
 	namePattern = regexp.MustCompile(`^[a-z0-9_-]+$`)
 )
 
-// maxHandledIDs bounds nats.handled_ids: a record of that many ids (32
-// bytes each) stays well inside NATS's default 1 MB payload limit.
-const maxHandledIDs = 20000
-
 // cronParser accepts what the scheduler accepts: five fields, an optional
 // leading seconds field, or a descriptor ("@daily", "@every 10m").
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -156,15 +152,14 @@ func (v *validator) config(c *Config) {
 	if c.NATS.AckWait > 0 && c.NATS.AckWait.D() < time.Second {
 		v.at(root.key("nats", "ack_wait"), "must be at least 1s; got %v", c.NATS.AckWait.D())
 	}
-	switch n, need := c.NATS.MaxConsumers, ConsumersNeeded(len(c.Agents)); {
-	case n < 0:
-		v.at(root.key("nats", "max_consumers"), "must not be negative (0 sets it from the number of agents); got %d", n)
-	case n > 0 && n < need:
-		v.at(root.key("nats", "max_consumers"), "%d consumers cannot hold %d agents: each has two (wake and deferred input) and one more reads input for unknown agents, %d in all; set at least %d, or 0 to size it from the agents (%d)", n, len(c.Agents), need, need, max(DefaultServerMaxConsumers, 2*need))
+	// Ignored keys, accepted so that older files load (Warnings says so).
+	if n := c.NATS.MaxConsumers; n < 0 {
+		v.at(root.key("nats", "max_consumers"), "must not be negative; got %d", n)
 	}
-	if n := c.NATS.HandledIDs; n < 0 || n > maxHandledIDs {
-		v.at(root.key("nats", "handled_ids"), "must be between 0 (the default, 1000) and %d; got %d", maxHandledIDs, n)
+	if n := c.NATS.HandledIDs; n < 0 {
+		v.at(root.key("nats", "handled_ids"), "must not be negative; got %d", n)
 	}
+	v.inputLimits(root.key("nats"), c.NATS)
 	switch n := c.NATS.Replicas; {
 	case !slices.Contains(natsReplicas, n):
 		v.at(root.key("nats", "replicas"), "must be 1, 3 or 5 (an odd number of copies, so that a majority of them outlives a lost server); got %d", n)
@@ -609,6 +604,32 @@ func (v *validator) listen(p path, addr string, random bool) bool {
 		return false
 	}
 	return true
+}
+
+// minInputMaxBytes is the floor of nats.max_bytes: a smaller input stream
+// holds too little to be meant.
+const minInputMaxBytes = 1 << 20
+
+// inputLimits checks the input stream's bounds under p (nats): each
+// count or size -1 (no limit) or a real bound, and a size that holds at
+// least one message of max_message_bytes.
+func (v *validator) inputLimits(p path, n NATS) {
+	if m := n.MaxMsgsPerSubject; m != -1 && m < 1 {
+		v.at(p.key("max_msgs_per_subject"), "must be -1 (no limit) or at least 1; got %d", m)
+	}
+	switch b := n.MaxBytes; {
+	case b == -1:
+	case b < minInputMaxBytes:
+		v.at(p.key("max_bytes"), "must be -1 (no limit) or at least %d (1 MiB); got %d", minInputMaxBytes, b)
+	case b < int64(n.MaxMessageBytes):
+		v.at(p.key("max_bytes"), "must be at least nats.max_message_bytes (%d), or a message that large could never be stored; got %d", n.MaxMessageBytes, b)
+	}
+	switch d := n.MaxAge.D(); {
+	case d < 0:
+		v.duration(p.key("max_age"), n.MaxAge)
+	case d > 0 && d < time.Minute:
+		v.at(p.key("max_age"), "must be 0 (no maximum age) or at least 1m; got %v", d)
+	}
 }
 
 // inflight checks api.max_inflight_bytes against the body limits: below

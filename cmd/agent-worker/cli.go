@@ -218,7 +218,7 @@ func (c *cli) validateCmd() *cobra.Command {
 			}
 			warnings := configWarnings(cfg)
 			for _, w := range warnings {
-				fmt.Fprintln(c.stderr, w)
+				fmt.Fprintln(c.stderr, w.String())
 			}
 			if strict && len(warnings) > 0 {
 				return configError{fmt.Errorf("%s: %d warning(s), and --strict", file, len(warnings))}
@@ -261,11 +261,12 @@ func versionLine() string {
 }
 
 // configWarnings are what a config asks for that cannot take effect as
-// written: a cost ceiling it sets on an agent whose model has no price
-// (it costs $0 here, so the ceiling never binds).
-func configWarnings(cfg *config.Config) []string {
+// written: the config's own (config.Config.Warnings: deprecated keys,
+// nats.max_age), then each cost ceiling it sets on an agent whose model
+// has no price (it costs $0 here, so the ceiling never binds).
+func configWarnings(cfg *config.Config) []config.Warning {
 	prices := guard.NewPrices(cfg.Pricing)
-	var out []string
+	out := cfg.Warnings()
 	unpricedAgents := 0
 	for i, a := range cfg.Agents {
 		def := cfg.Models[a.Model]
@@ -283,12 +284,12 @@ func configWarnings(cfg *config.Config) []string {
 		}{{"turn_usd", a.Budgets.TurnUSD}, {"session_usd", a.Budgets.SessionUSD}, {"daily_usd", a.Budgets.DailyUSD}} {
 			p := fmt.Sprintf("agents[%d].budgets.%s", i, b.key)
 			if b.usd > 0 && cfg.Written(p) {
-				out = append(out, fmt.Sprintf("%s: warning: model %q (%s) has no price, so it costs $0 here and this $%g ceiling cannot bind; add %q to pricing, or rely on limits (tokens, turns)", cfg.Where(p), a.Model, name, b.usd, name))
+				out = append(out, cfg.WarningAt(p, fmt.Sprintf("model %q (%s) has no price, so it costs $0 here and this $%g ceiling cannot bind; add %q to pricing, or rely on limits (tokens, turns)", a.Model, name, b.usd, name)))
 			}
 		}
 	}
 	if p := "guardrails.worker_daily_usd"; cfg.Guardrails.WorkerDailyUSD > 0 && cfg.Written(p) && unpricedAgents > 0 {
-		out = append(out, fmt.Sprintf("%s: warning: %d agent(s) use a model with no price: their spend is $0 here and does not count against this ceiling", cfg.Where(p), unpricedAgents))
+		out = append(out, cfg.WarningAt(p, fmt.Sprintf("%d agent(s) use a model with no price: their spend is $0 here and does not count against this ceiling", unpricedAgents)))
 	}
 	return out
 }

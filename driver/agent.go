@@ -91,11 +91,13 @@ type Agent struct {
 	turns       uint64
 	last        *TurnSummary
 	// handled maps the ids of messages handled by the turns in the
-	// history window to their turn: a message delivered again after its
-	// turn was recorded (the worker died before the ack) is acked, not
-	// run twice.
+	// history window to their turn, for Message.
 	handled map[string]uint64
-	mem     memState // the running memory (memory.go)
+	// input is the durable input log (nil without one); lg the agent's
+	// place in it (log.go).
+	input Log
+	lg    logState
+	mem   memState // the running memory (memory.go)
 	// current is the running turn and the messages it took (Message);
 	// records keeps turn summaries and dead-letter records (turnlog).
 	current *runningTurn
@@ -144,6 +146,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		store:   deps.Store,
 		sched:   deps.Scheduler,
 		health:  deps.Health,
+		input:   deps.Input,
 		handled: map[string]uint64{},
 		signal:  make(chan struct{}, 1),
 
@@ -231,38 +234,28 @@ func (a *Agent) Send(m inbox.Message) {
 	if m.Kind == "" {
 		m.Kind = inbox.Wake
 	}
-	wake, queued := a.pushUnlessHandled(m)
-	if !queued {
-		return
-	}
-	data := map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source}
-	if m.Redelivered {
-		data["redelivered"] = true
-	}
-	a.emit(events.MessageQueued, data)
-	if wake {
-		c := Cause{Source: SourceInbox, At: m.Received}
-		switch m.Via {
-		case inbox.ViaAlertmanager:
-			c.Source = SourceAlertmanager
-		case ViaSubagent:
-			c.Source, c.Name = SourceSubagent, m.From
-		}
-		a.Wake(c)
-	}
+	a.inbox.Push(m)
+	a.queued(m, false)
 }
 
 // ViaSubagent is inbox.Message.Via of a background subagent's report that
-// arrived over NATS (the binding maps the Agent-Worker-Via header
-// natsinbox.ViaSubagent to it): Send wakes the agent with source subagent,
+// arrived over NATS (the log maps the Agent-Worker-Via header
+// natsinbox.ViaSubagent to it): the agent wakes with source subagent,
 // named by the message's From (the subagent's id), as Report does for a
 // report made in this process. Like any Via it only labels the wake.
 const ViaSubagent = "subagent"
 
+// onDrop is told of a message the inbox gave up (failed in too many
+// turns; a memory-only message over the cap): one from the log is
+// dead-lettered there, one only memory held gets a dead-letter record.
 func (a *Agent) onDrop(m inbox.Message, reason string) {
+	dead := false
+	if m.Pos.InLog() && a.input != nil {
+		dead = a.deadLetter(m, DropReason, reason)
+	}
 	a.recordDrop(m, DropReason, reason)
-	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason)
-	a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": reason})
+	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason, "dead_lettered", dead)
+	a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": reason, "dead_lettered": dead})
 }
 
 // Report queues a background subagent's report and wakes the agent with
@@ -359,16 +352,16 @@ func (a *Agent) Resume(message string) error {
 // ResumeAs is Resume on behalf of by; its events (resumed, wake) carry
 // by's caller and reason. With dropQueued it first abandons every message
 // waiting in the inbox (wake and deferred): each is dropped with reason
-// ReasonOperatorDropped — its Receipt is told, so a NATS message is
-// dead-lettered with that reason and never delivered again — and a
-// message-dropped event and a log line name it; none is dropped silently.
-// It returns how many were dropped.
+// ReasonOperatorDropped — a message from the log is dead-lettered with
+// that reason and the agent's cursors pass it — and a message-dropped
+// event and a log line name it; none is dropped silently. It returns how
+// many were dropped.
 //
 // Dropping and opening the gate are one step under the agent's lock, so
 // the resumed turn sees none of the dropped messages and every message
 // that arrives after it. Not dropped: the messages of a turn still running
-// (they are not queued), and messages JetStream has not delivered yet
-// because the inbox was at its cap; they arrive after and run.
+// (they are not queued), and messages the inbox has not read from the
+// log yet because it was at its cap; they are read after and run.
 func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int, err error) {
 	a.mu.Lock()
 	if a.stopping {
@@ -408,16 +401,18 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 	return len(abandoned), nil
 }
 
-// abandon drops a queued message an operator gave up: its receipt
-// dead-letters it (NATS), and the log and a message-dropped event say so.
+// abandon drops a queued message an operator gave up: one from the log is
+// dead-lettered there, and the log and a message-dropped event say so.
 func (a *Agent) abandon(m inbox.Message, by Audit) {
-	if m.Receipt != nil {
-		m.Receipt.Dropped(ReasonOperatorDropped)
+	const detail = "an operator abandoned the queued message (resume with drop_queued)"
+	dead := false
+	if m.Pos.InLog() && a.input != nil {
+		dead = a.deadLetter(m, ReasonOperatorDropped, detail)
 	}
-	a.recordDrop(m, ReasonOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)")
+	a.recordDrop(m, ReasonOperatorDropped, detail)
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", ReasonOperatorDropped, "by", by.By,
-		"dead_lettered", m.Receipt != nil)
-	data := map[string]any{"id": m.ID, "source": m.Source, "reason": ReasonOperatorDropped, "dead_lettered": m.Receipt != nil}
+		"dead_lettered", dead)
+	data := map[string]any{"id": m.ID, "source": m.Source, "reason": ReasonOperatorDropped, "dead_lettered": dead}
 	if by.By != "" {
 		data["by"] = by.By
 	}
@@ -603,6 +598,8 @@ func (a *Agent) loop(ctx context.Context) {
 			}
 		}
 		for {
+			a.storeSettled() // cursors that dead letters let pass
+			a.fill(ctx)      // the log's news, into the inbox
 			c, ok := a.admit(ctx)
 			if !ok {
 				break
@@ -822,10 +819,11 @@ func (a *Agent) Standby() bool {
 var ErrLeaseLost = errors.New("lease lost: this replica no longer owns the agent")
 
 // SetOwned says whether this replica holds the agent's lease. Gaining it
-// reloads the agent's durable state before its next turn; losing it
-// cancels the running turn (its messages go back; the consumer releases
-// them) and stops turns here — after a Release there is none to cancel.
-// Either way it ends a Release's closed gate.
+// reloads the agent's durable state (its cursors among it) before its
+// next turn; losing it cancels the running turn and stops turns here —
+// after a Release there is none to cancel — and forgets the messages read
+// from the log: the next owner reads them from the cursors. Either way it
+// ends a Release's closed gate.
 func (a *Agent) SetOwned(owned bool) {
 	a.mu.Lock()
 	was := !a.standby
@@ -833,6 +831,9 @@ func (a *Agent) SetOwned(owned bool) {
 	a.standby = !owned
 	if owned && !was {
 		a.restored = false
+	}
+	if owned != was {
+		a.lg = logState{gen: a.lg.gen + 1}
 	}
 	if !owned && a.cancelTurn != nil {
 		a.cancelTurn(ErrLeaseLost)
@@ -895,12 +896,12 @@ func (a *Agent) SetOwner(holder string) {
 }
 
 // letGo gives up messages when this replica no longer owns the agent: the
-// new owner gets NATS messages redelivered (the binding releases them), so
-// keeping them here would run them twice; messages that exist only here
-// are lost, and say so.
+// new owner reads the log's messages from the cursors, so keeping them
+// here would run them twice; messages that exist only here are lost, and
+// say so.
 func (a *Agent) letGo(msgs []inbox.Message) {
 	for _, m := range msgs {
-		if m.Receipt == nil {
+		if !m.Pos.InLog() {
 			a.onDrop(m, "this replica no longer owns the agent")
 		}
 	}

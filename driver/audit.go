@@ -71,14 +71,15 @@ type QueuedMessage struct {
 	// AgeSeconds is how long it has waited, at the time of the listing.
 	AgeSeconds float64 `json:"age_seconds"`
 	// Attempts counts failed turns that took it and gave it back.
-	Attempts    int  `json:"attempts,omitempty"`
-	Redelivered bool `json:"redelivered,omitempty"`
+	Attempts int `json:"attempts,omitempty"`
+	// Seq is the message's sequence in the input log (0: not in it).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 func queuedOf(m inbox.Message, now time.Time) QueuedMessage {
 	return QueuedMessage{
 		ID: m.ID, Kind: string(m.Kind), Source: m.Source, From: m.From, SizeBytes: m.Size(),
 		Received: m.Received, AgeSeconds: max(now.Sub(m.Received).Seconds(), 0),
-		Attempts: m.Attempts, Redelivered: m.Redelivered,
+		Attempts: m.Attempts, Seq: m.Pos.Seq,
 	}
 }

@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,26 +13,6 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memory"
 )
-
-// reasonReceipt records the reasons its message was dropped with.
-type reasonReceipt struct {
-	mu      sync.Mutex
-	handled int
-	dropped []string
-}
-
-func (r *reasonReceipt) Handled() { r.mu.Lock(); r.handled++; r.mu.Unlock() }
-func (r *reasonReceipt) Dropped(reason string) {
-	r.mu.Lock()
-	r.dropped = append(r.dropped, reason)
-	r.mu.Unlock()
-}
-
-func (r *reasonReceipt) outcome() (int, []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.handled, append([]string(nil), r.dropped...)
-}
 
 // TestPauseRecordKeepsWhoWhyAndSince: a pause stores who paused the agent,
 // why and since when; a restarted driver restores all three (not only the
@@ -100,22 +79,21 @@ func TestPauseRecordKeepsWhoWhyAndSince(t *testing.T) {
 
 // TestQueuedListsAndResumeDropsEveryQueuedMessage: Queued lists what waits
 // (ids, kinds, sources, sizes, ages) without taking it; ResumeAs with
-// dropQueued tells each message's receipt it was dropped with reason
-// operator_dropped, emits a message-dropped event naming who, counts them,
-// and the resumed turn sees none of them; a message sent after the resume
-// runs. On the old code there was no way to abandon them: the resumed turn
-// ran every one.
+// dropQueued dead-letters each message of the log with reason
+// operator_dropped and stores the cursors that pass them, emits a
+// message-dropped event naming who, counts them, and the resumed turn
+// sees none of them; a message sent after the resume runs. On the old
+// code there was no way to abandon them: the resumed turn ran every one.
 func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, []config.ScriptStep{text("ok")})
+	log := newMemLog()
+	h := newHarnessWith(t, []config.ScriptStep{text("ok")}, withLog(log))
 	h.a.PauseAs(Audit{By: "alice"})
-	receipts := map[string]*reasonReceipt{}
 	for i, m := range []inbox.Message{wakeMsg("stale alert one"), wakeMsg("stale alert two"), deferredMsg("stale note")} {
 		m.ID = []string{"m-1", "m-2", "m-3"}[i]
-		r := &reasonReceipt{}
-		m.Receipt, receipts[m.ID] = r, r
-		h.a.Send(m)
+		log.add(h.a, m)
 	}
+	waitFor(t, "three read from the log", func() bool { w, d := h.a.inbox.Len(); return w+d == 3 })
 	h.clock.Advance(90 * time.Second)
 	q := h.a.Queued()
 	if len(q) != 3 {
@@ -137,10 +115,8 @@ func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 	if err != nil || dropped != 3 {
 		t.Fatalf("ResumeAs dropped %d, %v; want 3", dropped, err)
 	}
-	for id, r := range receipts {
-		if handled, reasons := r.outcome(); handled != 0 || len(reasons) != 1 || reasons[0] != ReasonOperatorDropped {
-			t.Fatalf("%s: handled %d, dropped %v", id, handled, reasons)
-		}
+	if dl := log.deadLetters(); len(dl) != 3 || dl[0].reason != ReasonOperatorDropped || dl[2].id != "m-3" {
+		t.Fatalf("dead letters %+v, want m-1, m-2, m-3 with %s", dl, ReasonOperatorDropped)
 	}
 	h.waitEvent(events.TurnCompleted)
 	if p := h.prompt(1); strings.Contains(p, "stale") || !strings.Contains(p, "start afresh") {
@@ -170,7 +146,11 @@ func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 		}
 	}
 	h.waitIdle()
-	h.a.Send(wakeMsg("fresh alert"))
+	// The cursors pass the dropped messages: a next owner never reads them.
+	if log.cursor("in") < 2 || log.cursor("def") < 3 {
+		t.Fatalf("cursors after the drop: in %d, def %d; want 2 and 3", log.cursor("in"), log.cursor("def"))
+	}
+	log.add(h.a, wakeMsg("fresh alert"))
 	h.waitEvent(events.TurnCompleted)
 	if p := h.prompt(2); !strings.Contains(p, "fresh alert") {
 		t.Fatalf("a message after the resume did not run:\n%s", p)

@@ -192,6 +192,9 @@ type Deps struct {
 	// Health, when set, holds turns while a dependency is down. Call
 	// Driver.Recovered when it is back.
 	Health Health
+	// Input is the agents' durable input log (JetStream mode); nil: every
+	// message reaches the agents through Send and memory alone holds it.
+	Input Log
 }
 
 // Driver owns the loops of all configured agents.
@@ -280,6 +283,15 @@ func (d *Driver) Events() *events.Bus { return d.deps.Events }
 
 // Scheduler returns the scheduler firing the agents' schedules and timers.
 func (d *Driver) Scheduler() *scheduler.Scheduler { return d.deps.Scheduler }
+
+// SetInput gives every agent the durable input log (Deps.Input), for a
+// log built after the driver (it needs the agents). Call it before Start.
+func (d *Driver) SetInput(l Log) {
+	d.deps.Input = l
+	for _, a := range d.agents {
+		a.input = l
+	}
+}
 
 // Start starts the scheduler (restoring timers, counting missed ticks)
 // and every agent's loop. ctx bounds the loops: cancelling it cancels

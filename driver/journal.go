@@ -244,7 +244,7 @@ func (j *journaler) writeLocked(ctx context.Context) error {
 			continue
 		}
 		j.cur.Messages = append(j.cur.Messages, m.ID)
-		if m.Receipt != nil {
+		if m.Pos.InLog() {
 			j.cur.Durable = append(j.cur.Durable, m.ID)
 		}
 	}

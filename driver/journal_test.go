@@ -43,6 +43,15 @@ func publishing(st store.Store, pub *publishLog) func(*Deps) {
 	return func(d *Deps) { d.Store, d.Publisher = st, pub }
 }
 
+// deps applies each of fs.
+func deps(fs ...func(*Deps)) func(*Deps) {
+	return func(d *Deps) {
+		for _, f := range fs {
+			f(d)
+		}
+	}
+}
+
 func withPublish(s *Spec) {
 	s.Tools = append(s.Tools, "publish")
 	s.Publish = []string{"ops.>"}
@@ -55,12 +64,11 @@ func withPublish(s *Spec) {
 // that has no record — with the recorded call and result in its request —
 // and the message is handled once, by a turn that says it resumed.
 func TestTurnResumesFromItsJournalAfterACrash(t *testing.T) {
-	st, pub := memory.New(nil), &publishLog{}
+	st, pub, log := memory.New(nil), &publishLog{}, newMemLog()
 	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full on db-1"})
-	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
+	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, deps(publishing(st, pub), withLog(log)), withPublish)
 	first.holdCalls()
-	rc := &countingReceipt{}
-	first.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: rc})
+	log.add(first.a, inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test"})
 	first.waitCall()
 	first.step() // the first response (publish) goes on; the second call is held
 	first.waitCall()
@@ -71,17 +79,16 @@ func TestTurnResumesFromItsJournalAfterACrash(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	first.d.Shutdown(ctx)
-	if rc.handled.Load() != 0 {
-		t.Fatal("the message was acked by a turn that did not finish")
+	if log.cursor("in") != 0 {
+		t.Fatal("the cursor passed the message of a turn that did not finish")
 	}
 	jr, err := journal.Load(t.Context(), st, "tester")
 	if err != nil || jr == nil || jr.ModelSteps() != 1 || len(jr.Steps) != 2 {
 		t.Fatalf("journal after the crash: %+v, %v", jr, err)
 	}
 
-	second := newHarnessWith(t, []config.ScriptStep{text("filed")}, publishing(st, pub), withPublish)
-	rc2 := &countingReceipt{}
-	second.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: rc2, Redelivered: true})
+	// The next process reads the message from the log again.
+	second := newHarnessWith(t, []config.ScriptStep{text("filed")}, deps(publishing(st, pub), withLog(log)), withPublish)
 	resumed := second.waitEvent(events.TurnResumed)
 	if resumed.Data["steps"] != 2 {
 		t.Fatalf("turn-resumed %v", resumed.Data)
@@ -97,8 +104,8 @@ func TestTurnResumesFromItsJournalAfterACrash(t *testing.T) {
 	if !hasToolResult(second, "publish") {
 		t.Fatal("the resumed model call does not carry the recorded publish call and result")
 	}
-	if rc2.handled.Load() != 1 || rc2.dropped.Load() != 0 {
-		t.Fatalf("message handled %d, dropped %d times; want handled once", rc2.handled.Load(), rc2.dropped.Load())
+	if log.cursor("in") != 1 || len(log.deadLetters()) != 0 {
+		t.Fatalf("cursor %d, dead letters %v; want the message handled once", log.cursor("in"), log.deadLetters())
 	}
 	if done.Data["turn"] != jr.Turn {
 		t.Fatalf("the resumed turn is turn %v, want the journal's %d", done.Data["turn"], jr.Turn)
@@ -149,10 +156,10 @@ func (f *flakyJournal) Put(ctx context.Context, key string, v []byte) (uint64, e
 // publish can be recognised as a duplicate (Nats-Msg-Id). Until the
 // result is recorded the turn makes no further model call.
 func TestAToolRunAgainOnResumeKeepsItsActionID(t *testing.T) {
-	st, pub := &flakyJournal{Store: memory.New(nil), ok: 1}, &publishLog{}
+	st, pub, log := &flakyJournal{Store: memory.New(nil), ok: 1}, &publishLog{}, newMemLog()
 	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full on db-1"})
-	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
-	first.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: &countingReceipt{}})
+	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, deps(publishing(st, pub), withLog(log)), withPublish)
+	log.add(first.a, inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test"})
 	failed := first.waitEvent(events.TurnFailed)
 	if failed.Data["outcome"] != OutcomeUnavailable {
 		t.Fatalf("turn failed with %v, want unavailable (the journal write)", failed.Data)
@@ -164,8 +171,7 @@ func TestAToolRunAgainOnResumeKeepsItsActionID(t *testing.T) {
 	cancel()
 	first.d.Shutdown(ctx)
 
-	second := newHarnessWith(t, []config.ScriptStep{text("filed")}, publishing(st.Store, pub), withPublish)
-	second.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: &countingReceipt{}, Redelivered: true})
+	second := newHarnessWith(t, []config.ScriptStep{text("filed")}, deps(publishing(st.Store, pub), withLog(log)), withPublish)
 	second.waitEvent(events.TurnResumed)
 	second.waitEvent(events.TurnCompleted)
 	got := pub.published()
@@ -266,11 +272,11 @@ func TestAJournalWhoseMessagesDoNotComeBackIsAbandoned(t *testing.T) {
 // retried in the same process from its journal: the first response is
 // not asked again, the publish not made again.
 func TestARetriedTurnResumesFromItsJournal(t *testing.T) {
-	st, pub := memory.New(nil), &publishLog{}
+	st, pub, log := memory.New(nil), &publishLog{}, newMemLog()
 	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full"})
-	h := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
+	h := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, deps(publishing(st, pub), withLog(log)), withPublish)
 	h.failCalls(nil, outage.Mark("model", errors.New("provider down")))
-	h.a.Send(inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test", Receipt: &countingReceipt{}})
+	log.add(h.a, inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test"})
 	if f := h.waitEvent(events.TurnFailed); f.Data["outcome"] != OutcomeUnavailable {
 		t.Fatalf("failed %v", f.Data)
 	}
@@ -289,11 +295,11 @@ func TestARetriedTurnResumesFromItsJournal(t *testing.T) {
 // runs it again instead of taking its recorded result, so the wake it
 // asked for is still set when the resumed turn ends.
 func TestAResumedTurnKeepsItsRequestedWake(t *testing.T) {
-	st := memory.New(nil)
+	st, log := memory.New(nil), newMemLog()
 	later := call("schedule_next_turn", map[string]any{"wake_in_seconds": 600})
-	first := newHarnessWith(t, []config.ScriptStep{later, text("see you")}, publishing(st, &publishLog{}))
+	first := newHarnessWith(t, []config.ScriptStep{later, text("see you")}, deps(publishing(st, &publishLog{}), withLog(log)))
 	first.holdCalls()
-	first.a.Send(inbox.Message{ID: "m1", Kind: inbox.Wake, Text: "check back later", Source: "test", Receipt: &countingReceipt{}})
+	log.add(first.a, inbox.Message{ID: "m1", Kind: inbox.Wake, Text: "check back later", Source: "test"})
 	first.waitCall()
 	first.step()
 	first.waitCall()
@@ -301,8 +307,7 @@ func TestAResumedTurnKeepsItsRequestedWake(t *testing.T) {
 	cancel()
 	first.d.Shutdown(ctx)
 
-	second := newHarnessWith(t, []config.ScriptStep{text("see you")}, publishing(st, &publishLog{}))
-	second.a.Send(inbox.Message{ID: "m1", Kind: inbox.Wake, Text: "check back later", Source: "test", Receipt: &countingReceipt{}, Redelivered: true})
+	second := newHarnessWith(t, []config.ScriptStep{text("see you")}, deps(publishing(st, &publishLog{}), withLog(log)))
 	second.waitEvent(events.TurnResumed)
 	ws := second.waitEvent(events.WakeScheduled)
 	if at, _ := ws.Data["at"].(time.Time); !at.Equal(epoch.Add(600 * time.Second)) {

@@ -110,35 +110,15 @@ func (a *Agent) Message(id string) MessageState {
 // every message can be looked up and named in turn events.
 func newMessageID() string { return "msg-" + rand.Text() }
 
-// recordDrop keeps a dead-letter record of a dropped message that has no
-// receipt (it never went through NATS, so no binding dead-letters it):
-// GET /v1/agents/{name}/messages/{id} then says why it is gone. A message
-// with a receipt is recorded by its binding.
+// recordDrop keeps a dead-letter record of a dropped message that is not
+// in the log (it never went through NATS, so the log does not
+// dead-letter it): GET /v1/agents/{name}/messages/{id} then says why it is
+// gone. A message from the log is recorded by the log's dead-lettering.
 func (a *Agent) recordDrop(m inbox.Message, reason, detail string) {
-	if m.Receipt != nil || m.ID == "" || a.records == nil {
+	if (m.Pos.InLog() && a.input != nil) || m.ID == "" || a.records == nil {
 		return
 	}
 	a.records.DeadLetter(a.spec.Name, turnlog.DeadLetter{ID: m.ID, Reason: reason, Detail: detail, Subject: m.Source, At: a.clock.Now()}, 0)
-}
-
-// turnReceipt is a Receipt that also learns which turn handled its
-// message (the NATS binding's: its handled-id record names the turn).
-type turnReceipt interface {
-	HandledBy(turn uint64)
-}
-
-// settleHandled tells each message of a completed turn n that it was
-// handled (a NATS message is then acked, its handled id naming turn n).
-func settleHandled(n uint64, msgs []inbox.Message) {
-	for _, m := range msgs {
-		switch r := m.Receipt.(type) {
-		case nil:
-		case turnReceipt:
-			r.HandledBy(n)
-		default:
-			r.Handled()
-		}
-	}
 }
 
 // announceHandled emits message-handled for each message of completed

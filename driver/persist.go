@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
-	"github.com/agent-worker/agent-worker/events"
+	"google.golang.org/adk/session"
+
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/store"
 )
@@ -181,50 +181,27 @@ func (a *Agent) remember(n uint64, ids []string) {
 	}
 }
 
-// pushUnlessHandled queues m, unless a recorded turn already handled it (a
-// redelivery after the worker died between recording the turn and
-// acking): then m is acked as a duplicate instead. The check and the push
-// are one step under mu, as restoreTurns' load and purge are, so a
-// message arriving while the agent restores is either purged or seen as
-// handled — never queued after the purge. A message with a receipt on an
-// agent in standby is not queued either: its binding releases it. It
-// reports whether m should wake the agent and whether it was queued.
-func (a *Agent) pushUnlessHandled(m inbox.Message) (wake, queued bool) {
-	a.mu.Lock()
-	if a.standby && m.Receipt != nil {
-		// Bound to a consumer this replica is letting go of (it drains
-		// after the lease went): its binding releases it to the next
-		// owner. Queued here it would sit beside its own redelivery.
-		a.mu.Unlock()
-		a.log.Debug("message for an agent this replica does not own; left to its binding to release", "id", m.ID)
-		return false, false
-	}
-	n, done := a.handled[m.ID]
-	done = done && m.ID != "" && m.Receipt != nil
-	if !done {
-		wake = a.inbox.Push(m)
-	}
-	a.mu.Unlock()
-	if done {
-		a.duplicate(m, n)
-		return false, false
-	}
-	return wake, true
-}
-
-func (a *Agent) duplicate(m inbox.Message, n uint64) {
-	a.log.Info("message already handled by a recorded turn; acked without a second turn", "id", m.ID, "turn", n)
-	a.emit(events.MessageDuplicate, map[string]any{"id": m.ID, "turn": n, "source": m.Source})
-	m.Receipt.Handled()
-}
-
-// restoreTurns loads the recorded turns in the window: the turn counter
-// goes on from the newest, and their messages are known as handled —
-// also those already waiting in the inbox, which are settled now.
+// restoreTurns loads the recorded turns in the window — the turn counter
+// goes on from the newest, and their messages are known as handled by
+// them (Message) — and the agent's cursors: the newest record's, or the
+// cursors stored without a turn (CursorsKey) where those are further. The
+// history is read from the store, not from what this process held: a
+// replica that owned the agent before may have missed turns another
+// recorded since. The inbox then reads on from the cursors.
 func (a *Agent) restoreTurns(ctx context.Context) error {
+	_ = a.hist.Delete(ctx, &session.DeleteRequest{AppName: AppName, UserID: a.spec.Name, SessionID: a.spec.Name})
 	recent, err := a.hist.Recent(ctx, AppName, a.spec.Name, a.spec.Name)
 	if err != nil {
 		return fmt.Errorf("restore turns: %w", err)
+	}
+	var cursors inbox.Cursors
+	if a.input != nil {
+		if _, err := a.load(ctx, "cursors", &cursors); err != nil {
+			return err
+		}
+	}
+	for _, t := range recent {
+		cursors = cursors.Merge(t.Cursors)
 	}
 	a.mu.Lock()
 	for _, t := range recent {
@@ -233,14 +210,12 @@ func (a *Agent) restoreTurns(ctx context.Context) error {
 			a.handled[id] = t.N
 		}
 	}
-	known := maps.Clone(a.handled)
-	settled := a.inbox.Remove(func(m inbox.Message) bool {
-		_, done := known[m.ID]
-		return done && m.ID != "" && m.Receipt != nil
-	})
+	// Read messages the cursors cover are settled already.
+	a.inbox.Remove(func(m inbox.Message) bool { return cursors.Covers(m.Pos) })
+	a.lg.cursors, a.lg.read = cursors, cursors.Merge(a.lg.read)
+	a.lg.dirty = false
+	a.lg.since = a.clock.Now()
+	a.settledLocked(cursors)
 	a.mu.Unlock()
-	for _, m := range settled {
-		a.duplicate(m, known[m.ID])
-	}
 	return nil
 }

@@ -20,24 +20,7 @@ import (
 // restart builds a second driver over st, as a restarted worker would.
 func restart(t *testing.T, st store.Store, c *clock.Fake) (*Agent, *events.Subscription) {
 	t.Helper()
-	m, err := scripted.New("fake", config.Model{Script: []config.ScriptStep{text("ok")}, Loop: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus := events.NewBus(0, nil)
-	sub := bus.Subscribe(100, nil)
-	// The same history window as the harness's agent: a restart does not
-	// change the config.
-	d, err := New(Deps{Clock: c, Store: st, Events: bus}, []Spec{{Name: "tester", Model: m, Tools: []string{"schedule_next_turn"}, HistoryTurns: 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Shutdown(context.Background()) })
-	a, _ := d.Agent("tester")
-	return a, sub
+	return restartWith(t, st, c, nil)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -140,36 +123,56 @@ func waitArmed(t *testing.T, armed <-chan struct{}) {
 	}
 }
 
-// countingReceipt records what became of a message.
-type countingReceipt struct{ handled, dropped atomic.Int32 }
+// restartWith is restart with the driver reading log (nil: none).
+func restartWith(t *testing.T, st store.Store, c *clock.Fake, log *memLog) (*Agent, *events.Subscription) {
+	t.Helper()
+	m, err := scripted.New("fake", config.Model{Script: []config.ScriptStep{text("ok")}, Loop: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := events.NewBus(0, nil)
+	sub := bus.Subscribe(100, nil)
+	deps := Deps{Clock: c, Store: st, Events: bus}
+	if log != nil {
+		deps.Input = log
+	}
+	// The same history window as the harness's agent: a restart does not
+	// change the config.
+	d, err := New(deps, []Spec{{Name: "tester", Model: m, Tools: []string{"schedule_next_turn"}, HistoryTurns: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Shutdown(context.Background()) })
+	a, _ := d.Agent("tester")
+	return a, sub
+}
 
-func (r *countingReceipt) Handled()       { r.handled.Add(1) }
-func (r *countingReceipt) Dropped(string) { r.dropped.Add(1) }
-
-func TestTurnCounterAndHandledIDsSurviveRestart(t *testing.T) {
+// The turn counter and the cursors survive a restart: the restarted
+// agent counts on from the newest record and reads the log on from its
+// cursors, so a message a recorded turn handled is not read again — also
+// when the log still holds it (it is purged only after the record).
+func TestTurnCounterAndCursorsSurviveRestart(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, []config.ScriptStep{text("ok")})
-	first := &countingReceipt{}
+	log := newMemLog()
+	h := newHarnessWith(t, []config.ScriptStep{text("ok")}, withLog(log))
 	m := wakeMsg("rotate the certificates")
-	m.ID, m.Receipt = "job-1", first
-	h.a.Send(m)
+	m.ID = "job-1"
+	log.add(h.a, m)
 	h.waitEvent(events.TurnCompleted)
-	h.a.Send(wakeMsg("second"))
+	log.add(h.a, wakeMsg("second"))
 	h.waitEvent(events.TurnCompleted)
 	h.waitIdle()
-	if first.handled.Load() != 1 {
-		t.Fatal("the first message was not settled as handled")
+	if log.cursor("in") != 2 {
+		t.Fatalf("cursor %d after two recorded turns, want 2", log.cursor("in"))
 	}
 	h.d.Shutdown(context.Background())
 
-	// The worker died after recording turn 1 but before the ack reached
-	// NATS: job-1 comes again, with a new delivery.
-	b, sub := restart(t, h.d.deps.Store, h.clock)
-	again := &countingReceipt{}
-	m.Receipt = again
-	b.Send(m)
-	waitFor(t, "the redelivery settled", func() bool { return again.handled.Load() == 1 })
-	b.Send(wakeMsg("third"))
+	// The log never purged job-1 (memLog keeps everything).
+	b, sub := restartWith(t, h.d.deps.Store, h.clock, log)
+	log.add(b, wakeMsg("third"))
 	for e := range sub.C {
 		if e.Type == events.TurnCompleted {
 			if n := e.Data["turn"]; n != uint64(3) {
@@ -186,41 +189,48 @@ func TestTurnCounterAndHandledIDsSurviveRestart(t *testing.T) {
 	}
 }
 
-func TestHandledMessageAlreadyQueuedAtRestoreIsSettled(t *testing.T) {
+// Nothing is read from the log before the agent's state is restored:
+// while the store fails, the agent does not know its cursors, and a read
+// then would take handled messages for new ones. On the old layout this
+// was the handled-id check at restore.
+func TestNothingIsReadBeforeTheCursorsAreRestored(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, []config.ScriptStep{text("ok")})
+	log := newMemLog()
+	h := newHarnessWith(t, []config.ScriptStep{text("ok")}, withLog(log))
 	m := wakeMsg("rotate the certificates")
-	m.ID, m.Receipt = "job-1", &countingReceipt{}
-	h.a.Send(m)
+	m.ID = "job-1"
+	log.add(h.a, m)
 	h.waitEvent(events.TurnCompleted)
 	h.waitIdle()
 	h.d.Shutdown(context.Background())
 
 	fs := &flaky{Store: h.d.deps.Store}
-	fs.fails.Store(2) // restore fails twice: the redelivery arrives first
+	fs.fails.Store(2) // restore fails twice
 	c := h.clock
 	mm, _ := scripted.New("fake", config.Model{Script: []config.ScriptStep{text("ok")}, Loop: true})
 	bus := events.NewBus(0, nil)
 	sub := bus.Subscribe(100, nil)
-	d, err := New(Deps{Clock: c, Store: fs, Events: bus}, []Spec{{Name: "tester", Model: mm}})
+	d, err := New(Deps{Clock: c, Store: fs, Events: bus, Input: log}, []Spec{{Name: "tester", Model: mm}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := &countingReceipt{}
-	m.Receipt = again
 	b, _ := d.Agent("tester")
-	b.Send(m) // queued before the agent knows its history
+	reads := log.readCount()
 	armed := c.Armed()
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Shutdown(context.Background()) })
+	b.Notify()          // news arrives before the agent knows its cursors
 	waitArmed(t, armed) // the first failed restore armed its retry
+	if n := log.readCount(); n != reads {
+		t.Fatalf("%d reads before the restore", n-reads)
+	}
 	armed = c.Armed()
 	c.Advance(time.Second)
 	waitArmed(t, armed) // the second, twice as late
 	c.Advance(2 * time.Second)
-	waitFor(t, "the redelivery settled at restore", func() bool { return again.handled.Load() == 1 })
+	waitFor(t, "restored and read", func() bool { return log.readCount() > reads })
 	if s := b.Status(); s.InboxPending != 0 || s.Turns != 1 {
 		t.Fatalf("after restore: %+v", s)
 	}

@@ -106,30 +106,30 @@ func TestSetOwnedEndsARelease(t *testing.T) {
 	h.waitEvent(events.TurnCompleted)
 }
 
-// A message from the NATS binding (it has a receipt) that reaches an agent
-// this replica no longer owns — the binding drains its consumer after the
-// lease was lost and the inbox emptied — is not queued: the binding
-// releases it to the next owner. On the old code it stayed queued, and
-// when the lease came back here the redelivered copy was queued beside
-// it: one turn handled the message twice.
-func TestAStandbyAgentQueuesNoBoundMessage(t *testing.T) {
+// A standby agent does not read its log, whatever news the router
+// brings: the owner reads it. When the agent is owned here again it reads
+// from its cursors: what arrived meanwhile, once.
+func TestAStandbyAgentReadsNothingFromItsLog(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, []config.ScriptStep{text("noted")})
+	log := newMemLog()
+	h := newHarnessWith(t, []config.ScriptStep{text("noted")}, withLog(log))
+	h.waitIdle()
 	h.a.SetOwned(false)
-	m := wakeMsg("delivered while the consumer drained")
-	r := &countingReceipt{}
-	m.ID, m.Receipt = "late-1", r
-	h.a.Send(m)
-	if s := h.a.Status(); s.InboxPending != 0 {
-		t.Fatalf("a standby agent queued a bound message: %+v", s)
+	reads := log.readCount()
+	log.add(h.a, wakeMsg("arrived while another replica owned the agent"))
+	h.waitSettled(false)
+	if s := h.a.Status(); s.InboxPending != 0 || log.readCount() != reads {
+		t.Fatalf("a standby agent read its log: %+v, %d reads", s, log.readCount()-reads)
 	}
-	if r.handled.Load() != 0 || r.dropped.Load() != 0 {
-		t.Fatalf("the message was settled here: handled %d, dropped %d", r.handled.Load(), r.dropped.Load())
-	}
-	// A message without a receipt (the API, core NATS) has nobody else to
-	// hand it on: it stays queued for when the agent is owned here again.
+	// A message only memory holds (the API in core NATS mode) has nobody
+	// else to hand it on: it stays queued for when the agent is owned here.
 	h.a.Send(wakeMsg("from the API"))
 	if s := h.a.Status(); s.InboxPending != 1 {
-		t.Fatalf("inbox after a receipt-less message: %+v", s)
+		t.Fatalf("inbox after a memory-only message: %+v", s)
+	}
+	h.a.SetOwned(true)
+	done := h.waitEvent(events.TurnCompleted)
+	if done.Data["messages"] != 2 {
+		t.Fatalf("the first turn back took %v messages, want 2", done.Data["messages"])
 	}
 }

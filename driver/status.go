@@ -30,10 +30,14 @@ type Status struct {
 	ThrottledUntil *time.Time `json:"throttled_until,omitempty"`
 	ThrottledBy    string     `json:"throttled_by,omitempty"`
 	// TurnsPerHour is the agent's turn limit (0: none).
-	TurnsPerHour int          `json:"turns_per_hour,omitempty"`
-	InboxPending int          `json:"inbox_pending"`
-	Deferred     int          `json:"deferred_pending"`
-	InboxCap     int          `json:"inbox_cap"`
+	TurnsPerHour int `json:"turns_per_hour,omitempty"`
+	InboxPending int `json:"inbox_pending"`
+	Deferred     int `json:"deferred_pending"`
+	InboxCap     int `json:"inbox_cap"`
+	// LogWaiting counts the agent's messages its log still holds beyond
+	// what its inbox has read (the inbox is at its cap), as of the last
+	// read: they come in later turns, oldest first.
+	LogWaiting   int          `json:"log_waiting,omitempty"`
 	PendingWakes int          `json:"pending_wakes"`
 	Turns        uint64       `json:"turns"`
 	LastTurn     *TurnSummary `json:"last_turn,omitempty"`
@@ -55,6 +59,7 @@ func (a *Agent) Status() Status {
 		InboxPending: w,
 		Deferred:     d,
 		InboxCap:     a.inbox.Cap(),
+		LogWaiting:   a.lg.waiting,
 		PendingWakes: len(a.causes),
 		Turns:        a.turns,
 		WaitingFor:   a.waiting,

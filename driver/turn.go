@@ -94,6 +94,8 @@ func (a *Agent) turn(t turnStart) {
 	} else {
 		batch = a.inbox.Take(a.spec.MaxInputBytes)
 	}
+	w, d := a.inbox.Len()
+	batch.Waiting = w + d + a.lg.waiting
 	a.current = &runningTurn{n: t.n, msgs: batch.Messages}
 	a.mu.Unlock()
 	wakes, instructions, data := coalesce(t.causes)
@@ -175,13 +177,22 @@ func (a *Agent) turn(t turnStart) {
 	}
 	if err == nil {
 		// The turn's own context is cancelled by now; recording the turn
-		// must not be. The record names the messages, so a worker that
-		// dies before acking them knows them when they come again.
-		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(record, genai.RoleUser)}
+		// must not be. The record carries the agent's cursors past the
+		// turn's messages: one write, so the turn and the fact that its
+		// messages are handled are stored together or not at all.
+		a.mu.Lock()
+		cursors, gen := a.nextCursorsLocked(), a.lg.gen
+		a.mu.Unlock()
+		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(record, genai.RoleUser), Cursors: cursors}
 		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name, rec); cerr != nil {
 			err = fmt.Errorf("record turn: %w", cerr)
 		} else {
 			a.remember(t.n, ids)
+			a.mu.Lock()
+			if gen == a.lg.gen {
+				a.settledLocked(cursors)
+			}
+			a.mu.Unlock()
 		}
 	}
 	if err != nil && !errors.Is(err, ErrLeaseLost) && a.Standby() {
@@ -219,7 +230,6 @@ func (a *Agent) turn(t turnStart) {
 		}
 	} else {
 		a.endCurrent()
-		settleHandled(t.n, batch.Messages)
 		a.deliveredNotices(context.WithoutCancel(t.ctx), t.causes)
 		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", ids), slog.String("text", clip(sum.Text, 400)))
 		done = func() {

@@ -109,6 +109,10 @@ type Turn struct {
 	// bodies clipped, so a turn over a large batch stays recordable and
 	// later turns do not carry its full text.
 	Input *genai.Content
+	// Cursors are the agent's positions in its input log after the turn
+	// (inbox.Cursors): stored in the same record, the same write, as the
+	// turn, so a crash keeps both or neither.
+	Cursors map[string]uint64
 }
 
 // MaxRecordBytes bounds one turn's record in the store (the NATS KV store
@@ -121,9 +125,10 @@ const MaxRecordBytes = 256 << 10
 // event that shape what the model sees next (who said what, on which
 // branch), not the transient response metadata.
 type turnRecord struct {
-	N        uint64        `json:"n,omitempty"`
-	Messages []string      `json:"msgs,omitempty"`
-	Events   []storedEvent `json:"events"`
+	N        uint64            `json:"n,omitempty"`
+	Messages []string          `json:"msgs,omitempty"`
+	Cursors  map[string]uint64 `json:"cursors,omitempty"`
+	Events   []storedEvent     `json:"events"`
 }
 
 type storedEvent struct {
@@ -181,7 +186,7 @@ func (s *Service) load(ctx context.Context, app, user, id string) (*conversation
 		}
 		evs := rec.decode()
 		c.turns = append(c.turns, evs)
-		c.meta = append(c.meta, Turn{N: rec.N, Messages: rec.Messages})
+		c.meta = append(c.meta, Turn{N: rec.N, Messages: rec.Messages, Cursors: rec.Cursors})
 		if n := len(evs); n > 0 {
 			c.updated = evs[n-1].Timestamp
 		}
@@ -288,8 +293,10 @@ func (s *Service) List(_ context.Context, req *session.ListRequest) (*session.Li
 	return &session.ListResponse{Sessions: out}, nil
 }
 
-// Delete forgets the conversation in memory. Stored turns age out of the
-// store's bounded list; they are not erased.
+// Delete forgets the conversation in memory, so the next use reads it
+// from the store again (a replica that owned the agent before must not
+// build on what it held then). Stored turns age out of the store's
+// bounded list; they are not erased.
 func (s *Service) Delete(_ context.Context, req *session.DeleteRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -348,7 +355,7 @@ func (s *Service) Commit(ctx context.Context, app, user, id string, t Turn) erro
 		return nil
 	}
 	rec := encodeTurn(c.pending)
-	rec.N, rec.Messages = t.N, t.Messages
+	rec.N, rec.Messages, rec.Cursors = t.N, t.Messages, t.Cursors
 	if t.Input != nil {
 		for i := range rec.Events {
 			if rec.Events[i].Author == "user" {
@@ -397,7 +404,7 @@ func (s *Service) Commit(ctx context.Context, app, user, id string, t Turn) erro
 	// The window holds the turn as stored, so the model sees the same
 	// history whether or not the worker restarted since.
 	c.turns = append(c.turns, rec.decode())
-	c.meta = append(c.meta, Turn{N: t.N, Messages: t.Messages})
+	c.meta = append(c.meta, Turn{N: t.N, Messages: t.Messages, Cursors: t.Cursors})
 	if from > 0 {
 		c.turns = append(c.turns[:0:0], c.turns[from:]...)
 		c.meta = append(c.meta[:0:0], c.meta[from:]...)
@@ -459,8 +466,8 @@ func (s *Service) Folded(app, user, id string, through uint64) {
 
 // Recent returns the committed turns held (the window and, with
 // KeepUntilFolded, the older turns not yet folded), oldest first, with
-// their numbers and message ids (Input unset), loading them from the
-// store if this process has not yet.
+// their numbers, message ids and cursors (Input unset), loading them from
+// the store if this process has not yet.
 func (s *Service) Recent(ctx context.Context, app, user, id string) ([]Turn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -105,6 +105,9 @@ func (p Prompt) render(clip int) string {
 	if p.Batch.Dropped > 0 {
 		fmt.Fprintf(&b, "[note: %d older message(s) were dropped because the inbox was full; they are not shown.]\n", p.Batch.Dropped)
 	}
+	if p.Batch.Waiting > 0 {
+		fmt.Fprintf(&b, "[note: %d more message(s) wait for your next turns, oldest first; this turn shows what fits its input budget.]\n", p.Batch.Waiting)
+	}
 	for _, in := range p.Instructions {
 		b.WriteString("\n")
 		b.WriteString(strings.TrimRight(in, "\n"))

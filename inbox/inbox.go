@@ -1,7 +1,7 @@
 // Package inbox is an agent's queue of incoming messages: wake versus
-// deferred, coalescing of everything waiting into one framed prompt, and a
-// cap that drops the oldest and says so. It does not run turns; the driver
-// drains it.
+// deferred, coalescing of everything waiting into one framed prompt, caps
+// that say what they left out, and the positions and cursors of messages
+// in the agents' log. It does not run turns; the driver drains it.
 package inbox
 
 import (
@@ -46,30 +46,22 @@ type Message struct {
 	// Attributes are sender-supplied key/values; untrusted.
 	Attributes map[string]string
 	Received   time.Time
-	// Receipt, when set, learns whether the message was handled or
-	// dropped (the NATS binding acks or terminates through it).
-	Receipt Receipt
+	// Pos is the message's place in the agents' log; zero for a message
+	// only memory holds. A message in the log stays there until a
+	// recorded turn's cursors cover it: the inbox holds a copy.
+	Pos Position
 	// Attempts counts turns that drained the message and failed.
 	Attempts int
-	// Redelivered: the message was delivered before (to this process or
-	// another) and not handled then — a restart, a lost lease, an expired
-	// ack wait.
-	Redelivered bool
-}
-
-// Receipt is how a message's origin learns what became of it.
-type Receipt interface {
-	// Handled: a turn that drained the message finished and was recorded.
-	Handled()
-	// Dropped: the message left the inbox without being handled.
-	Dropped(reason string)
 }
 
 // Batch is what one Drain took: the messages, oldest first, and how many
-// were dropped for overflow since the previous drain.
+// were dropped for overflow since the previous drain. Waiting, set by the
+// taker, counts the messages left for later turns (in the inbox and, not
+// yet read, in the log).
 type Batch struct {
 	Messages []Message
 	Dropped  int
+	Waiting  int
 }
 
 // Inbox is a bounded FIFO of messages: at most its cap of wake messages
@@ -106,8 +98,9 @@ func New(capacity int, onDrop func(m Message, reason string)) *Inbox {
 }
 
 // Push appends m. When m's kind is over the cap, the oldest message of
-// that kind is dropped: its Receipt is told, onDrop is called, and the
-// next Batch counts it. Push reports whether m should wake the agent.
+// that kind is dropped: onDrop is called, and the next Batch counts it.
+// (Messages from the log are read only into Room, so they are never
+// dropped for the cap.) Push reports whether m should wake the agent.
 func (q *Inbox) Push(m Message) (wake bool) {
 	q.mu.Lock()
 	q.queue = append(q.queue, m)
@@ -150,9 +143,6 @@ func (q *Inbox) trim() []Message {
 
 func (q *Inbox) notify(dropped []Message, reason string) {
 	for _, m := range dropped {
-		if m.Receipt != nil {
-			m.Receipt.Dropped(reason)
-		}
 		if q.onDrop != nil {
 			q.onDrop(m, reason)
 		}
@@ -284,6 +274,13 @@ func (q *Inbox) Len() (wake, deferred int) {
 
 // Cap returns the inbox's capacity.
 func (q *Inbox) Cap() int { return q.cap }
+
+// Room returns how many more wake and deferred messages the inbox holds
+// before its cap.
+func (q *Inbox) Room() (wake, deferred int) {
+	w, d := q.Len()
+	return max(q.cap-w, 0), max(q.cap-d, 0)
+}
 
 // TakeIDs takes the waiting messages whose ids are in ids (a resumed
 // turn's), in queue order; the others stay, and so does the count of

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/natsbus/subject"
 )
 
 // StreamSpec is the stream the worker needs.
@@ -131,9 +133,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	if maxBytes <= 0 {
 		maxBytes = -1 // JetStream's "unlimited"
 	}
-	subjects := slices.Clone(spec.Subjects)
-	slices.Sort(subjects)
-	subjects = slices.Compact(subjects)
+	// Patterns another one covers go (agents may bind alerts.> and
+	// alerts.prod.>); a stream's subjects may not overlap.
+	subjects, err := subject.Cover(slices.Sorted(slices.Values(spec.Subjects)))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", spec.Name, err)
+	}
 	want := jetstream.StreamConfig{
 		Name:        spec.Name,
 		Description: spec.Description,

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,7 +154,7 @@ type running struct {
 func start(t *testing.T, cfg *config.Config, rec *recorder, c clock.Clock) *running {
 	t.Helper()
 	w, err := Start(context.Background(), cfg, Options{
-		Clock: c,
+		Clock: c, Log: debugLog(),
 		Models: func(_ string, def config.Model) (model.LLM, error) {
 			return scripted.New("fake", def, scripted.WithHook(rec.hook))
 		},
@@ -218,4 +219,11 @@ func (r *running) publish(subject, body string) {
 	if err := r.nc.Flush(); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+func debugLog() *slog.Logger {
+	if os.Getenv("AW_DEBUG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -148,22 +148,27 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	w.health = newHealth(w.conn, w.store, o)
 	if w.conn.JS != nil {
+		// The input stream is the agents' log (package natsinbox): limits
+		// retention, read with direct gets, purged below the agents'
+		// cursors; a full subject or stream refuses its publisher rather
+		// than dropping what waits.
+		perSubject, maxBytes, maxAge := cfg.NATS.InputLimits()
 		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(), Replicas: cfg.NATS.Replicas,
-			Subjects: []string{subjects.AllInboxes(), subjects.AllDeferred()}}
+			Subjects: []string{subjects.AllInboxes(), subjects.AllDeferred()}, Limits: true, AllowDirect: true, DiscardNew: true,
+			MaxMsgsPerSubject: perSubject, MaxBytes: maxBytes, MaxAge: maxAge}
+		if maxAge == 0 {
+			spec.MaxAge = -1 // none: a message stays until handled
+		}
 		for _, a := range cfg.Agents {
 			for _, s := range a.Subscribe {
 				spec.Subjects = append(spec.Subjects, s.Subject)
 			}
 		}
-		// Every agent's two consumers, and the unknown agents', on one
-		// stream: the server's default limit per stream (1,000) would
-		// leave agents past the 499th unbound.
-		need := config.ConsumersNeeded(len(cfg.Agents))
-		w.consumerLimit, err = natsbus.ConsumerLimit(ctx, w.conn.JS, cfg.NATS.ConsumerLimit(len(cfg.Agents)), need, cfg.NATS.MaxConsumers == 0, o.Log)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %d agents: %w", ErrConfig, len(cfg.Agents), err)
+		// A stream of the layout before the log (a consumer per agent) is
+		// converted first, keeping every agent's place (upgrade.go).
+		if err = natsinbox.Upgrade(ctx, w.conn.JS, cfg.NATS.Stream, logAgents(cfg, nil), subjects, w.store, o.Log); err != nil {
+			return nil, err
 		}
-		spec.MaxConsumers = w.consumerLimit
 		if _, err = natsbus.EnsureStream(ctx, w.conn.JS, spec, o.Log); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -238,23 +243,19 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err = w.startEvents(ctx, cfg, subjects, o); err != nil {
 		return nil, err
 	}
+	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, logAgents(cfg, w.driver), natsinbox.Options{
+		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes, DuplicateWindow: cfg.NATS.DuplicateWindow.D(),
+		Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true, Seal: w.seal,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if w.conn.JS != nil {
+		w.driver.SetInput(w.binding) // before the loops start: they read it
+	}
 	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
 	if err = w.driver.Start(loops); err != nil {
-		return nil, err
-	}
-
-	var bound []natsinbox.Agent
-	for _, a := range cfg.Agents {
-		ag, _ := w.driver.Agent(a.Name)
-		bound = append(bound, natsinbox.Agent{Name: a.Name, Target: ag, Subscribe: a.Subscribe, Cap: a.Inbox.Cap})
-	}
-	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, bound, natsinbox.Options{
-		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes,
-		AckWait: cfg.NATS.AckWait.D(), Store: w.store, HandledKeep: cfg.NATS.HandledIDs, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true,
-		BindRetry: o.BindRetry, OnBindFailure: func(agent string, _ error) { w.metrics.BindFailed(agent) }, Seal: w.seal,
-	})
-	if err != nil {
 		return nil, err
 	}
 	// Every replica listens on every agent's control subject and answers
@@ -350,19 +351,13 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 			wakeOnResolved[a.Name] = true
 		}
 	}
-	var handled func(ctx context.Context, agent, id string) (bool, error)
-	if w.conn.JS != nil { // the binding checks handled ids in JetStream mode only
-		handled = func(ctx context.Context, agent, id string) (bool, error) {
-			return natsinbox.HandledID(ctx, w.store, agent, id)
-		}
-	}
 	w.api, err = api.New(api.Options{
 		Listen: cfg.API.Listen, Access: w.tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus, EventFeed: w.eventFeed(),
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, DeadLetters: w.deadLetterStore(), Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxInflightBytes: int64(cfg.API.MaxInflightBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
-		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Handled: handled, Observer: w.metrics,
+		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Observer: w.metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -427,6 +422,20 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 		return fmt.Errorf("stream %s: %w", ack.Stream, api.ErrDuplicate)
 	}
 	return nil
+}
+
+// logAgents are the agents as the input log needs them; d supplies their
+// loops (nil: none, for the upgrade, which needs only their inputs).
+func logAgents(cfg *config.Config, d *driver.Driver) []natsinbox.Agent {
+	out := make([]natsinbox.Agent, 0, len(cfg.Agents))
+	for _, a := range cfg.Agents {
+		la := natsinbox.Agent{Name: a.Name, Subscribe: a.Subscribe}
+		if d != nil {
+			la.Target, _ = d.Agent(a.Name)
+		}
+		out = append(out, la)
+	}
+	return out
 }
 
 // APIAddr is where the operator API listens.
@@ -778,8 +787,8 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 			ResumeWithin:        a.Turn.ResumeWithin.D(),
 			Approval:            a.Approval,
 			ApprovalTTL:         a.ApprovalTTL.D(),
-			// The journal's messages come back when their ack wait ends.
-			ResumeWait:   2*cfg.NATS.AckWait.D() + 10*time.Second,
+			// The journal's messages are read from the log at once.
+			ResumeWait:   10 * time.Second,
 			TurnsPerHour: a.Limits.TurnsPerHour,
 			TurnBurst:    a.Limits.TurnBurst,
 			Schedules:    schedules(a.Schedules),

@@ -150,6 +150,9 @@ func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer
 	if o.ownsProcess {
 		slog.SetDefault(log)
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w.Msg, "key", w.Path, "file", w.File, "line", w.Line)
+	}
 	w, err := worker.Start(ctx, cfg, worker.Options{Log: log})
 	if err != nil {
 		if errors.Is(err, worker.ErrConfig) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -19,7 +18,7 @@ import (
 func TestDeadLettersAreRecordedByID(t *testing.T) {
 	t.Parallel()
 	st := memory.New(nil)
-	r := newRig(t, st, 30*time.Second)
+	r := newRig(t, st)
 	ctx := t.Context()
 	log := turnlog.New(st, nil)
 
@@ -33,13 +32,16 @@ func TestDeadLettersAreRecordedByID(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.publish(t, "agents.a.inbox", "full-1", `{"text": "one too many"}`)
-	r.next(t).Receipt.Dropped("inbox full")
+	m := r.next(t)
+	if err := r.b.DeadLetter(ctx, "a", m, "dropped", "failed in too many turns"); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct{ id, reason, detail string }{
 		{"bad-1", inbox.RejectInvalidJSON, ""},
 		{"big-1", inbox.RejectTooLarge, "limit is 4096"},
 		{fmt.Sprintf("AGENTS-seq-%d", ack.Sequence), inbox.RejectEmpty, "whitespace"},
-		{"full-1", "dropped", "inbox full"},
+		{"full-1", "dropped", "too many turns"},
 	} {
 		var f turnlog.Fate
 		waitUntil(t, "dead-letter record of "+c.id, func() bool {
@@ -67,16 +69,5 @@ func TestDeadLettersAreRecordedByID(t *testing.T) {
 	r.b.Stop() // writes what records are queued
 	if f, err := log.Fate(ctx, "ghost", "ghost-1"); err != nil || f.DeadLetter != nil {
 		t.Errorf("unknown agent's message recorded: %+v, %v", f, err)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v", what, deadline)
-		}
-		<-time.After(5 * time.Millisecond)
 	}
 }

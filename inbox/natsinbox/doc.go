@@ -1,38 +1,46 @@
-// Package natsinbox binds agents' inboxes to NATS: it consumes each
-// agent's subjects from JetStream (or, in core mode, plain
-// subscriptions), turns bodies into inbox messages, dead-letters what it
-// cannot use, and acks a message only when the turn that drained it has
-// been recorded.
+// Package natsinbox is the agents' input on NATS. With JetStream the
+// input stream is a log: messages stay in it until handled, each agent
+// keeps a cursor per bound input (the last stream sequence a recorded turn
+// handled, stored in the turn's own record by package driver), and each
+// replica runs one router instead of consumers per agent. In core NATS
+// mode it subscribes, at most once.
+//
+// One idea per file: the router (router.go) wakes the owner of each new
+// message; the reader (reader.go) reads an agent's input from its cursors
+// with batch direct gets; the purger (purger.go) removes what the stored
+// cursors cover; dead letters are published (reject.go), kept, read and
+// replayed (deadletters.go); input for unknown agents is dead-lettered
+// once (unknown.go); the start misses nothing (start.go); a stream of
+// the older consumer layout is converted in place (upgrade.go).
 //
 // # Guarantees (JetStream mode)
 //
-//   - At least once: a message is acked only after the driver reports it
-//     handled (its turn finished and was stored). Until then its ack
-//     deadline is kept alive with in-progress acks, however long the agent
-//     sleeps, is paused or halted, or the turn runs.
-//   - No double work: a handled message's id (Nats-Msg-Id, else the
-//     envelope's id, else the stream sequence, "<stream>-seq-<n>"; a
-//     Nats-Msg-Id natsbus.MsgID(agent, envelope's id) is the envelope's id,
-//     so ids are per agent though JetStream's are stream-wide) is
-//     recorded in the agent's handled-id record before the ack, with the
-//     number of the turn that handled it when the driver says (HandledBy;
-//     turnlog.RecordHandled: one bounded key per agent, one write per
-//     settled batch); a redelivery or republish of it is acked without a
-//     turn while the record holds it (Options.HandledKeep newest ids,
-//     within Options.HandledTTL). HandledID
-//     asks the same question, so a publisher (the API) can answer
-//     "duplicate" instead of queueing what would be dropped.
-//   - Backpressure, not loss: the server delivers at most inbox.cap
-//     unacked messages per agent; the rest wait in the stream.
-//   - Bad input never blocks the loop: it is published to the dead-letter
-//     subject with an Agent-Worker-Reject-Reason header, terminated (not
-//     redelivered), logged and announced as a message-rejected event.
-//     For a configured agent the reason is also recorded in the store
-//     under the message's id (turnlog.DeadLetter, kept HandledTTL,
-//     written in the background), and so is a dropped message's; Stop
-//     waits a few seconds for those records.
+//   - At least once: a message leaves the log only once the stored
+//     cursors of every configured agent that binds its subject are at or
+//     past it (handled by a recorded turn, or dead-lettered).
+//   - No double work: a message is handled exactly when it is at or below
+//     the agent's cursor, and the cursor is stored in the same write as
+//     the turn that handled it. Publisher retries are deduplicated by the
+//     stream's Nats-Msg-Id window.
+//   - Ownership moves by cursor: a new owner reads on from the stored
+//     cursors as soon as it holds the lease; nothing waits for an ack
+//     deadline.
+//   - Cost per message does not grow with the number of agents: one
+//     router per replica sees each message once; an agent with no news
+//     costs nothing; its backlog stays in the log, read at most its inbox
+//     cap at a time.
+//   - Bad input never blocks the loop: a body the worker cannot use is
+//     published to the dead-letter subject with an
+//     Agent-Worker-Reject-Reason header, logged, announced as a
+//     message-rejected event and recorded in the store under the
+//     message's id (turnlog.DeadLetter); the cursor then passes it.
 //
-// In core NATS mode none of this holds: delivery is at most once.
+// Not guaranteed: on a clustered stream a direct get may be answered by a
+// copy that lags; the reader reads again until it has what the router saw
+// (the start's hints cannot be checked so). A crash between a dead letter
+// and the store of the cursor that passes it dead-letters the message
+// again (kept once within the dead-letter stream's duplicate window) or,
+// if it was given up after failed turns, lets it run again.
 //
 // A message's Agent-Worker-Via header (HeaderVia), set by the API for the
 // Alertmanager receiver and by package background on a subagent's report,
@@ -43,6 +51,6 @@
 // (agent_worker_messages_unsealed_total), and the message is delivered as
 // any other.
 //
-// It must not run turns: it hands messages to a Target (the driver's
-// agent) and learns their fate through inbox.Receipt.
+// It must not run turns: it wakes the driver's agents (Target) and
+// answers their reads (Binding.Read, driver.Log).
 package natsinbox

@@ -2,7 +2,6 @@ package natsinbox_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -18,7 +17,7 @@ import (
 // to this agent is the message's id, as a raw publisher set it.
 func TestScopedMessageIDIsKnownByTheSendersID(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil), 30*time.Second)
+	r := newRig(t, memory.New(nil))
 	for _, c := range []struct{ name, header, body, want string }{
 		{"scoped by the worker", "a/inc-42", `{"text": "t", "id": "inc-42"}`, "inc-42"},
 		{"plain id of an older version", "inc-43", `{"text": "t", "id": "inc-43"}`, "inc-43"},

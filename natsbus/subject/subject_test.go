@@ -1,6 +1,9 @@
 package subject
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestMatch(t *testing.T) {
 	t.Parallel()
@@ -56,5 +59,42 @@ func TestOverlap(t *testing.T) {
 		if got := Overlap(tt.b, tt.a); got != tt.want {
 			t.Errorf("Overlap(%q, %q) = %v, want %v (not symmetric)", tt.b, tt.a, got, tt.want)
 		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		wide, narrow string
+		want         bool
+	}{
+		{"alerts.>", "alerts.prod.>", true},
+		{"alerts.>", "alerts.prod.db", true},
+		{"alerts.>", "alerts", false},
+		{"alerts.*", "alerts.db", true},
+		{"alerts.*", "alerts.*", true},
+		{"alerts.*", "alerts.>", false},
+		{"alerts.*.db", "alerts.prod.*", false},
+		{"alerts.prod.>", "alerts.>", false},
+		{">", "anything.at.all", true},
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+		{"a.*.c", "a.b.c", true},
+	} {
+		if got := Covers(c.wide, c.narrow); got != c.want {
+			t.Errorf("Covers(%q, %q) = %v, want %v", c.wide, c.narrow, got, c.want)
+		}
+	}
+}
+
+func TestCover(t *testing.T) {
+	t.Parallel()
+	got, err := Cover([]string{"alerts.prod.>", "agents.*.inbox", "alerts.>", "alerts.>", "tickets.new"})
+	if err != nil || strings.Join(got, " ") != "agents.*.inbox alerts.> tickets.new" {
+		t.Fatalf("Cover = %v, %v", got, err)
+	}
+	_, err = Cover([]string{"alerts.*.db", "alerts.prod.*"})
+	if err == nil || !strings.Contains(err.Error(), `"alerts.>"`) {
+		t.Fatalf("partial overlap: %v", err)
 	}
 }

@@ -1,0 +1,184 @@
+package natsinbox
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/natsbus/subject"
+)
+
+// Target is what the log tells of an agent's input; the driver's agent
+// is one.
+type Target interface {
+	// Send hands over a message that only memory holds (core NATS mode).
+	Send(inbox.Message)
+	// Notify says the agent's log has news: its loop reads it. It must not
+	// block.
+	Notify()
+}
+
+// Agent is one agent as the log needs it.
+type Agent struct {
+	Name   string
+	Target Target
+	// Subscribe lists the extra subjects the agent binds.
+	Subscribe []config.Subscription
+}
+
+// input is one subject or pattern an agent binds — its inbox, its
+// deferred subject, or a subscribe: subject — with what the log knows of
+// it. Its key (the subject as configured) names the agent's cursor for it.
+type input struct {
+	agent *agentLog
+	key   string
+	kind  inbox.Kind
+	// seen is the newest sequence the router saw on the input; hint the
+	// stream's last sequence when the start found messages on it (a
+	// message at or below it may wait). Reads are made only when one is
+	// beyond the reader's position.
+	seen, hint atomic.Uint64
+	// pending is how many messages the last read left behind.
+	pending atomic.Uint64
+	// lags counts reads in a row that came back behind seen.
+	lags atomic.Int32
+	// cursor is the agent's cursor on the input as last settled here
+	// (owner only); purged the sequence the log is purged below.
+	cursor, purged atomic.Uint64
+	// dirty: the log may hold messages of the input below its cursor.
+	dirty atomic.Bool
+	// overlaps are the other agents' inputs whose subjects can meet this
+	// one's: the input is purged only below their cursors too.
+	overlaps []*input
+	// ids holds, oldest first, the messages with a Nats-Msg-Id the router
+	// saw on the input within the stream's duplicate window: they are not
+	// purged before it passes, so a publisher's retry is recognised as a
+	// duplicate even after the server restarts (it rebuilds its duplicate
+	// ids from the messages it holds).
+	ids recentIDs
+}
+
+// recentIDs is a queue of (sequence, time) of messages with ids.
+type recentIDs struct {
+	mu sync.Mutex
+	q  []seqAt
+}
+
+type seqAt struct {
+	seq uint64
+	at  time.Time
+}
+
+// add notes a message with an id at seq, stored at at.
+func (r *recentIDs) add(seq uint64, at time.Time) {
+	r.mu.Lock()
+	r.q = append(r.q, seqAt{seq, at})
+	r.mu.Unlock()
+}
+
+// oldest forgets the messages stored before since and returns the
+// sequence of the oldest one left (0: none).
+func (r *recentIDs) oldest(since time.Time) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := 0
+	for i < len(r.q) && r.q[i].at.Before(since) {
+		i++
+	}
+	if i > 0 {
+		r.q = append(r.q[:0:0], r.q[i:]...)
+	}
+	if len(r.q) == 0 {
+		return 0
+	}
+	return r.q[0].seq
+}
+
+// agentLog is one configured agent's inputs.
+type agentLog struct {
+	name   string
+	target Target
+	owned  atomic.Bool
+	// purgeArmed: a purge after the duplicate window is armed (purger).
+	purgeArmed atomic.Bool
+	inputs     []*input // inbox, deferred, then the subscribe: subjects
+	byKey      map[string]*input
+	// subscribe is the agent's subscribe: bindings, for core NATS mode.
+	subscribe []config.Subscription
+}
+
+// newAgentLog lays out a's inputs under subjects.
+func newAgentLog(a Agent, subjects natsbus.Subjects) *agentLog {
+	al := &agentLog{name: a.Name, target: a.Target, byKey: map[string]*input{}, subscribe: a.Subscribe}
+	add := func(key string, kind inbox.Kind) {
+		in := &input{agent: al, key: key, kind: kind}
+		al.inputs = append(al.inputs, in)
+		al.byKey[key] = in
+	}
+	add(subjects.Inbox(a.Name), inbox.Wake)
+	add(subjects.Deferred(a.Name), inbox.Deferred)
+	for _, s := range a.Subscribe {
+		kind := inbox.Wake
+		if s.Mode == "deferred" {
+			kind = inbox.Deferred
+		}
+		add(s.Subject, kind)
+	}
+	return al
+}
+
+// pattern is one subscribe: subject and the inputs of every agent that
+// binds it as written.
+type pattern struct {
+	subject string
+	inputs  []*input
+}
+
+// layout indexes the agents' inputs: each agent by name, and the
+// subscribe: patterns; it links the inputs whose subjects overlap.
+func layout(agents []Agent, subjects natsbus.Subjects) (map[string]*agentLog, []*pattern) {
+	byName := map[string]*agentLog{}
+	byPattern := map[string]*pattern{}
+	var patterns []*pattern
+	var bound []*input
+	for _, a := range agents {
+		al := newAgentLog(a, subjects)
+		byName[a.Name] = al
+		for _, in := range al.inputs[2:] {
+			p := byPattern[in.key]
+			if p == nil {
+				p = &pattern{subject: in.key}
+				byPattern[in.key] = p
+				patterns = append(patterns, p)
+			}
+			p.inputs = append(p.inputs, in)
+			bound = append(bound, in)
+		}
+	}
+	// The agents' own subjects are under the prefix, which subscribe:
+	// subjects may not be (config), so only subscribe: inputs overlap.
+	for _, in := range bound {
+		for _, o := range bound {
+			if o.agent != in.agent && subject.Overlap(in.key, o.key) {
+				in.overlaps = append(in.overlaps, o)
+			}
+		}
+	}
+	return byName, patterns
+}
+
+// raise sets v to n if n is larger, and reports whether it did.
+func raise(v *atomic.Uint64, n uint64) bool {
+	for {
+		old := v.Load()
+		if n <= old {
+			return false
+		}
+		if v.CompareAndSwap(old, n) {
+			return true
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package natsinbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/natsbus/subject"
+)
+
+// The router is one ordered consumer per replica over the whole input
+// stream, headers only: for each message it notes the newest sequence
+// seen on every input the subject belongs to — an agent's inbox or
+// deferred subject, or the subscribe: subjects that match it — and wakes
+// the agent when this replica owns it and the input wakes it. It holds
+// nothing: the agent's loop reads the message from the log. Input for an
+// agent that is not configured is dead-lettered (unknown.go).
+//
+// Every replica routes every message, for every agent, so an agent that
+// moves here knows what its log holds at once; the cost is one atomic
+// store per bound input a message reaches, whatever the number of agents.
+
+// startRouter starts the router after sequence last.
+func (b *Binding) startRouter(ctx context.Context, last uint64) error {
+	c, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   last + 1,
+		HeadersOnly:   true,
+		NamePrefix:    "agent-worker-router",
+	})
+	if err != nil {
+		return fmt.Errorf("router over %s: %w", b.opts.Stream, err)
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			b.opts.Log.Warn("router: a message without its JetStream metadata; skipped", "subject", m.Subject(), "error", err)
+			return
+		}
+		var at time.Time
+		if m.Headers().Get(nats.MsgIdHdr) != "" {
+			at = meta.Timestamp
+		}
+		b.routeAt(m.Subject(), meta.Sequence.Stream, false, at)
+		raise(&b.routed, meta.Sequence.Stream)
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		b.opts.Log.Warn("router: consumer error; it recovers by itself, missing nothing", "stream", b.opts.Stream, "error", err)
+	}))
+	if err != nil {
+		return fmt.Errorf("router over %s: %w", b.opts.Stream, err)
+	}
+	b.router = cc
+	return nil
+}
+
+// How route placed a subject.
+type routing int
+
+const (
+	routed   routing = iota // to one or more configured agents' inputs
+	unknown                 // under the prefix, for an agent not configured
+	unrouted                // no agent binds it
+)
+
+// route notes a message at seq on subj. hint: seq is not the message's
+// own sequence but the stream's last at the start, at or below which
+// messages of subj wait.
+func (b *Binding) route(subj string, seq uint64, hint bool) routing {
+	return b.routeAt(subj, seq, hint, time.Time{})
+}
+
+// routeAt is route for a message stored at idAt that has a Nats-Msg-Id
+// (zero: it has none, or seq is a hint).
+func (b *Binding) routeAt(subj string, seq uint64, hint bool, idAt time.Time) routing {
+	if name, kind, ok := b.opts.Subjects.Agent(subj); ok {
+		a := b.agents[name]
+		if a == nil {
+			b.queueUnknown(unknownMsg{subject: subj, seq: seq, upTo: hint})
+			return unknown
+		}
+		in := a.inputs[0]
+		if kind == "deferred" {
+			in = a.inputs[1]
+		}
+		b.saw(in, seq, hint, idAt)
+		return routed
+	}
+	r := unrouted
+	for _, p := range b.patterns {
+		if subject.Match(p.subject, subj) {
+			for _, in := range p.inputs {
+				b.saw(in, seq, hint, idAt)
+			}
+			r = routed
+		}
+	}
+	return r
+}
+
+// saw notes seq on in, and wakes its agent when in wakes it and the agent
+// is served here.
+func (b *Binding) saw(in *input, seq uint64, hint bool, idAt time.Time) {
+	if !idAt.IsZero() && b.opts.DuplicateWindow > 0 {
+		in.ids.add(seq, idAt)
+	}
+	if hint {
+		raise(&in.hint, seq)
+	} else {
+		raise(&in.seen, seq)
+	}
+	in.dirty.Store(true)
+	if in.agent.owned.Load() {
+		// Deferred news too: the loop reads it into the inbox (up to its
+		// cap) without a wake, so the inbox view shows it.
+		in.agent.target.Notify()
+	}
+}

@@ -1,0 +1,54 @@
+package natsinbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startLog starts reading the stream as a log, missing nothing: it takes
+// the stream's last sequence and its subjects that hold messages in one
+// answer, starts the router after that sequence, and then marks every
+// input with messages at or below it (a hint its reader follows once the
+// agent is owned here), dead-letters what waits for agents that are not
+// configured, and purges subjects no agent binds any more.
+func (b *Binding) startLog(ctx context.Context) error {
+	s, err := b.js.Stream(ctx, b.opts.Stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", b.opts.Stream, err)
+	}
+	b.stream = s
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return fmt.Errorf("stream %s: subjects with messages: %w", b.opts.Stream, err)
+	}
+	last := info.State.LastSeq
+	b.unknown = make(chan unknownMsg, unknownQueue)
+	b.work.Add(1)
+	go b.deadLetterUnknown()
+	b.purger = newPurger(b)
+	b.work.Add(1)
+	go b.purger.run()
+	if err := b.startRouter(ctx, last); err != nil {
+		return err
+	}
+	defer raise(&b.routed, last) // once the hints below are placed
+	found, stale := 0, 0
+	for subj := range info.State.Subjects {
+		switch b.route(subj, last, true) {
+		case routed:
+			found++
+		case unrouted:
+			stale++
+			if err := s.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(last+1)); err != nil {
+				b.opts.Log.Warn("cannot purge a subject no agent binds any more", "subject", subj, "error", err)
+				continue
+			}
+			b.opts.Log.Warn("purged the messages of a subject no agent binds any more", "subject", subj, "messages", info.State.Subjects[subj])
+		}
+	}
+	b.opts.Log.Info("input log", "stream", b.opts.Stream, "last_seq", last, "messages", info.State.Msgs,
+		"subjects_with_input", found, "stale_subjects_purged", stale)
+	return nil
+}

@@ -60,11 +60,10 @@ type AgentView struct {
 	// WaitingFor says why queued work waits (state "waiting"): a
 	// dependency that is down. It runs by itself when it is back.
 	WaitingFor string `json:"waiting_for,omitempty"`
-	// NotConsuming says why the owner does not consume the agent's
-	// messages: its NATS consumers could not be bound (the stream's
-	// consumer limit reached, ...). Its messages wait in the stream; the
-	// owner retries with backoff and /readyz answers 503 meanwhile.
-	NotConsuming string `json:"not_consuming,omitempty"`
+	// LogWaiting counts the agent's messages its input log holds beyond
+	// what its inbox has read (the inbox is at its cap, inbox_cap): they
+	// come in later turns, oldest first, none dropped.
+	LogWaiting int `json:"log_waiting,omitempty"`
 	// FailedTurns counts failed turns in a row; their retries back off.
 	FailedTurns int `json:"failed_turns,omitempty"`
 	// ThrottledUntil is set while a turn limit holds the next turn back;
@@ -150,9 +149,6 @@ type ViewOptions struct {
 	// Holder names this replica: the view's owner, since only the owner
 	// is asked for it.
 	Holder string
-	// NotConsuming says why the agent's consumers are not bound ("" when
-	// they are); nil: always "".
-	NotConsuming func(agent string) string
 }
 
 // LocalView returns the view function control.Options.View takes: the
@@ -184,14 +180,9 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 		NextWake: st.NextWake, NextWakeCause: st.NextWakeCause, NextWakeReason: st.NextWakeReason,
 		WaitingFor: st.WaitingFor, FailedTurns: st.FailedTurns, ThrottledUntil: st.ThrottledUntil, ThrottledBy: st.ThrottledBy,
 		TurnsPerHour: st.TurnsPerHour,
-		InboxPending: st.InboxPending, DeferredPending: st.Deferred, InboxCap: st.InboxCap,
+		InboxPending: st.InboxPending, DeferredPending: st.Deferred, InboxCap: st.InboxCap, LogWaiting: st.LogWaiting,
 		PendingWakes: st.PendingWakes, Turns: st.Turns, Model: a.ModelName(),
 		Schedules: []ScheduleView{},
-	}
-	if o.NotConsuming != nil {
-		if why := o.NotConsuming(st.Name); why != "" {
-			v.NotConsuming = "not consuming: " + why
-		}
 	}
 	if p, ok := a.PauseInfo(); ok {
 		if !p.Since.IsZero() {

@@ -10,6 +10,7 @@ import (
 	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/natsbus"
 )
 
 // DeadLetterStore reads and replays kept dead letters (natsinbox's
@@ -109,6 +110,10 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, natsinbox.ErrNoDeadLetter):
 		fail(w, r, http.StatusNotFound, "%v (replayed already, or aged out of the dead-letter stream)", err)
+		return
+	case errors.Is(err, natsbus.ErrFull):
+		w.Header().Set("Retry-After", retryFull)
+		fail(w, r, http.StatusInsufficientStorage, "replay: %v", err)
 		return
 	case err != nil:
 		fail(w, r, http.StatusServiceUnavailable, "replay: %v", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/natsbus"
 )
 
 // Message sources of what the API queues (inbox.Message.Source).
@@ -250,8 +251,15 @@ func (s *Server) fits(m inbox.Message) (int, bool) {
 // deliver queues m for a: through Options.Deliver (durably, to whichever
 // replica owns the agent) when set, else into a's inbox here. It reports
 // whether m was queued; when not, the answer is written: duplicate when
-// the transport already held m, else 503 — and m's id is forgotten, so
-// the sender's retry is not taken for a duplicate.
+// the transport already held m, 507 when the input stream refused it for
+// a bound (natsbus.ErrFull: the agent's backlog or the stream is full),
+// else 503 — and m's id is forgotten, so the sender's retry is not taken
+// for a duplicate.
+
+// retryFull is the Retry-After of a 507: a full backlog drains at the
+// agent's pace.
+const retryFull = "30"
+
 func (s *Server) deliver(w http.ResponseWriter, r *http.Request, a *driver.Agent, m inbox.Message) bool {
 	if s.o.Deliver == nil {
 		a.Send(m)
@@ -263,6 +271,13 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, a *driver.Agent
 		return true
 	case errors.Is(err, ErrDuplicate):
 		s.duplicate(w, r, m.ID, DuplicateStream)
+		return false
+	case errors.Is(err, natsbus.ErrFull):
+		// The agent's backlog (or the whole input stream) is at its bound:
+		// nothing was queued, and nothing waiting was dropped for it.
+		s.seen.forget(a.Name(), m.ID)
+		w.Header().Set("Retry-After", retryFull)
+		fail(w, r, http.StatusInsufficientStorage, "could not queue the message: %v", err)
 		return false
 	}
 	s.seen.forget(a.Name(), m.ID)

@@ -505,7 +505,7 @@ func (r *remote) publishReport(parent, id, text string, quit <-chan struct{}) bo
 			}
 			return true
 		}
-		o.Log.Warn("subagent report not published yet; retrying", "agent", parent, "subagent", id, "error", err)
+		o.Log.Warn("subagent report not published yet; retrying", "agent", parent, "subagent", id, "error", natsbus.Full(err))
 		select {
 		case <-quit:
 			return false

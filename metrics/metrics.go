@@ -88,7 +88,7 @@ type Metrics struct {
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
 	memory          memoryMetrics   // memory.go
-	binding         *bindingMetrics // binding.go
+	input           *inputMetrics   // input.go
 	store           *storeMetrics   // store.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
@@ -243,8 +243,8 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 
 	m.memory = newMemoryMetrics()
 	m.reg.MustRegister(m.memory.collectors()...)
-	m.binding = newBindingMetrics(src)
-	m.reg.MustRegister(m.binding.collectors()...)
+	m.input = newInputMetrics()
+	m.reg.MustRegister(m.input.collectors()...)
 	m.store = newStoreMetrics()
 	m.reg.MustRegister(m.store.ops)
 	m.reg.MustRegister(newLedgerMetrics(src))

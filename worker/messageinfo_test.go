@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -137,10 +136,10 @@ func TestMessageLookupAndTurnsFromAStandby(t *testing.T) {
 	if code, body := c.call("r2", http.MethodGet, "/v1/agents/triage/turns?limit=0", ""); code != http.StatusBadRequest || !strings.Contains(string(body), `"error"`) {
 		t.Fatalf("limit=0: %d %s", code, body)
 	}
-	// The handled id names the turn in the store, for a lookup after the
+	// The turn log names the turn in the store, for a lookup after the
 	// owner has forgotten the message.
-	h, ok, err := turnlog.LookupHandled(t.Context(), r1.w.Store(), "triage", "job-1", time.Now())
-	if err != nil || !ok || h.Turn != 1 {
-		t.Fatalf("handled record %+v %v, %v", h, ok, err)
+	tl, found, err := turnlog.New(r1.w.Store(), nil).FindMessage(t.Context(), "triage", "job-1")
+	if err != nil || !found || tl.N != 1 {
+		t.Fatalf("turn log of job-1: %+v %v, %v", tl, found, err)
 	}
 }

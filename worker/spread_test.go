@@ -37,10 +37,6 @@ type fleet struct {
 	agents  []string
 	ackWait string
 	js      jetstream.JetStream
-	// maxConsumers sets nats.max_consumers when not 0; bindRetry
-	// Options.BindRetry.
-	maxConsumers int
-	bindRetry    time.Duration
 	// lease is the lease section; default ttl 3s, heartbeat 200ms.
 	lease string
 
@@ -116,7 +112,7 @@ func (c *fleet) config(holder string) *config.Config {
 	fmt.Fprintf(&b, `data_dir: %s
 shutdown_grace: 10s
 api: {listen: "127.0.0.1:0"}
-nats: {url: %q, ack_wait: %s, max_consumers: %d}
+nats: {url: %q, ack_wait: %s}
 lease: {holder: %s, %s}
 models:
   fake:
@@ -124,7 +120,7 @@ models:
     script: [{text: "noted", delay: %s, usage: {input: 100, output: 10}}]
     loop: true
 agents:
-`, c.tb.TempDir(), c.url, c.ackWait, c.maxConsumers, holder, cmp.Or(c.lease, "ttl: 3s, heartbeat: 200ms"), turnDelay)
+`, c.tb.TempDir(), c.url, c.ackWait, holder, cmp.Or(c.lease, "ttl: 3s, heartbeat: 200ms"), turnDelay)
 	for _, a := range c.agents {
 		fmt.Fprintf(&b, "  - {name: %s, model: fake, tools: [report_done]}\n", a)
 	}
@@ -143,8 +139,7 @@ agents:
 func (c *fleet) start(holder string) *fleetReplica {
 	c.tb.Helper()
 	w, err := Start(context.Background(), c.config(holder), Options{
-		Models:    func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) },
-		BindRetry: c.bindRetry,
+		Models: func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) }, Log: debugLog(),
 	})
 	if err != nil {
 		c.tb.Fatal(err)
@@ -694,6 +689,9 @@ func TestGracefulStopHandsAgentsOver(t *testing.T) {
 		defer c.mu.Unlock()
 		for _, id := range ids {
 			if len(c.handled[id]) == 0 {
+				if os.Getenv("AW_DEBUG") != "" {
+					t.Logf("DEBUG missing %s", id)
+				}
 				return false
 			}
 		}

@@ -62,9 +62,6 @@ type Options struct {
 	// Models, when set, supplies the model of an agent instead of
 	// models.New (tests inject scripted models with hooks).
 	Models func(agent string, def config.Model) (model.LLM, error)
-	// BindRetry is the first wait before a failed bind of an agent's
-	// consumers is retried (natsinbox.Options.BindRetry; default 1s).
-	BindRetry time.Duration
 }
 
 // Worker is a running agent-worker.
@@ -98,10 +95,9 @@ type Worker struct {
 	stopEv      func()
 	events      *eventstream.Stream // the durable events stream; nil in core NATS mode (events.go)
 	cancel      context.CancelFunc
-	// consumerLimit is the input stream's consumer limit
-	// (nats.max_consumers or its automatic value; 0 in core NATS mode),
-	// set on the subagent stream too, which holds a consumer per parent.
-	consumerLimit int
+	// refused is the input stream's last refusal of the worker's own
+	// publishes (refusal.go), for /readyz.
+	refused refusal
 
 	// spread shares the agents with the other replicas (membership.go).
 	spread spread
@@ -271,7 +267,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		Holder: holder, Conn: w.conn.NC, Subjects: subjects, Log: o.Log,
 		Tokens: w.tokens, Seal: w.seal, LoopbackNATS: w.conn.Embedded && cfg.NATS.EmbeddedOnLoopback(),
 		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder,
-			NotConsuming: w.binding.BindError})})
+		})})
 	if err != nil {
 		return nil, err
 	}
@@ -416,7 +412,7 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	defer cancel()
 	ack, err := w.conn.JS.PublishMsg(ctx, msg)
 	if err != nil {
-		return err
+		return w.noteRefusal(err, "a message over the API to "+agent)
 	}
 	if ack.Duplicate {
 		return fmt.Errorf("stream %s: %w", ack.Stream, api.ErrDuplicate)
@@ -443,25 +439,8 @@ func (w *Worker) APIAddr() string { return w.apiAddr }
 
 // notReady lists why the worker cannot serve — NATS, its JetStream
 // storage or the store down — from the health monitor's last probes, so
-// /readyz answers at once however hung a dependency is; and the agents
-// this replica owns but does not consume (their consumers could not be
-// bound; retried), the first maxNotConsumingReasons by name.
-func (w *Worker) notReady() []string {
-	out := w.health.Problems()
-	if w.binding == nil {
-		return out
-	}
-	nc := w.binding.NotConsuming()
-	for i, a := range nc {
-		if i == maxNotConsumingReasons {
-			out = append(out, fmt.Sprintf("%d more agents not consuming", len(nc)-i))
-			break
-		}
-		out = append(out, fmt.Sprintf("agent %s not consuming: %s (since %s, %d attempts; retrying)", a.Agent, a.Err,
-			a.Since.UTC().Format(time.RFC3339), a.Attempts))
-	}
-	return out
-}
+// /readyz answers at once however hung a dependency is.
+func (w *Worker) notReady() []string { return w.health.Problems() }
 
 // metricTools are the tool labels of a's tool_calls_total: its built-in
 // tools and the MCP tools it is granted by name (as the model sees them);
@@ -490,18 +469,18 @@ func (w *Worker) deadLetterStore() api.DeadLetterStore {
 // degraded lists what works less well without making the worker unready:
 // the MCP servers that are down (their tools answer with an error).
 func (w *Worker) degraded() []string {
-	if w.mcp == nil {
-		return nil
-	}
 	var out []string
+	if r := w.refusals(); r != "" {
+		out = append(out, r)
+	}
+	if w.mcp == nil {
+		return out
+	}
 	for _, st := range w.mcp.Down() {
 		out = append(out, fmt.Sprintf("MCP server %s down since %s: %s (its tools answer with an error; reconnecting)", st.Server, st.Since.UTC().Format(time.RFC3339), st.Error))
 	}
 	return out
 }
-
-// maxNotConsumingReasons bounds the agents /readyz names one by one.
-const maxNotConsumingReasons = 10
 
 // Health returns the monitor of the worker's dependencies.
 func (w *Worker) Health() *health.Monitor { return w.health }
@@ -878,14 +857,6 @@ func (g gauges) MCPServersUp() map[string]bool {
 	return up
 }
 
-// NotConsuming implements metrics.BindingSource.
-func (g gauges) NotConsuming() int {
-	if g.w.binding == nil {
-		return 0
-	}
-	return len(g.w.binding.NotConsuming())
-}
-
 // LedgerWriteFailures implements metrics.LedgerSource.
 func (g gauges) LedgerWriteFailures() uint64 {
 	if g.w.guard == nil {
@@ -949,7 +920,9 @@ func (w *Worker) subagentOptions(cfg *config.Config, o Options) background.Optio
 	opts.JetStream, opts.NATS, opts.Store = w.conn.JS, w.conn.NC, w.store
 	opts.Subjects = natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
 	opts.Stream, opts.DuplicateWindow, opts.Replicas = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D(), cfg.NATS.Replicas
-	opts.MaxConsumers = w.consumerLimit
+	// A charges consumer per parent agent, the jobs consumer, and room
+	// for agents added while replicas with the older config still run.
+	opts.MaxConsumers = max(config.DefaultServerMaxConsumers, 2*(len(cfg.Agents)+1))
 	opts.AckWait, opts.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
 	opts.Seal = w.seal
 	return opts

@@ -97,6 +97,9 @@ func (c *cli) sendCmd() *cobra.Command {
 				msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, id))
 			}
 			ack, err := js.PublishMsg(ctx, msg)
+			if err := natsbus.Full(err); errors.Is(err, natsbus.ErrFull) {
+				return fmt.Errorf("publish to %s: %w; nothing was queued: retry once the agent has caught up", subject, err)
+			}
 			if err != nil {
 				return fmt.Errorf("publish to %s: %w (is the agent-worker stream on this server?)", subject, err)
 			}

@@ -178,7 +178,11 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 			more(v)
 		}
 	}
-	line("inbox", fmt.Sprintf("%d pending of %d, %d deferred, %d wake(s) pending", a.InboxPending, a.InboxCap, a.DeferredPending, a.PendingWakes))
+	inbox := fmt.Sprintf("%d pending of %d, %d deferred, %d wake(s) pending", a.InboxPending, a.InboxCap, a.DeferredPending, a.PendingWakes)
+	if a.LogWaiting > 0 {
+		inbox += fmt.Sprintf(", %d more in the log", a.LogWaiting)
+	}
+	line("inbox", inbox)
 	if t := a.LastTurn; t != nil {
 		d := time.Duration(t.DurationSeconds * float64(time.Second)).Round(time.Millisecond)
 		line("last turn", fmt.Sprintf("#%d %s %s (%s), took %s", t.N, t.Outcome, relTime(t.Started, now), absTime(t.Started), d))
@@ -226,8 +230,8 @@ func why(a api.AgentView, now time.Time) string {
 	if a.WaitingFor != "" {
 		r = append(r, "waiting for "+a.WaitingFor+"; it runs by itself once that is back")
 	}
-	if a.NotConsuming != "" {
-		r = append(r, a.NotConsuming+"; its messages wait in the stream, binding is retried")
+	if a.LogWaiting > 0 {
+		r = append(r, fmt.Sprintf("%d more message(s) wait in the input log beyond its inbox cap; they come in later turns", a.LogWaiting))
 	}
 	if a.ThrottledUntil != nil {
 		r = append(r, "held back by "+dash(a.ThrottledBy)+" (next turn "+relTime(*a.ThrottledUntil, now)+")")

@@ -154,7 +154,7 @@ func (d DeadLetters) Replay(ctx context.Context, agent string, seq uint64) (Dead
 	out.Header.Set(nats.MsgIdHdr, "dlq-replay-"+d.Stream+"-"+strconv.FormatUint(seq, 10))
 	out.Data = raw.Data
 	if _, err := d.JS.PublishMsg(ctx, out); err != nil {
-		return DeadLetter{}, fmt.Errorf("replay dead letter %d to %s: %w", seq, out.Subject, err)
+		return DeadLetter{}, fmt.Errorf("replay dead letter %d to %s: %w", seq, out.Subject, natsbus.Full(err))
 	}
 	if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return dl, fmt.Errorf("dead letter %d replayed, but not removed (a second replay is a duplicate within the duplicate window): %w", seq, err)

@@ -232,3 +232,19 @@ func TestAMessageWithAnIDOutlivesItsSettleByTheDuplicateWindow(t *testing.T) {
 	}
 	waitUntil(t, "purged once its window passed", func() bool { return r.held(t, "agents.a.inbox") == 0 })
 }
+
+// Every replica's router sees every message: each has a consumer of its
+// own (replicas that shared one's name took it from each other, and only
+// the last replica started routed anything).
+func TestEveryReplicasRouterSeesEveryMessage(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, memory.New(nil))
+	replicas := []*natsinbox.Binding{r.b, r.start(t), r.start(t)}
+	var last uint64
+	for range 20 {
+		last = r.publish(t, "agents.a.inbox", "", "x")
+	}
+	for i, b := range replicas {
+		waitUntil(t, fmt.Sprintf("replica %d routed all", i+1), func() bool { return b.Routed() >= last })
+	}
+}

@@ -24,13 +24,14 @@ import (
 // moves here knows what its log holds at once; the cost is one atomic
 // store per bound input a message reaches, whatever the number of agents.
 
+// Each replica's router is an ordered consumer with a name of its own
+// (nats.go's random prefix): replicas must not share one.
 // startRouter starts the router after sequence last.
 func (b *Binding) startRouter(ctx context.Context, last uint64) error {
 	c, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   last + 1,
 		HeadersOnly:   true,
-		NamePrefix:    "agent-worker-router",
 	})
 	if err != nil {
 		return fmt.Errorf("router over %s: %w", b.opts.Stream, err)

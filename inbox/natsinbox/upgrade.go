@@ -61,13 +61,14 @@ func Upgrade(ctx context.Context, js jetstream.JetStream, stream string, agents 
 		return nil
 	}
 	var old []string
-	names := s.ConsumerNames(ctx)
-	for n := range names.Name() {
+	infos := s.ListConsumers(ctx)
+	for ci := range infos.Info() {
+		n := ci.Config.Durable
 		if n == oldUnknown || strings.HasPrefix(n, oldWakePrefix) || strings.HasPrefix(n, oldDeferredPrefix) {
 			old = append(old, n)
 		}
 	}
-	if err := names.Err(); err != nil {
+	if err := infos.Err(); err != nil {
 		return fmt.Errorf("upgrade stream %s: list consumers: %w", stream, err)
 	}
 	if cfg.Retention == jetstream.InterestPolicy {

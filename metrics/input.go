@@ -1,0 +1,32 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agent-worker/agent-worker/natsbus"
+)
+
+// inputMetrics are the metrics of the agents' input log.
+type inputMetrics struct {
+	refused *prometheus.CounterVec
+}
+
+func newInputMetrics() *inputMetrics {
+	m := &inputMetrics{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "input_refused_total",
+			Help: "Publishes of the worker's own publishers (the API, the Alertmanager receiver, subagent reports, dead-letter replay) that the input stream refused for a bound it keeps with discard-new: reason subject_full (an agent's backlog at nats.max_msgs_per_subject) or stream_full (nats.max_bytes). The publisher got the error (HTTP 507); nothing waiting was dropped."},
+			[]string{"reason"}),
+	}
+	for _, r := range []string{natsbus.FullSubject, natsbus.FullStream} {
+		m.refused.WithLabelValues(r)
+	}
+	return m
+}
+
+func (i *inputMetrics) collectors() []prometheus.Collector { return []prometheus.Collector{i.refused} }
+
+// InputRefused counts one publish the input stream refused for reason
+// (natsbus.FullSubject, natsbus.FullStream).
+func (m *Metrics) InputRefused(reason string) {
+	m.input.refused.WithLabelValues(oneOf(reason, []string{natsbus.FullSubject, natsbus.FullStream})).Inc()
+}

@@ -87,9 +87,9 @@ type Metrics struct {
 	httpDuration    *prometheus.HistogramVec
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
-	memory          memoryMetrics   // memory.go
-	input           *inputMetrics   // input.go
-	store           *storeMetrics   // store.go
+	memory          memoryMetrics // memory.go
+	input           *inputMetrics // input.go
+	store           *storeMetrics // store.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 }

@@ -266,8 +266,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.ctl, err = control.New(control.Options{Driver: w.driver, Guard: w.guard, Scheduler: sched, Owner: &w.owner,
 		Holder: holder, Conn: w.conn.NC, Subjects: subjects, Log: o.Log,
 		Tokens: w.tokens, Seal: w.seal, LoopbackNATS: w.conn.Embedded && cfg.NATS.EmbeddedOnLoopback(),
-		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder,
-		})})
+		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder})})
 	if err != nil {
 		return nil, err
 	}

@@ -292,7 +292,7 @@ func TestResumeDropQueuedDeadLettersAndTheyNeverComeBack(t *testing.T) {
 	if all := c.recs["r1"].all(); strings.Contains(all, "stale alert") {
 		t.Fatalf("a turn saw a dropped message:\n%s", all)
 	}
-	waitFor(t, "JetStream holds nothing for redelivery", func() bool { return inLog(t, r1) == 0 })
+	waitFor(t, "the stored cursors pass the dropped messages", func() bool { return cursorsOf(t, r1.w.Store(), "triage")["agents.triage.inbox"] >= 3 })
 	if got := value(t, scrape(t, r1), "agent_worker_messages_rejected_total", map[string]string{"agent": "triage", "reason": "operator_dropped"}); got != 3 {
 		t.Fatalf("messages_rejected_total{reason=operator_dropped} = %v, want 3", got)
 	}
@@ -303,8 +303,8 @@ func TestResumeDropQueuedDeadLettersAndTheyNeverComeBack(t *testing.T) {
 		st := r1.agent().Status()
 		return !st.Standby && st.State == driver.Sleeping
 	})
-	if n := r1.agent().Status().InboxPending; n != 0 || inLog(t, r1) != 0 {
-		t.Fatalf("after the restart: %d queued, %d pending in JetStream", n, inLog(t, r1))
+	if n := r1.agent().Status().InboxPending; n != 0 {
+		t.Fatalf("after the restart: %d queued", n)
 	}
 	for h, rec := range c.recs {
 		if strings.Contains(rec.all(), "stale alert") {

@@ -17,7 +17,9 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/store"
 )
 
 func (r *running) agent() *driver.Agent {
@@ -94,6 +96,30 @@ func TestRestartBeforeTheRecordReadsTheMessageAgain(t *testing.T) {
 		t.Errorf("messages_received_total = %v after a restart, want 0 (the message was received by the first process)", got)
 	}
 	waitFor(t, "purged from the log", func() bool { return inLog(t, r2) == 0 })
+}
+
+// cursorsOf returns agent's stored cursors: those of its newest turn
+// record, or those stored without a turn, whichever are further.
+func cursorsOf(t *testing.T, st store.Store, agent string) inbox.Cursors {
+	t.Helper()
+	var c inbox.Cursors
+	if _, err := store.GetJSON(t.Context(), st, driver.CursorsKey(agent), &c); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := st.Tail(t.Context(), "history."+driver.AppName+"."+agent+"."+agent, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range recs {
+		var rec struct {
+			Cursors inbox.Cursors `json:"cursors"`
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		c = c.Merge(rec.Cursors)
+	}
+	return c
 }
 
 // inLog counts the messages the input log still holds for the agent

@@ -21,6 +21,10 @@ func TestTenThousandAgentsInOneWorkerEachHandleAMessage(t *testing.T) {
 	began := time.Now()
 	c := newFleet(t, tenThousand, "10s")
 	c.lease = "ttl: 15s, heartbeat: 1s"
+	// The agents' state in memory: this test is about delivery, and ten
+	// thousand agents' restores from JetStream KV under -race take minutes
+	// of their own (BenchmarkScale measures the product with KV).
+	c.store = "memory://"
 	r := c.start("r1")
 	waitWithin(t, "every agent owned", 6*deadline, func() bool { _, ok := c.spread(); return ok })
 	if code, body := readyz(t, r.w.APIAddr()); code != http.StatusOK {

@@ -39,6 +39,10 @@ type fleet struct {
 	js      jetstream.JetStream
 	// lease is the lease section; default ttl 3s, heartbeat 200ms.
 	lease string
+	// store is store.url; default the KV buckets on the fleet's NATS.
+	store string
+	// delay is how long each model call takes; default turnDelay.
+	delay string
 
 	mu        sync.Mutex
 	reps      map[string]*fleetReplica
@@ -113,6 +117,7 @@ func (c *fleet) config(holder string) *config.Config {
 shutdown_grace: 10s
 api: {listen: "127.0.0.1:0"}
 nats: {url: %q, ack_wait: %s}
+store: {url: %q}
 lease: {holder: %s, %s}
 models:
   fake:
@@ -120,7 +125,7 @@ models:
     script: [{text: "noted", delay: %s, usage: {input: 100, output: 10}}]
     loop: true
 agents:
-`, c.tb.TempDir(), c.url, c.ackWait, holder, cmp.Or(c.lease, "ttl: 3s, heartbeat: 200ms"), turnDelay)
+`, c.tb.TempDir(), c.url, c.ackWait, cmp.Or(c.store, "nats://"), holder, cmp.Or(c.lease, "ttl: 3s, heartbeat: 200ms"), cmp.Or(c.delay, turnDelay))
 	for _, a := range c.agents {
 		fmt.Fprintf(&b, "  - {name: %s, model: fake, tools: [report_done]}\n", a)
 	}

@@ -117,27 +117,6 @@ func wantDuplicate(t *testing.T, a answer, id, reason string) {
 	}
 }
 
-// handledIDs is an Options.Handled whose handled ids the test sets.
-type handledIDs struct {
-	mu  sync.Mutex
-	ids map[string]bool
-}
-
-func (h *handledIDs) mark(agent, id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ids == nil {
-		h.ids = map[string]bool{}
-	}
-	h.ids[agent+"/"+id] = true
-}
-
-func (h *handledIDs) handled(_ context.Context, agent, id string) (bool, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ids[agent+"/"+id], nil
-}
-
 // An alert that resolves and fires again (same fingerprint, a new
 // startsAt) is a new notification and wakes the agent; a retry or repeat
 // of one is a duplicate. Before, the id ignored startsAt, so the re-fired
@@ -167,28 +146,24 @@ func TestAlertmanagerRefiredAlertIsNew(t *testing.T) {
 	}
 }
 
-// A repeat (repeat_interval: the same alerts, the same startsAt) whose id
-// a turn already handled is a duplicate, also after the dedup window and
-// in a new process (a restart forgets the window): the handled ids say
-// so before anything is queued, instead of 202 followed by a drop.
-func TestAlertmanagerRepeatOfAHandledNotificationIsDuplicate(t *testing.T) {
+// A repeat (repeat_interval: the same alerts, the same startsAt) within
+// the dedup window is a duplicate of the first; one after it reaches the
+// agent again — the alert is still firing — under the same id (the
+// stream's duplicate window would drop it if it were that recent).
+func TestAlertmanagerRepeatAfterTheDedupWindowReachesTheAgent(t *testing.T) {
 	t.Parallel()
-	h := &handledIDs{}
-	w := newWorld(t, api.Options{Handled: h.handled})
+	w := newWorld(t, api.Options{})
 	payload := notification(t, alert("a1", 0, false), alert("a2", 5, false))
 	first := w.notify("alpha", payload, http.StatusAccepted)
-	h.mark("alpha", first.ID)
+	wantDuplicate(t, w.notify("alpha", payload, http.StatusOK), first.ID, api.DuplicateWindow)
 
 	w.clock.Advance(api.DefaultDedupWindow + time.Minute)
-	wantDuplicate(t, w.notify("alpha", payload, http.StatusOK), first.ID, api.DuplicateHandled)
-
-	restarted := newWorld(t, api.Options{Handled: h.handled})
-	wantDuplicate(t, restarted.notify("alpha", payload, http.StatusOK), first.ID, api.DuplicateHandled)
-	if st := restarted.agent("alpha").Status(); st.InboxPending != 0 || st.PendingWakes != 0 {
-		t.Fatalf("a handled repeat was queued: %+v", st)
+	again := w.notify("alpha", payload, http.StatusAccepted)
+	if again.ID != first.ID {
+		t.Fatalf("the repeat's id %s, want the first's %s", again.ID, first.ID)
 	}
 	// The same alerts for another agent are another agent's notification.
-	wantQueued(t, restarted.notify("beta", payload, http.StatusAccepted), "inbox")
+	wantQueued(t, w.notify("beta", payload, http.StatusAccepted), "inbox")
 }
 
 // A group that goes back to a state it had before — firing, resolved,
@@ -514,20 +489,11 @@ func TestAlertmanagerWakesWithItsOwnSource(t *testing.T) {
 	}
 }
 
-// Messages meet the same checks: a handled id is a duplicate, and a
-// message too large to queue is refused before anything is queued.
-func TestMessageHandledAndTooLargeToQueue(t *testing.T) {
+// A message too large to queue is refused before anything is queued.
+func TestMessageTooLargeToQueue(t *testing.T) {
 	t.Parallel()
-	h := &handledIDs{}
-	h.mark("alpha", "evt-1")
-	w := newWorld(t, api.Options{Handled: h.handled, MaxMessageBytes: 512})
-	r := w.post("/v1/agents/alpha/messages", `{"text": "disk full", "id": "evt-1"}`)
-	w.wantStatus(r, http.StatusOK)
-	var a answer
-	decode(t, r.body, &a)
-	wantDuplicate(t, a, "evt-1", api.DuplicateHandled)
-
-	r = w.post("/v1/agents/alpha/messages", `{"text": "`+strings.Repeat("x", 600)+`"}`)
+	w := newWorld(t, api.Options{MaxMessageBytes: 512})
+	r := w.post("/v1/agents/alpha/messages", `{"text": "`+strings.Repeat("x", 600)+`"}`)
 	w.wantStatus(r, http.StatusRequestEntityTooLarge)
 	if msg := r.errorText(t); !strings.Contains(msg, "nats.max_message_bytes") {
 		t.Fatalf("413 says %q", msg)

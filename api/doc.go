@@ -127,12 +127,10 @@
 //
 //   - "dedup_window": the id was queued for the same agent within
 //     DedupWindow (this process's memory);
-//   - "handled": a turn already handled a message with this id
-//     (Options.Handled: the store's handled ids, the check the NATS
-//     binding makes before it runs a turn; they outlive a restart);
 //   - "stream": the transport already holds a message with this id
 //     (Options.Deliver returned ErrDuplicate: JetStream's duplicate
-//     window).
+//     window; the input log keeps a message with an id that long after
+//     it was handled, so this outlives a restart).
 //
 // A message that cannot be queued (503) leaves no trace, so its retry is
 // not taken for a duplicate. A message is at most MaxMessageBytes once
@@ -229,12 +227,13 @@
 //     log lines or make one of unbounded size.
 //
 // Not guaranteed: the id window and the groups' last notifications live
-// in memory, per worker. Across a restart or replicas, the handled ids
-// (Options.Handled) and the stream's duplicate window still catch a
-// repeat; but a group returning to an earlier state with the same
+// in memory, per worker. Across a restart or replicas, the stream's
+// duplicate window (nats.duplicate_window) still catches a repeat; but a
+// group returning to an earlier state with the same
 // startsAt right after a restart is taken for a duplicate of that earlier
 // notification; and an older state arriving after a newer one (an
 // Alertmanager HA peer that lagged) is taken for such a return, and
-// queued. A repeat whose id was handled longer ago than the handled ids
-// are kept (24h) is queued again.
+// queued. A repeat later than both windows (Alertmanager's
+// repeat_interval, 4h by default) is queued again: the agent hears that
+// the alert still fires.
 package api

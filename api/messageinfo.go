@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -43,7 +44,8 @@ type MessageInfo struct {
 	Attempts int        `json:"attempts,omitempty"`
 	// Turn is the turn running or that handled the message.
 	Turn *MessageTurn `json:"turn,omitempty"`
-	// HandledAt is when the handled message was acked (NATS only).
+	// HandledAt is when the turn that handled the message ended, as the
+	// turn log tells it.
 	HandledAt *time.Time `json:"handled_at,omitempty"`
 	// DeadLetter says why a dead-lettered message was refused or dropped.
 	DeadLetter *turnlog.DeadLetter `json:"dead_letter,omitempty"`
@@ -76,12 +78,10 @@ type MessageTurn struct {
 //  1. the agent's owner (control verb message, forwarded to whichever
 //     replica owns the agent): queued, running in turn N, or handled by a
 //     turn of its history window;
-//  2. the store, from any replica: the agent's handled-id record the NATS
-//     binding wrote before acking (the id's turn), and the dead-letter record (reason,
-//     detail, subject) — the newer wins when a message met both;
-//  3. the turn log's summaries (their first turnlog.MaxMessages ids), for
-//     messages handled without a handled id (no JetStream, or an id the
-//     bounded record no longer holds).
+//  2. the store, from any replica: the turn log's summaries (their first
+//     turnlog.MaxMessages ids: the turn that handled it) and the
+//     dead-letter record (reason, detail, subject) — the newer wins when
+//     a message met both (a replayed dead letter).
 //
 // A handled message's turn comes with its outcome and final text from the
 // turn log. Answers: 200 for queued, running, handled and dead_lettered;
@@ -89,10 +89,9 @@ type MessageTurn struct {
 // owner could not be asked and the store does not know the id either (it
 // may be queued there), or the store cannot be read.
 //
-// Not guaranteed: a message still in the stream, not yet delivered to the
-// owner (its inbox at its cap), is unknown until it is delivered; handled
-// ids expire after a day or once nats.handled_ids newer ones were handled,
-// dead-letter records after a day (natsinbox HandledTTL, HandledKeep);
+// Not guaranteed: a message still in the input log, not yet read by the
+// owner (its inbox at its cap), is unknown until it is read; the turn log
+// keeps the newest turns only (turnlog.Keep), dead-letter records a day;
 // records are written just after the fact, so a message may read unknown
 // for a moment between leaving the owner's memory and its record landing.
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
@@ -125,38 +124,28 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := s.driver.TurnLog()
-	fate, ferr := log.Fate(r.Context(), a.Name(), id)
-	var turn uint64
-	switch {
-	case st.Status == driver.MessageHandled:
-		info.Status, turn = MessageHandled, st.Turn
-		if fate.Handled != nil && !fate.Handled.At.IsZero() {
-			at := fate.Handled.At
-			info.HandledAt = &at
+	if st.Status == driver.MessageHandled {
+		info.Status, info.Turn = MessageHandled, &MessageTurn{N: st.Turn}
+		if t, found, err := log.Find(r.Context(), a.Name(), st.Turn); err == nil && found {
+			info.Turn = turnOf(t)
 		}
-	case ferr != nil:
-		w.Header().Set("Retry-After", retryAfter)
-		fail(w, r, http.StatusServiceUnavailable, "message %q of agent %q cannot be looked up: %v", logSafe(id), a.Name(), ferr)
+		writeJSON(w, http.StatusOK, info)
 		return
-	case fate.Handled != nil && (fate.DeadLetter == nil || !fate.DeadLetter.At.After(fate.Handled.At) || fate.Handled.At.IsZero()):
-		info.Status, turn = MessageHandled, fate.Handled.Turn
-		if !fate.Handled.At.IsZero() {
-			at := fate.Handled.At
-			info.HandledAt = &at
-		}
-	case fate.DeadLetter != nil:
-		info.Status, info.DeadLetter = MessageDeadLettered, fate.DeadLetter
 	}
-	if info.Status == MessageUnknown {
-		if t, found, err := log.FindMessage(r.Context(), a.Name(), id); err == nil && found {
-			info.Status = MessageHandled
-			info.Turn = turnOf(t)
-		}
-	} else if turn > 0 {
-		info.Turn = &MessageTurn{N: turn}
-		if t, found, err := log.Find(r.Context(), a.Name(), turn); err == nil && found {
-			info.Turn = turnOf(t)
-		}
+	dl, derr := log.DeadLettered(r.Context(), a.Name(), id)
+	t, handled, terr := log.FindMessage(r.Context(), a.Name(), id)
+	switch {
+	case handled && (dl == nil || t.Started.After(dl.At)):
+		// Handled, and after any dead letter of it (a replay).
+		info.Status, info.Turn = MessageHandled, turnOf(t)
+		end := t.Started.Add(time.Duration(t.DurationSeconds * float64(time.Second)))
+		info.HandledAt = &end
+	case dl != nil:
+		info.Status, info.DeadLetter = MessageDeadLettered, dl
+	case derr != nil || terr != nil:
+		w.Header().Set("Retry-After", retryAfter)
+		fail(w, r, http.StatusServiceUnavailable, "message %q of agent %q cannot be looked up: %v", logSafe(id), a.Name(), errors.Join(derr, terr))
+		return
 	}
 	switch {
 	case info.Status != MessageUnknown:

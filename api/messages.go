@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,9 +31,6 @@ const (
 	// DuplicateWindow: its id was seen for the agent within the dedup
 	// window (Options.DedupWindow, in this process's memory).
 	DuplicateWindow = "dedup_window"
-	// DuplicateHandled: a turn already handled a message with its id
-	// (Options.Handled: the store's handled ids).
-	DuplicateHandled = "handled"
 	// DuplicateStream: the transport already holds a message with its id
 	// (Options.Deliver returned ErrDuplicate: JetStream's duplicate
 	// window, nats.duplicate_window).
@@ -43,9 +39,8 @@ const (
 
 // duplicateDetail says each reason in words.
 var duplicateDetail = map[string]string{
-	DuplicateWindow:  "a message with this id was queued for the agent within the dedup window; nothing was queued",
-	DuplicateHandled: "a turn already handled a message with this id; nothing was queued",
-	DuplicateStream:  "the stream already holds a message with this id; nothing was queued",
+	DuplicateWindow: "a message with this id was queued for the agent within the dedup window; nothing was queued",
+	DuplicateStream: "the stream already holds a message with this id; nothing was queued",
 }
 
 // queued is the answer to a message or notification: 202 with status
@@ -107,7 +102,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if explicit {
-		if dup := s.admit(r.Context(), a.Name(), id); dup != "" {
+		if dup := s.admit(a.Name(), id); dup != "" {
 			s.duplicate(w, r, id, dup)
 			return
 		}
@@ -153,7 +148,7 @@ func (s *Server) postAlertmanager(w http.ResponseWriter, r *http.Request) {
 	if b.AllResolved && !s.o.ResolvedWakes && !s.o.WakeOnResolved[a.Name()] {
 		kind = inbox.Deferred
 	}
-	id, dup := s.notificationID(r.Context(), a.Name(), n.GroupKey, b.ID)
+	id, dup := s.notificationID(a.Name(), n.GroupKey, b.ID)
 	if dup != "" {
 		s.groups.set(a.Name(), n.GroupKey, groupState{content: b.ID, id: id})
 		s.duplicate(w, r, id, dup)
@@ -191,17 +186,17 @@ func alertMessage(b inbox.Body, id string, kind inbox.Kind) inbox.Message {
 // given. A state the group had before but not last — it went back, an
 // alert firing again with its old startsAt — is new, under an id derived
 // from content and the last state's id.
-func (s *Server) notificationID(ctx context.Context, agent, groupKey, content string) (string, string) {
+func (s *Server) notificationID(agent, groupKey, content string) (string, string) {
 	last, known := s.groups.last(agent, groupKey)
 	if known && last.content == content {
-		return last.id, s.admit(ctx, agent, last.id)
+		return last.id, s.admit(agent, last.id)
 	}
-	dup := s.admit(ctx, agent, content)
+	dup := s.admit(agent, content)
 	if dup == "" || !known {
 		return content, dup
 	}
 	id := returnID(content, last.id)
-	return id, s.admit(ctx, agent, id)
+	return id, s.admit(agent, id)
 }
 
 // returnID is the id of a notification whose content id is content, sent
@@ -218,22 +213,11 @@ func returnID(content, last string) string {
 
 // admit decides whether id is new for agent: it is a duplicate
 // (DuplicateWindow) when seen within the dedup window — and is recorded
-// there now otherwise — or (DuplicateHandled) when a turn already handled
-// it. It returns "" when new.
-func (s *Server) admit(ctx context.Context, agent, id string) string {
+// there now otherwise. It returns "" when new. (The stream's duplicate
+// window catches a retry this replica did not see: DuplicateStream.)
+func (s *Server) admit(agent, id string) string {
 	if !s.seen.first(agent, id) {
 		return DuplicateWindow
-	}
-	if s.o.Handled == nil {
-		return ""
-	}
-	handled, err := s.o.Handled(ctx, agent, id)
-	if err != nil {
-		s.log.Warn("cannot check whether a message was handled; queueing it (at least once)", "agent", agent, "id", logSafe(id), "error", err)
-		return ""
-	}
-	if handled {
-		return DuplicateHandled
 	}
 	return ""
 }

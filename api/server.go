@@ -208,12 +208,6 @@ type Options struct {
 	// holds a message with m.ID (JetStream's duplicate window): the
 	// request is answered duplicate, not 503.
 	Deliver func(ctx context.Context, agent string, m inbox.Message) error
-	// Handled reports whether a turn of agent already handled a message
-	// with id (the NATS binding's handled ids): such a message is answered
-	// duplicate instead of being queued only to be dropped. Nil: nothing
-	// counts as handled. An error is logged and the message queued (at
-	// least once).
-	Handled func(ctx context.Context, agent, id string) (bool, error)
 	// Observer, when set, is told about every request (metrics).
 	Observer Observer
 	// Control carries the operator verbs and the agent views to each

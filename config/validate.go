@@ -238,6 +238,34 @@ func (v *validator) config(c *Config) {
 		}
 		v.agent(c, p, a)
 	}
+	v.sharedSubjects(c)
+}
+
+// sharedSubjects checks the subscribe: subjects of different agents
+// against each other: the input stream holds them all, and JetStream's
+// subjects may not overlap, so where two overlap one must contain the
+// other (alerts.> and alerts.prod.>: the stream holds alerts.>).
+func (v *validator) sharedSubjects(c *Config) {
+	type bound struct {
+		agent, sub int
+		subject    string
+	}
+	var all []bound
+	for i, a := range c.Agents {
+		for j, s := range a.Subscribe {
+			if s.Subject == "" {
+				continue
+			}
+			for _, o := range all {
+				if o.agent != i && subject.Overlap(s.Subject, o.subject) && !subject.Covers(s.Subject, o.subject) && !subject.Covers(o.subject, s.Subject) {
+					v.at(path{"agents"}.index(i).key("subscribe").index(j).key("subject"),
+						"%q overlaps %q of agents[%d] (%s), but neither contains the other: the input stream cannot hold both; make one contain the other or make them disjoint",
+						s.Subject, o.subject, o.agent, c.Agents[o.agent].Name)
+				}
+			}
+			all = append(all, bound{i, j, s.Subject})
+		}
+	}
 }
 
 func (v *validator) model(c *Config, name string, m Model) {

@@ -78,6 +78,23 @@ agents:
 			want: []string{`config.yaml:6: agents[0].subscribe[1].subject: "alerts.low.*" overlaps subscribe[0] "alerts.>": a message on both would reach the agent twice; make them disjoint`},
 		},
 		{
+			// Two agents may bind overlapping subjects when one contains
+			// the other (the stream holds the wider); not when neither does.
+			name: "two agents' subjects overlap, neither containing the other",
+			yaml: `
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    subscribe: [{subject: "alerts.*.db"}, {subject: "tickets.>"}]
+  - name: b
+    model: fake
+    subscribe: [{subject: "alerts.prod.*"}, {subject: "tickets.new"}]
+`,
+			want: []string{`config.yaml:9: agents[1].subscribe[0].subject: "alerts.prod.*" overlaps "alerts.*.db" of agents[0] (a), but neither contains the other: the input stream cannot hold both; make one contain the other or make them disjoint`},
+		},
+		{
 			name: "agent name not a subject token",
 			yaml: `
 models:

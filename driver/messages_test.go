@@ -177,9 +177,9 @@ func TestDroppedMessageIsRecorded(t *testing.T) {
 	h.a.Send(withID(wakeMsg("old"), "old-1"))
 	h.a.Send(withID(wakeMsg("new"), "new-1"))
 	h.flushRecords()
-	f, err := h.d.TurnLog().Fate(t.Context(), "tester", "old-1")
-	if err != nil || f.DeadLetter == nil || f.DeadLetter.Reason != DropReason || f.DeadLetter.Detail != "inbox full" || f.DeadLetter.Subject != "test" {
-		t.Fatalf("dead-letter record %+v, %v", f.DeadLetter, err)
+	d, err := h.d.TurnLog().DeadLettered(t.Context(), "tester", "old-1")
+	if err != nil || d == nil || d.Reason != DropReason || d.Detail != "inbox full" || d.Subject != "test" {
+		t.Fatalf("dead-letter record %+v, %v", d, err)
 	}
 	if st := h.a.Message("new-1"); st.Status != MessageQueued {
 		t.Fatalf("new-1: %+v", st)

@@ -1,7 +1,8 @@
 // Package turnlog is what an operator reads after the fact: a bounded list
 // of each agent's recent turn summaries (completed or failed, with their
 // messages, tool calls, final text, tokens and cost) and what became of
-// individual messages (handled by which turn, or dead-lettered and why).
+// individual messages that left without a turn (dead-lettered, and why).
+// Which turn handled a message is read from the summaries.
 // It keeps them in the store, so any replica can answer for any agent. It
 // records and reads; it must not decide anything about turns or messages.
 //
@@ -9,11 +10,10 @@
 //
 //	key                             written by             bound
 //	turnlog.<agent>                 the agent's owner      a list of the newest Keep turn summaries, one item per turn
-//	handled.<agent>.<hash(id)>      the NATS binding       one per handled message: {id, turn, at}; expires after its TTL (24h)
-//	deadletter.<agent>.<hash(id)>   the binding, driver    one per dead-lettered message id: {id, reason, detail, subject, dlq, at}; expires after its TTL (24h)
+//	deadletter.<agent>.<hash(id)>   the input log, driver  one per dead-lettered message id: {id, reason, detail, subject, dlq, at}; expires after its TTL (24h)
 //
 // Summaries and dead-letter records are written in the background, in
-// order per agent, so recording them never delays a turn or its acks:
+// order per agent, so recording them never delays a turn:
 // a turn's summary is one list append (one store round trip: Keep is the
 // NATS KV list bound, so nothing is trimmed). A summary is written only
 // while the writer still owns the agent (the owns function Record is

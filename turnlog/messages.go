@@ -12,8 +12,8 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 )
 
-// DefaultTTL is how long a handled id or a dead-letter record is kept
-// when the writer sets none (natsinbox.Options.HandledTTL's default).
+// DefaultTTL is how long a dead-letter record is kept when the writer
+// sets none (natsinbox.Options.DeadLetterTTL's default).
 const DefaultTTL = 24 * time.Hour
 
 // hashID keeps keys short and within the store's key alphabet whatever
@@ -26,16 +26,6 @@ func hashID(id string) string {
 // DeadLetterKey is the store key that records why the message with id was
 // dead-lettered.
 func DeadLetterKey(agent, id string) string { return "deadletter." + agent + "." + hashID(id) }
-
-// Handled is what an agent's handled-id record (HandledSetKey) says of
-// one message id.
-type Handled struct {
-	ID string `json:"id"`
-	// Turn is the number of the turn that handled the message; 0 when
-	// the binding was not told.
-	Turn uint64    `json:"turn,omitempty"`
-	At   time.Time `json:"at"`
-}
 
 // DeadLetter says why a message was dead-lettered.
 type DeadLetter struct {
@@ -75,38 +65,17 @@ func (l *Log) DeadLetter(agent string, d DeadLetter, ttl time.Duration) {
 	}})
 }
 
-// Fate is what the store knows of a message: handled (by which turn),
-// dead-lettered (why), both (it came again after one and met the other;
-// At tells which was last) or neither.
-type Fate struct {
-	Handled    *Handled
-	DeadLetter *DeadLetter
-}
-
-// Fate reads agent's handled-id record (HandledSetKey) and the message
-// id's dead-letter record: two reads, made at once.
-func (l *Log) Fate(ctx context.Context, agent, id string) (Fate, error) {
-	var (
-		f    Fate
-		derr error
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		var d DeadLetter
-		var found bool
-		found, derr = store.GetJSON(ctx, l.st, DeadLetterKey(agent, id), &d)
-		if found {
-			f.DeadLetter = &d
-		}
-	}()
-	h, ok, herr := LookupHandled(ctx, l.st, agent, id, time.Now())
-	if ok {
-		f.Handled = &h
+// DeadLettered returns the record of why the message with id of agent
+// was dead-lettered, or nil when the store has none (never, or more than
+// its TTL ago).
+func (l *Log) DeadLettered(ctx context.Context, agent, id string) (*DeadLetter, error) {
+	var d DeadLetter
+	found, err := store.GetJSON(ctx, l.st, DeadLetterKey(agent, id), &d)
+	if err != nil {
+		return nil, fmt.Errorf("look up message %q of %s: %w", Clip(id, MaxField), agent, err)
 	}
-	<-done
-	if err := errors.Join(herr, derr); err != nil {
-		return Fate{}, fmt.Errorf("look up message %q of %s: %w", Clip(id, MaxField), agent, err)
+	if !found {
+		return nil, nil
 	}
-	return f, nil
+	return &d, nil
 }

@@ -86,45 +86,25 @@ func TestRecordIsFencedByOwnership(t *testing.T) {
 	}
 }
 
-// A message lookup sees the handled-id record (with the turn) and the
-// dead-letter record; the first dead-letter record of an id stands.
-func TestFate(t *testing.T) {
+// A dead-letter lookup finds the record of the id, for its agent only;
+// the first record of an id stands, and one without an id is not kept.
+func TestDeadLettered(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
-	l := turnlog.New(st, nil)
+	l := turnlog.New(memory.New(nil), nil)
 	ctx := t.Context()
 	at := time.Now().UTC()
-	if err := turnlog.RecordHandled(ctx, st, "a", []turnlog.Handled{{ID: "m-1", Turn: 4, At: at}, {ID: "old", At: at}}, 0, 0, at); err != nil {
-		t.Fatal(err)
-	}
 	l.DeadLetter("a", turnlog.DeadLetter{ID: "bad", Reason: "invalid_json", Detail: "first", At: at}, 0)
 	l.DeadLetter("a", turnlog.DeadLetter{ID: "bad", Reason: "too_large", Detail: "second", At: at}, 0)
 	l.DeadLetter("a", turnlog.DeadLetter{Reason: "no id"}, 0)
 	flush(t, l)
-	for _, c := range []struct {
-		id      string
-		turn    uint64
-		handled bool
-		reason  string
-	}{{"m-1", 4, true, ""}, {"old", 0, true, ""}, {"bad", 0, false, "invalid_json"}, {"nobody", 0, false, ""}} {
-		f, err := l.Fate(ctx, "a", c.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if (f.Handled != nil) != c.handled || (f.Handled != nil && (f.Handled.Turn != c.turn || f.Handled.ID != c.id)) {
-			t.Errorf("%s: handled %+v", c.id, f.Handled)
-		}
-		if reason := ""; f.DeadLetter != nil {
-			reason = f.DeadLetter.Reason
-			if reason != c.reason || f.DeadLetter.Detail != "first" {
-				t.Errorf("%s: dead letter %+v", c.id, f.DeadLetter)
-			}
-		} else if c.reason != "" {
-			t.Errorf("%s: no dead-letter record", c.id)
-		}
+	d, err := l.DeadLettered(ctx, "a", "bad")
+	if err != nil || d == nil || d.Reason != "invalid_json" || d.Detail != "first" {
+		t.Fatalf("bad: %+v, %v", d, err)
 	}
-	if f, _ := l.Fate(ctx, "b", "m-1"); f.Handled != nil {
-		t.Error("another agent's handled id was found")
+	for _, c := range []struct{ agent, id string }{{"a", "nobody"}, {"b", "bad"}, {"a", ""}} {
+		if d, err := l.DeadLettered(ctx, c.agent, c.id); d != nil || err != nil {
+			t.Errorf("%s/%s: %+v, %v", c.agent, c.id, d, err)
+		}
 	}
 }
 

@@ -157,23 +157,6 @@ func (b *Binding) Unbind(name string) {
 // their owners).
 func (b *Binding) Routed() uint64 { return b.routed.Load() }
 
-// NotConsuming is an agent this replica owns but cannot serve.
-type NotConsuming struct {
-	Agent    string
-	Err      string
-	Since    time.Time
-	Attempts int
-}
-
-// NotConsuming lists the agents this replica owns but cannot serve. The
-// log serves every owned agent through one router, so there are none; the
-// method stays for the readiness check.
-func (b *Binding) NotConsuming() []NotConsuming { return nil }
-
-// BindError says why the agent is not served although this replica owns
-// it: never, with the log ("").
-func (b *Binding) BindError(string) string { return "" }
-
 // Stop stops the router and the purger, waits for dead letters being
 // written, and in core NATS mode unsubscribes. Messages stay in the log.
 func (b *Binding) Stop() {

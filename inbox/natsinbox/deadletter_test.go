@@ -43,15 +43,14 @@ func TestDeadLettersAreRecordedByID(t *testing.T) {
 		{fmt.Sprintf("AGENTS-seq-%d", ack.Sequence), inbox.RejectEmpty, "whitespace"},
 		{"full-1", "dropped", "too many turns"},
 	} {
-		var f turnlog.Fate
+		var d *turnlog.DeadLetter
 		waitUntil(t, "dead-letter record of "+c.id, func() bool {
-			f, err = log.Fate(ctx, "a", c.id)
-			return err == nil && f.DeadLetter != nil
+			d, err = log.DeadLettered(ctx, "a", c.id)
+			return err == nil && d != nil
 		})
-		d := f.DeadLetter
 		if d.ID != c.id || d.Reason != c.reason || !strings.Contains(d.Detail, c.detail) || d.Subject != "agents.a.inbox" ||
-			d.DLQ != "agents.a.dlq" || d.At.IsZero() || f.Handled != nil {
-			t.Errorf("%s: record %+v, handled %+v", c.id, d, f.Handled)
+			d.DLQ != "agents.a.dlq" || d.At.IsZero() {
+			t.Errorf("%s: record %+v", c.id, d)
 		}
 	}
 	// A message for an agent nobody configured is dead-lettered but not
@@ -67,7 +66,7 @@ func TestDeadLettersAreRecordedByID(t *testing.T) {
 		t.Fatalf("ghost's message not dead-lettered: %v", err)
 	}
 	r.b.Stop() // writes what records are queued
-	if f, err := log.Fate(ctx, "ghost", "ghost-1"); err != nil || f.DeadLetter != nil {
-		t.Errorf("unknown agent's message recorded: %+v, %v", f, err)
+	if d, err := log.DeadLettered(ctx, "ghost", "ghost-1"); err != nil || d != nil {
+		t.Errorf("unknown agent's message recorded: %+v, %v", d, err)
 	}
 }

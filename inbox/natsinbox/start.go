@@ -12,7 +12,8 @@ import (
 // answer, starts the router after that sequence, and then marks every
 // input with messages at or below it (a hint its reader follows once the
 // agent is owned here), dead-letters what waits for agents that are not
-// configured, and purges subjects no agent binds any more.
+// configured, and says which subjects hold messages no agent binds any
+// more (left in place: another replica's newer config may bind them).
 func (b *Binding) startLog(ctx context.Context) error {
 	s, err := b.js.Stream(ctx, b.opts.Stream)
 	if err != nil {
@@ -41,14 +42,11 @@ func (b *Binding) startLog(ctx context.Context) error {
 			found++
 		case unrouted:
 			stale++
-			if err := s.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(last+1)); err != nil {
-				b.opts.Log.Warn("cannot purge a subject no agent binds any more", "subject", subj, "error", err)
-				continue
-			}
-			b.opts.Log.Warn("purged the messages of a subject no agent binds any more", "subject", subj, "messages", info.State.Subjects[subj])
+			b.opts.Log.Warn("messages wait on a subject no configured agent binds; they stay in the input stream until an agent binds it again or they are purged by hand (nats stream purge --subject)",
+				"stream", b.opts.Stream, "subject", subj, "messages", info.State.Subjects[subj])
 		}
 	}
 	b.opts.Log.Info("input log", "stream", b.opts.Stream, "last_seq", last, "messages", info.State.Msgs,
-		"subjects_with_input", found, "stale_subjects_purged", stale)
+		"subjects_with_input", found, "subjects_nobody_binds", stale)
 	return nil
 }

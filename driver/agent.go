@@ -860,8 +860,8 @@ func (a *Agent) SetOwned(owned bool) {
 // first, the gate opens again and ctx's error is returned.
 //
 // Not guaranteed: causes that wait while the gate is closed (a wake, a
-// failed turn's retry) stay with this replica; messages do not (the
-// binding releases them to the next owner).
+// failed turn's retry) stay with this replica; messages do not (they
+// stay in the log, and the next owner reads them from the cursors).
 func (a *Agent) Release(ctx context.Context) error {
 	a.mu.Lock()
 	a.releasing = true

@@ -51,9 +51,9 @@ type PauseInfo struct {
 }
 
 // ReasonOperatorDropped is the reason of a message an operator abandoned
-// (ResumeAs with dropQueued): the message-dropped event's reason and what
-// its Receipt is told. The NATS binding dead-letters such a message with
-// this reject reason (natsinbox.RejectOperatorDropped, the same value).
+// (ResumeAs with dropQueued): the message-dropped event's reason and the
+// reason a message from the log is dead-lettered with
+// (natsinbox.RejectOperatorDropped, the same value).
 const ReasonOperatorDropped = "operator_dropped"
 
 // QueuedMessage is one message waiting in an agent's inbox, as operators

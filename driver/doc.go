@@ -52,7 +52,7 @@
 //   - Every turn, completed or not, leaves one summary in the turn log
 //     (Driver.TurnLog, package turnlog), appended in the background —
 //     no turn waits on it — and only while this replica owns the agent.
-//     A message dropped from memory without a receipt leaves a
+//     A message dropped that only memory held (not in the log) leaves a
 //     dead-letter record under its id. Shutdown waits a few seconds for
 //     those writes.
 //

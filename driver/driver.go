@@ -101,8 +101,9 @@ type Spec struct {
 	// DefaultResumeWithin.
 	ResumeWithin time.Duration
 	// ResumeWait bounds how long, from the agent's start, a resume waits
-	// for the journal's messages to be redelivered (default
-	// DefaultResumeWait; the worker sets twice the ack wait, plus 10s).
+	// for the journal's messages to be back in the inbox (default
+	// DefaultResumeWait; the worker sets 10s: they are read from the log
+	// at once).
 	ResumeWait time.Duration
 }
 

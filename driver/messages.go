@@ -32,10 +32,10 @@ const (
 	MessageUnknown = "unknown"
 )
 
-// DropReason is the dead-letter reason recorded for a message the inbox
-// dropped (overflow, too many failed turns) when it has no receipt to
-// dead-letter it (it never went through NATS); the same value as
-// natsinbox.RejectDropped.
+// DropReason is the dead-letter reason of a message the inbox dropped
+// (too many failed turns; overflow of a message only memory held): a
+// message from the log is dead-lettered with it, one only memory held
+// gets a dead-letter record; the same value as natsinbox.RejectDropped.
 const DropReason = "dropped"
 
 // MessageState is what the agent's owner knows of one message right now.

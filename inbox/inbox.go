@@ -35,7 +35,7 @@ type Message struct {
 	// Via names the worker receiver the message came through when that
 	// decides its wake source: ViaAlertmanager for the Alertmanager
 	// receiver (the driver then wakes with source "alertmanager"), "" for
-	// anything else. Set by the API, or by the NATS binding from the
+	// anything else. Set by the API, or by the input log from the
 	// Agent-Worker-Via header the API's publish carries. Any NATS
 	// publisher can set that header too: Via only labels the wake (metrics,
 	// the prompt's wake line) and grants nothing.
@@ -244,7 +244,7 @@ func (q *Inbox) Requeue(b Batch, maxAttempts int) {
 }
 
 // Remove takes the waiting messages for which match is true out of the
-// inbox and returns them, without telling their receipts.
+// inbox and returns them.
 func (q *Inbox) Remove(match func(Message) bool) []Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -150,8 +150,8 @@ type Manager struct {
 	// calls run the callbacks (OnAcquire, OnLose, OnUndrain) in the
 	// order the steps queued them, one lane per agent (an agent always
 	// uses the same lane), each lane on a goroutine of its own: a step
-	// does not wait for them, so slow callbacks (binding consumers for
-	// thousands of gained agents) never hold up renewals, and
+	// does not wait for them, so slow callbacks (restoring thousands of
+	// gained agents) never hold up renewals, and
 	// callLanes agents' callbacks run at once.
 	calls []*callQueue
 
@@ -239,7 +239,7 @@ func key(agent string) string { return "lease." + agent }
 // and seeking them every RenewEvery until Stop. Renewing the leases held
 // and seeking free ones are two loops: the callbacks of many gains (the
 // first round takes every agent of a lone replica, and each OnAcquire
-// binds consumers) never hold up the renewal of the leases already held.
+// restores it) never hold up the renewal of the leases already held.
 func (m *Manager) Start(ctx context.Context) {
 	m.mu.Lock()
 	m.started = m.o.Clock.Now()

@@ -77,9 +77,9 @@ func (s *spread) acquired(agent string) {
 	w := s.w
 	a, _ := w.driver.Agent(agent)
 	a.SetOwner(s.holder)
-	a.SetOwned(true) // first: a standby agent queues no consumer's message
-	// A failure is logged, counted, shown (status, /readyz) and retried
-	// by the binding until it binds or the agent leaves this replica.
+	a.SetOwned(true) // first: its state is restored before it reads its log
+	// The router wakes it for news from now on (never fails with the log;
+	// in core NATS mode a failed subscribe is logged by the binding).
 	_ = w.binding.Bind(context.Background(), agent)
 	w.metrics.OwnershipChange(agent, string(lease.Acquired))
 	s.log.Info("agent owned here", "agent", agent, "holder", s.holder)
@@ -91,8 +91,8 @@ func (s *spread) acquired(agent string) {
 
 // lost is lease.Options.OnLose. A lost or released lease cancels the
 // running turn at once (another replica may own the agent already); a
-// handed-over agent runs nothing (drain), so its consumer stops first and
-// whatever reached this replica meanwhile is released with the rest.
+// handed-over agent runs nothing (drain), so the router stops waking it
+// first; its messages stay in the log for the next owner either way.
 func (s *spread) lost(agent string, why lease.Reason) {
 	w := s.w
 	a, _ := w.driver.Agent(agent)

@@ -104,7 +104,7 @@ type Worker struct {
 }
 
 // Start brings the worker up: NATS (embedded or external), the state
-// store, the stream, the agents' loops, their NATS consumers, the control
+// store, the stream, the agents' loops, their input log, the control
 // subject and the events forwarder. On error everything started is
 // stopped again.
 func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err error) {
@@ -545,9 +545,9 @@ func (w *Worker) ReloadTokens() error {
 }
 
 // Stop shuts the worker down: writes to the API get 503; no new turns;
-// running turns may finish until grace ends, then are cancelled; handled
-// messages are acked, waiting ones released for redelivery; then NATS and
-// the store close.
+// running turns may finish until grace ends, then are cancelled (their
+// messages stay in the log, below no cursor); then NATS and the store
+// close.
 func (w *Worker) Stop(grace context.Context) {
 	var apiStopped chan struct{}
 	if w.api != nil {

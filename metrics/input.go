@@ -14,7 +14,7 @@ type inputMetrics struct {
 func newInputMetrics() *inputMetrics {
 	m := &inputMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "input_refused_total",
-			Help: "Publishes of the worker's own publishers (the API, the Alertmanager receiver, subagent reports, dead-letter replay) that the input stream refused for a bound it keeps with discard-new: reason subject_full (an agent's backlog at nats.max_msgs_per_subject) or stream_full (nats.max_bytes). The publisher got the error (HTTP 507); nothing waiting was dropped."},
+			Help: "Publishes of the API (messages, the Alertmanager receiver, dead-letter replay) that the input stream refused for a bound it keeps with discard-new: reason subject_full (an agent's backlog at nats.max_msgs_per_subject) or stream_full (nats.max_bytes). The caller got HTTP 507; nothing waiting was dropped. (Subagent reports retry until accepted, logging each refusal.)"},
 			[]string{"reason"}),
 	}
 	for _, r := range []string{natsbus.FullSubject, natsbus.FullStream} {

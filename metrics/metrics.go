@@ -171,7 +171,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		"Messages queued in an agent's inbox, by kind: inbox (wakes the agent) or deferred (waits for the next turn).",
 		"agent", "kind")
 	m.redelivered = counter("messages_redelivered_total",
-		"Messages queued again after a redelivery (a restart, a lost lease, an expired ack wait): received before and not yet handled. Not in messages_received_total.",
+		"Messages read again from the input log by a new owner (after a restart, a failover or a handover): the log held them before this owner restored the agent, and no recorded turn had handled them. Not in messages_received_total.",
 		"agent", "kind")
 	m.retries = counter("turn_retries_total",
 		"Failed turns retried by themselves after a backoff, by reason: failure (the turn failed; counts against its messages) or outage (the store, NATS or the model provider was down; counts against nothing).",

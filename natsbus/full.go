@@ -41,8 +41,9 @@ func (e *FullError) Unwrap() error { return ErrFull }
 // Full returns err as a *FullError when it is the input stream refusing
 // a publish for a bound it keeps, else err unchanged.
 func Full(err error) error {
-	if err == nil {
-		return nil
+	var full *FullError
+	if err == nil || errors.As(err, &full) {
+		return err // nothing, or said already
 	}
 	msg := err.Error()
 	switch {

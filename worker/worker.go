@@ -462,7 +462,23 @@ func (w *Worker) deadLetterStore() api.DeadLetterStore {
 	if w.deadLetters == nil {
 		return nil
 	}
-	return w.deadLetters
+	return replays{w}
+}
+
+// replays is the dead-letter store whose replays that the input stream
+// refuses are noted as its other refusals are (refusal.go).
+type replays struct{ w *Worker }
+
+func (r replays) List(ctx context.Context, agent string, limit int) ([]natsinbox.DeadLetter, error) {
+	return r.w.deadLetters.List(ctx, agent, limit)
+}
+
+func (r replays) Replay(ctx context.Context, agent string, seq uint64) (natsinbox.DeadLetter, error) {
+	dl, err := r.w.deadLetters.Replay(ctx, agent, seq)
+	if err != nil {
+		err = r.w.noteRefusal(err, "a dead-letter replay to "+agent)
+	}
+	return dl, err
 }
 
 // degraded lists what works less well without making the worker unready:

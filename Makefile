@@ -46,3 +46,13 @@ chaos:
 		apt-get install -y redis-server || { apt-get update && apt-get install -y redis-server; }; \
 	} || { echo "chaos: needs redis-server on PATH (Debian: apt-get install -y redis-server)"; exit 1; }
 	$(GO) run ./chaos -bin bin/agent-worker -nats-server bin/nats-server -out docs/RELIABILITY.md $(CHAOS_FLAGS)
+
+## soak: long randomized fault run against the built binary (3 replicas, a fault every 20–40 s); not run by CI or `make test`. SOAK_DURATION (default 10m), SOAK_STORE=redis|kv (default redis), SOAK_SEED (default: the time; printed) choose it. Prints tables, writes its section of docs/RELIABILITY.md, exits non-zero if a message was lost, handled twice, dead-lettered, or two replicas held one agent.
+.PHONY: soak
+soak:
+	$(GO) build -o bin/agent-worker ./cmd/agent-worker
+	$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
+	@command -v redis-server >/dev/null 2>&1 || [ "$(SOAK_STORE)" = kv ] || apt-get install -y redis-server \
+		|| { echo "soak: needs redis-server on PATH (Debian: apt-get install -y redis-server)"; exit 1; }
+	SOAK_SEED="$(SOAK_SEED)" SOAK_DURATION="$(SOAK_DURATION)" SOAK_STORE="$(SOAK_STORE)" \
+		$(GO) run ./chaos -soak -bin bin/agent-worker -nats-server bin/nats-server -out docs/RELIABILITY.md $(SOAK_FLAGS)

@@ -184,7 +184,13 @@ func (e *env) wait(done <-chan error) error {
 // Calling it again returns nil at once.
 func (e *env) loadUntil(interval time.Duration, agents []string) (stop func() error) {
 	halt := make(chan struct{})
-	done := e.pub.until(e.ctx, halt, interval, agents)
+	return e.stopper(halt, e.pub.until(e.ctx, halt, interval, agents))
+}
+
+// stopper returns the function that stops a background publisher: it
+// closes halt and waits for done's answer. Calling it again returns nil
+// at once.
+func (e *env) stopper(halt chan struct{}, done <-chan error) (stop func() error) {
 	var once sync.Once
 	return func() error {
 		var err error
@@ -246,6 +252,14 @@ func (e *env) drain(timeout time.Duration, agents []string) error {
 		return err
 	}
 	e.note("%d message(s) unaccounted %v after the last publish", e.led.Unaccounted(e.published()), timeout)
+	e.askPending(agents)
+	return nil
+}
+
+// askPending asks the API how many messages each of agents still holds,
+// notes each answer and sets the result's Pending to their sum (when any
+// replica answered).
+func (e *env) askPending(agents []string) {
 	// Every replica answers with the agent's owner's view: ask each agent
 	// of the first replica that answers.
 	pending, known := 0, false
@@ -267,7 +281,6 @@ func (e *env) drain(timeout time.Duration, agents []string) error {
 	if known {
 		e.res.Pending = pending
 	}
-	return nil
 }
 
 // finish stops the scenario's processes (workers first, gracefully),

@@ -19,6 +19,10 @@ const (
 	msgDropped       = "message dropped"
 	msgDuplicate     = "duplicate of a handled message; acked without a turn"
 	msgThrottled     = "turn throttled"
+	// A message a recorded turn named, acked without a turn; and a
+	// resumable turn given up because its messages did not come again.
+	msgAlreadyHandled = "message already handled by a recorded turn; acked without a second turn"
+	msgAbandoned      = "unfinished turn abandoned: its messages did not come back in time"
 	// Lease changes: a dead replica's lease taken after it expired, a
 	// lease released to the replica an agent was handed over to, and the
 	// ways a replica lets an agent go that it did not hand over.
@@ -51,6 +55,7 @@ type Completion struct {
 type Failure struct {
 	Time    time.Time
 	Agent   string
+	Turn    uint64
 	Outcome string
 	Error   string
 	Source  string
@@ -71,6 +76,11 @@ type LeaseChange struct {
 // worker process of one scenario. It is not safe for concurrent use.
 type Ledger struct {
 	handled     map[string]int       // id → completed turns whose ids name it
+	handledBy   map[delivery]int     // (agent, id) → completed turns of agent naming id
+	deadFor     map[delivery]string  // (agent, id) → reason of its dead letter
+	droppedFor  map[delivery]string  // (agent, id) → why the worker dropped it
+	ackedAs     map[delivery]uint64  // (agent, id) → the recorded turn it was acked as handled by
+	abandoned   []Completion         // unfinished turns given up (Turn: the journal's), in the order read
 	first       map[string]time.Time // id → log time of the first of them
 	dead        map[string]string    // id → reason of its dead letter
 	dropped     map[string]string    // id → why the worker dropped it
@@ -87,7 +97,7 @@ type Ledger struct {
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{handled: map[string]int{}, first: map[string]time.Time{}, dead: map[string]string{}, dropped: map[string]string{}, failed: map[string]int{}, why: map[string]string{}, throttled: map[string]int{}}
+	return &Ledger{handled: map[string]int{}, handledBy: map[delivery]int{}, deadFor: map[delivery]string{}, droppedFor: map[delivery]string{}, ackedAs: map[delivery]uint64{}, first: map[string]time.Time{}, dead: map[string]string{}, dropped: map[string]string{}, failed: map[string]int{}, why: map[string]string{}, throttled: map[string]int{}}
 }
 
 // logLine holds the attributes of the lines the ledger reads.
@@ -103,6 +113,7 @@ type logLine struct {
 	Error    string    `json:"error"`
 	To       string    `json:"to"`       // agent handed over
 	Previous string    `json:"previous"` // lease taken over
+	Journal  uint64    `json:"journal_turn"`
 }
 
 // Consume reads the complete lines of data, those ending in a newline,
@@ -139,7 +150,7 @@ func (l *Ledger) line(b []byte, source string) {
 		return
 	}
 	switch head.Msg {
-	case msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled,
+	case msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled, msgAlreadyHandled, msgAbandoned,
 		msgTakenOver, msgHandingOver, msgHandedOver, msgLostLease, msgLateRenewal, msgLateConfirm:
 	default:
 		return
@@ -156,6 +167,7 @@ func (l *Ledger) line(b []byte, source string) {
 				l.first[id] = e.Time
 			}
 			l.handled[id]++
+			l.handledBy[delivery{e.Agent, id}]++
 		}
 		l.completions = append(l.completions, Completion{Time: e.Time, Agent: e.Agent, Turn: e.Turn, IDs: e.IDs, Source: source})
 	case msgTurnFailed:
@@ -163,13 +175,19 @@ func (l *Ledger) line(b []byte, source string) {
 			l.why[e.Outcome] = e.Error
 		}
 		l.failed[e.Outcome]++
-		l.failures = append(l.failures, Failure{Time: e.Time, Agent: e.Agent, Outcome: e.Outcome, Error: e.Error, Source: source})
+		l.failures = append(l.failures, Failure{Time: e.Time, Agent: e.Agent, Turn: e.Turn, Outcome: e.Outcome, Error: e.Error, Source: source})
 	case msgDeadLetter:
 		l.dead[e.ID] = e.Reason
+		l.deadFor[delivery{e.Agent, e.ID}] = e.Reason
 	case msgDropped:
 		l.dropped[e.ID] = e.Reason
+		l.droppedFor[delivery{e.Agent, e.ID}] = e.Reason
 	case msgDuplicate:
 		l.duplicates++
+	case msgAlreadyHandled:
+		l.ackedAs[delivery{e.Agent, e.ID}] = e.Turn
+	case msgAbandoned:
+		l.abandoned = append(l.abandoned, Completion{Time: e.Time, Agent: e.Agent, Turn: e.Journal, Source: source})
 	case msgThrottled:
 		l.throttled[e.Reason]++
 	case msgTakenOver:
@@ -213,31 +231,39 @@ type Count struct {
 	Unknown   int            // handled ids the harness never saw acked
 }
 
+// add counts one message (or delivery) handled by n completed turns,
+// dead-lettered for reason when dead, and dropped by the worker when
+// dropped.
+func (c *Count) add(n int, reason string, dead, dropped bool) {
+	c.Published++
+	if n > 0 {
+		c.Handled++
+	}
+	if n > 1 {
+		c.Twice++
+	}
+	if dead {
+		c.Dead++
+		c.Reasons[reason]++
+	}
+	if n == 0 && !dead {
+		c.Lost++
+		if dropped {
+			c.Dropped++
+		}
+	}
+}
+
 // Count tallies published, the ids JetStream acknowledged, against the
 // ledger. A message both handled and dead-lettered counts in both.
 func (l *Ledger) Count(published []string) Count {
-	c := Count{Published: len(published), Reasons: map[string]int{}}
+	c := Count{Reasons: map[string]int{}}
 	known := make(map[string]bool, len(published))
 	for _, id := range published {
 		known[id] = true
-		n := l.handled[id]
 		reason, dead := l.dead[id]
-		if n > 0 {
-			c.Handled++
-		}
-		if n > 1 {
-			c.Twice++
-		}
-		if dead {
-			c.Dead++
-			c.Reasons[reason]++
-		}
-		if n == 0 && !dead {
-			c.Lost++
-			if _, ok := l.dropped[id]; ok {
-				c.Dropped++
-			}
-		}
+		_, dropped := l.dropped[id]
+		c.add(l.handled[id], reason, dead, dropped)
 	}
 	for id := range l.handled {
 		if !known[id] {

@@ -8,6 +8,12 @@
 //
 //	go run ./chaos -bin bin/agent-worker -nats-server bin/nats-server -out docs/RELIABILITY.md [-run REGEX]
 //
+// With -soak it runs the soak instead (soak.go; SOAK_SEED, SOAK_DURATION
+// and SOAK_STORE choose it): three replicas under a steady load and a
+// random fault every 20–40 s, every delivery accounted at the end. It
+// writes its own section of the report and keeps the rest; the scenarios
+// keep the soak's section when they rewrite the report.
+//
 // Guarantees: every wait has a deadline, the run as a whole is bounded by
 // -timeout, and every process the harness started is killed before it
 // exits, on failure and on Ctrl-C too (and by the kernel, should the
@@ -26,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -41,6 +48,8 @@ func run() int {
 	total := flag.Duration("timeout", 9*time.Minute, "stop everything after this long")
 	each := flag.Duration("scenario-timeout", 3*time.Minute, "stop a scenario after this long")
 	keep := flag.Bool("keep", false, "keep the scenarios' directories (configs, logs, data) and print where")
+	soakMode := flag.Bool("soak", false, "run the soak (SOAK_SEED, SOAK_DURATION, SOAK_STORE) instead of the scenarios; -timeout then defaults to SOAK_DURATION + 10m")
+	rev := flag.String("rev", "", "how the report names the binary under test (default: this checkout's git revision)")
 	flag.Parse()
 	re, err := regexp.Compile(*only)
 	if err != nil {
@@ -48,10 +57,15 @@ func run() int {
 		return 2
 	}
 	h := &harness{reaper: newReaper(), timeout: *each}
-	for _, b := range []struct {
+	type binary struct {
 		dst  *string
 		path string
-	}{{&h.bin, *bin}, {&h.natsBin, *natsBin}, {&h.redisBin, *redisBin}} {
+	}
+	bins := []binary{{&h.bin, *bin}, {&h.natsBin, *natsBin}}
+	if !*soakMode || strings.TrimSpace(os.Getenv("SOAK_STORE")) != storeKV {
+		bins = append(bins, binary{&h.redisBin, *redisBin}) // a soak on kv needs none
+	}
+	for _, b := range bins {
 		p, err := exec.LookPath(b.path)
 		if err == nil {
 			p, err = filepath.Abs(p)
@@ -66,19 +80,46 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
+	keepRoot := *keep
 	if *keep {
 		fmt.Fprintln(os.Stderr, "chaos: keeping the scenarios' files in", h.root)
-	} else {
-		defer os.RemoveAll(h.root)
 	}
+	defer func() {
+		if !keepRoot {
+			os.RemoveAll(h.root)
+		}
+	}()
 	defer h.reaper.killAll()
 
+	if *rev == "" {
+		*rev = revision() // now, close to when make built the binary
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *soakMode {
+		set, err := soakSettingsFrom(os.Getenv, time.Now())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: soak:", err)
+			return 2
+		}
+		limit := set.Duration + 10*time.Minute
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "timeout" {
+				limit = *total
+			}
+		})
+		ctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		code := soakMain(ctx, h, set, *out, *rev)
+		if code != 0 && !keepRoot {
+			keepRoot = true
+			fmt.Fprintln(os.Stderr, "chaos: soak failed; keeping its files (configs, logs, data) in", h.root)
+		}
+		return code
+	}
 	ctx, cancel := context.WithTimeout(ctx, *total)
 	defer cancel()
 
-	rev := revision() // now, close to when make built the binary
 	began := time.Now()
 	var results []*Result
 	for i, s := range scenarios {
@@ -105,7 +146,7 @@ func run() int {
 	if *out != "" {
 		err := os.MkdirAll(filepath.Dir(*out), 0o755)
 		if err == nil {
-			err = os.WriteFile(*out, []byte(markdown(results, elapsed, rev)), 0o644)
+			err = os.WriteFile(*out, []byte(withSoak(markdown(results, elapsed, *rev), readIfThere(*out))), 0o644)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -124,4 +165,39 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// soakMain runs the soak, prints its tables and writes them into the
+// report at out (when set); it returns the exit status.
+func soakMain(ctx context.Context, h *harness, set soakSettings, out, rev string) int {
+	fmt.Fprintf(os.Stderr, "soak: seed %d (SOAK_SEED=%d repeats its faults), store %s, %s of load and faults\n", set.Seed, set.Seed, set.Store, set.Duration)
+	r := runSoak(ctx, h, set)
+	r.Rev = rev
+	h.reaper.killAll()
+	fmt.Print(r.terminal())
+	if out != "" {
+		err := os.MkdirAll(filepath.Dir(out), 0o755)
+		if err == nil {
+			err = os.WriteFile(out, []byte(spliceSoak(readIfThere(out), set.Store, r.markdown())), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: soak:", err)
+			return 1
+		}
+		fmt.Println("wrote", out)
+	}
+	if r.Failed() {
+		fmt.Fprintf(os.Stderr, "soak: FAILED (seed %d): %s\n", set.Seed, strings.Join(r.failures(), ", "))
+		return 1
+	}
+	return 0
+}
+
+// readIfThere returns the file at path, "" when it cannot be read.
+func readIfThere(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

@@ -64,7 +64,8 @@ func (p *publisher) close() { p.nc.Close() }
 type message struct {
 	agent    string
 	deferred bool
-	pad      int // bytes of filler added to the text
+	pad      int    // bytes of filler added to the text
+	subject  string // instead of the agent's inbox or deferred subject
 }
 
 // publish sends m and returns its id once JetStream acked it, retrying
@@ -78,6 +79,9 @@ func (p *publisher) publish(ctx context.Context, kind string, m message) (string
 	subject := "agents." + m.agent + ".inbox"
 	if m.deferred {
 		subject = "agents." + m.agent + ".deferred"
+	}
+	if m.subject != "" {
+		subject = m.subject
 	}
 	text := "chaos message " + id
 	if m.pad > 0 {

@@ -105,6 +105,8 @@ type workerConf struct {
 	// tools (default schedule_next_turn).
 	model string
 	tools []string
+	// top holds more top-level YAML keys (pricing:, memory:, ...).
+	top string
 }
 
 // The settings that lift the turn rate limits. limits is omitted for a
@@ -149,6 +151,7 @@ func (c workerConf) yaml() string {
 	} else {
 		fmt.Fprintf(&b, "lease: {ttl: 3s, holder: %q}\n", c.holder)
 	}
+	b.WriteString(c.top)
 	if c.model != "" {
 		fmt.Fprintf(&b, "models:\n  fake:\n%sagents:\n", c.model)
 	} else {

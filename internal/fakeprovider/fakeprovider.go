@@ -5,8 +5,10 @@
 // real provider is: a request whose newest user message is followed by a
 // tool result is a turn's second step, answered with a text that ends the
 // turn; any other request is a first step, answered with a call of the
-// publish tool. It counts the requests of each step. It has no use
-// outside tests and the chaos suite.
+// publish tool. It counts the requests of each step and the answers
+// written, and can be told to refuse every request for a while (Fail), as
+// a provider that rate-limits or is down. It has no use outside tests and
+// the chaos suite.
 package fakeprovider
 
 import (
@@ -37,6 +39,30 @@ type Provider struct {
 
 	mu                      sync.Mutex
 	first, second, inSecond int
+	// Answers written in full by step, requests refused, and the status
+	// refusing now (0: none).
+	answeredFirst, answeredSecond, refused int
+	failing                                int
+}
+
+// Fail makes every request from now on answered with status (429 with
+// Retry-After: 1, or a 5xx) and an error body in OpenAI's format, until
+// Fail(0). Refused requests count in Answered's refused only, not as
+// steps: a refused request costs nothing.
+func (p *Provider) Fail(status int) {
+	p.mu.Lock()
+	p.failing = status
+	p.mu.Unlock()
+}
+
+// Answered returns how many first- and second-step answers were written
+// whole to their clients (what a real provider would bill), and how many
+// requests Fail refused. A request whose client went away first (a worker
+// killed while it waited) is counted by Counts but not here.
+func (p *Provider) Answered() (first, second, refused int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.answeredFirst, p.answeredSecond, p.refused
 }
 
 // Counts returns the first- and second-step requests so far and how many
@@ -79,6 +105,12 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.mu.Lock()
+	if status := p.failing; status != 0 {
+		p.refused++
+		p.mu.Unlock()
+		refuse(w, status)
+		return
+	}
 	var reply string
 	hold := false
 	if second {
@@ -115,7 +147,28 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, reply)
+	if _, err := io.WriteString(w, reply); err != nil || r.Context().Err() != nil {
+		return
+	}
+	p.mu.Lock()
+	if second {
+		p.answeredSecond++
+	} else {
+		p.answeredFirst++
+	}
+	p.mu.Unlock()
+}
+
+// refuse answers with status and an error object as OpenAI's API does.
+func refuse(w http.ResponseWriter, status int) {
+	typ, msg := "server_error", "The server had an error while processing your request."
+	if status == http.StatusTooManyRequests {
+		typ, msg = "rate_limit_exceeded", "Rate limit reached. Please try again in 1s."
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, `{"error": {"message": %q, "type": %q, "param": null, "code": null}}`, msg, typ)
 }
 
 // completion is a chat.completion object with one choice.

@@ -56,3 +56,44 @@ func TestStepsAreToldByWhatFollowsTheNewestUserMessage(t *testing.T) {
 		t.Fatalf("counted %d first and %d second steps, want 2 and 1", first, second)
 	}
 }
+
+// While Fail is set every request is refused with its status, costs
+// nothing and counts as no step; after Fail(0) answers are billed again.
+func TestFailRefusesUntilCleared(t *testing.T) {
+	t.Parallel()
+	p := &Provider{Subject: "ops.reports.db", Text: "hi"}
+	ask := func(roles ...string) *httptest.ResponseRecorder {
+		var msgs []map[string]string
+		for _, r := range roles {
+			msgs = append(msgs, map[string]string{"role": r})
+		}
+		body, _ := json.Marshal(map[string]any{"messages": msgs})
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(string(body))))
+		return w
+	}
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusInternalServerError} {
+		p.Fail(status)
+		w := ask("system", "user")
+		var reply struct {
+			Error struct{ Type string } `json:"error"`
+		}
+		if w.Code != status || json.Unmarshal(w.Body.Bytes(), &reply) != nil || reply.Error.Type == "" {
+			t.Fatalf("Fail(%d): answered %d %s", status, w.Code, w.Body)
+		}
+		if got := w.Header().Get("Retry-After"); (status == http.StatusTooManyRequests) != (got == "1") {
+			t.Errorf("Fail(%d): Retry-After %q", status, got)
+		}
+	}
+	p.Fail(0)
+	if w := ask("system", "user"); w.Code != http.StatusOK {
+		t.Fatalf("after Fail(0): %d %s", w.Code, w.Body)
+	}
+	ask("system", "user", "assistant", "tool")
+	if first, second, _ := p.Counts(); first != 1 || second != 1 {
+		t.Fatalf("steps counted %d and %d, want 1 and 1: refused requests are no steps", first, second)
+	}
+	if first, second, refused := p.Answered(); first != 1 || second != 1 || refused != 2 {
+		t.Fatalf("answered %d, %d, refused %d; want 1, 1, 2", first, second, refused)
+	}
+}

@@ -107,6 +107,9 @@ type workerConf struct {
 	tools []string
 	// top holds more top-level YAML keys (pricing:, memory:, ...).
 	top string
+	// ackWait is nats.ack_wait (default 5s): since the input log it
+	// bounds only subagent jobs, which a scenario shows by raising it.
+	ackWait time.Duration
 }
 
 // The settings that lift the turn rate limits. limits is omitted for a
@@ -137,10 +140,14 @@ const (
 func (c workerConf) yaml() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "data_dir: %q\nshutdown_grace: 5s\nlog: {format: json, level: info}\n", c.dataDir)
+	ackWait := c.ackWait
+	if ackWait == 0 {
+		ackWait = 5 * time.Second
+	}
 	if c.natsURL != "" {
-		fmt.Fprintf(&b, "nats: {url: %q, ack_wait: 5s, max_message_bytes: 65536}\n", c.natsURL)
+		fmt.Fprintf(&b, "nats: {url: %q, ack_wait: %s, max_message_bytes: 65536}\n", c.natsURL, ackWait)
 	} else {
-		fmt.Fprintf(&b, "nats: {listen: %q, ack_wait: 5s, max_message_bytes: 65536}\n", c.natsListen)
+		fmt.Fprintf(&b, "nats: {listen: %q, ack_wait: %s, max_message_bytes: 65536}\n", c.natsListen, ackWait)
 	}
 	if c.storeURL != "" {
 		fmt.Fprintf(&b, "store: {url: %q}\n", c.storeURL)

@@ -187,6 +187,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	if spec.MaxConsumers <= 0 {
 		want.MaxConsumers = have.MaxConsumers // zero: keep the limit it has
 	}
+	if spec.DuplicateWindow == 0 {
+		want.Duplicates = have.Duplicates // zero: the server's default, as it has it
+	}
 	sameReplicas := have.Replicas == want.Replicas
 	sameRest := slices.Equal(have.Subjects, want.Subjects) && have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge &&
 		have.MaxBytes == want.MaxBytes && have.MaxConsumers == want.MaxConsumers && have.Discard == want.Discard &&

@@ -198,36 +198,6 @@ type NATS struct {
 	TLS          TLS    `yaml:"tls"`
 }
 
-// ConsumersNeeded is how many consumers agents agents held on the input
-// stream in the interest-retention layout: a wake and a deferred consumer
-// each, plus the one that dead-lettered input for unknown agents.
-//
-// Deprecated: agents hold no consumers on the input stream; one router
-// per replica reads it.
-func ConsumersNeeded(agents int) int { return 2*agents + 1 }
-
-// DefaultServerMaxConsumers is nats-server's default consumer limit per
-// stream (JetStream limits default_max_consumers,
-// server.JSDefaultMaxConsumersPerStream), in force for a stream that has
-// no limit of its own and an account without one.
-//
-// Deprecated: the input stream no longer holds a consumer per agent, so
-// the worker no longer sizes its consumer limit.
-const DefaultServerMaxConsumers = 1000
-
-// ConsumerLimit is the consumer limit the input stream got for agents
-// agents in the interest-retention layout: MaxConsumers when set, else
-// twice what they need, at least the server's default.
-//
-// Deprecated: nats.max_consumers is ignored; one router per replica reads
-// the input stream.
-func (n NATS) ConsumerLimit(agents int) int {
-	if n.MaxConsumers > 0 {
-		return n.MaxConsumers
-	}
-	return max(DefaultServerMaxConsumers, 2*ConsumersNeeded(agents))
-}
-
 // InputLimits are the bounds of the input stream (Stream) in JetStream's
 // terms, whether or not defaults were applied: a zero MaxMsgsPerSubject
 // or MaxBytes is its default, and -1 (any negative value) means no limit,

@@ -30,23 +30,3 @@ agents: [{name: a, model: m}, {name: b, model: m}, {name: c, model: m}]
 		}
 	}
 }
-
-// ConsumerLimit keeps its old answer until its callers are gone: the
-// configured limit, else twice what the agents need, at least the
-// server's default.
-func TestConsumerLimitUntilRemoved(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		n      NATS
-		agents int
-		want   int
-	}{
-		{NATS{}, 3, DefaultServerMaxConsumers},
-		{NATS{MaxConsumers: 7}, 3, 7},
-		{NATS{}, 1200, 4802},
-	} {
-		if got := c.n.ConsumerLimit(c.agents); got != c.want {
-			t.Errorf("%+v.ConsumerLimit(%d) = %d, want %d", c.n, c.agents, got, c.want)
-		}
-	}
-}

@@ -241,37 +241,3 @@ func replicasHint(err error, replicas int) string {
 	}
 	return ""
 }
-
-// ErrConsumerLimit: the NATS account cannot hold the consumers the
-// agents need on one stream.
-var ErrConsumerLimit = errors.New("consumer limit")
-
-// ConsumerLimit returns the consumer limit to set on the input stream:
-// want (nats.max_consumers, or its automatic value when auto), checked
-// against the NATS account's own limit of consumers per stream (its
-// JetStream limits' max_consumers), which a stream's limit cannot
-// exceed. An automatic value above the account's limit is lowered to it;
-// an account limit below need (the consumers the agents hold), or a
-// configured value above the account's limit, is an error wrapping
-// ErrConsumerLimit that names the numbers. When the account's limits
-// cannot be read (a user without $JS.API.INFO), want is returned
-// unchecked, with a warning in log.
-func ConsumerLimit(ctx context.Context, js jetstream.JetStream, want, need int, auto bool, log *slog.Logger) (int, error) {
-	info, err := js.AccountInfo(ctx)
-	if err != nil {
-		if log != nil {
-			log.Warn("cannot read the NATS account's limits; the input stream's consumer limit is set without checking them against the account's", "max_consumers", want, "needed", need, "error", err)
-		}
-		return want, nil
-	}
-	acct := info.Limits.MaxConsumers // per stream; <= 0: unlimited
-	switch {
-	case acct > 0 && acct < need:
-		return 0, fmt.Errorf("%w: the NATS account allows %d consumers per stream (its JetStream max_consumers), but the agents need %d (two per agent, plus one for unknown agents); raise the account's limit to at least %d, or split the agents over several streams (nats.stream)", ErrConsumerLimit, acct, need, need)
-	case acct > 0 && want > acct && auto:
-		return acct, nil
-	case acct > 0 && want > acct:
-		return 0, fmt.Errorf("%w: nats.max_consumers is %d, but the NATS account allows at most %d consumers per stream (its JetStream max_consumers); set nats.max_consumers to between %d and %d, or raise the account's limit", ErrConsumerLimit, want, acct, need, acct)
-	}
-	return want, nil
-}

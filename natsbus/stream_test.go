@@ -3,16 +3,11 @@ package natsbus
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/config"
@@ -136,104 +131,5 @@ func TestEnsureStreamReplicasNeedACluster(t *testing.T) {
 	}
 	if _, err := EnsureStream(ctx, c.JS, StreamSpec{Name: "AGENTS", Replicas: -1}, nil); err == nil {
 		t.Fatal("negative replicas accepted")
-	}
-}
-
-// The embedded server, like any nats-server, allows 1,000 consumers on a
-// stream that has no limit of its own (JetStream limits
-// default_max_consumers, server.JSDefaultMaxConsumersPerStream); the
-// 1,001st is refused. The stream's MaxConsumers lifts it, in place.
-func TestStreamConsumerLimitIsTheServerDefaultUntilTheStreamSetsOne(t *testing.T) {
-	t.Parallel()
-	c := embedded(t)
-	ctx := context.Background()
-	spec := StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}}
-	s, err := EnsureStream(ctx, c.JS, spec, c.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	create := func(i int) error {
-		_, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "c" + strconv.Itoa(i), AckPolicy: jetstream.AckExplicitPolicy,
-			FilterSubject: "agents.a" + strconv.Itoa(i) + ".inbox"})
-		return err
-	}
-	for i := range config.DefaultServerMaxConsumers {
-		if err := create(i); err != nil {
-			t.Fatalf("consumer %d: %v", i+1, err)
-		}
-	}
-	err = create(config.DefaultServerMaxConsumers)
-	if apiErr, ok := errors.AsType[*jetstream.APIError](err); !ok || apiErr.ErrorCode != jetstream.JSErrCodeMaximumConsumersLimit {
-		t.Fatalf("consumer %d without a stream limit: err = %v, want the maximum consumers limit", config.DefaultServerMaxConsumers+1, err)
-	}
-
-	spec.MaxConsumers = 1100
-	if s, err = EnsureStream(ctx, c.JS, spec, c.log); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.CachedInfo().Config.MaxConsumers; got != 1100 {
-		t.Fatalf("stream max_consumers = %d, want 1100", got)
-	}
-	for i := config.DefaultServerMaxConsumers; i < 1100; i++ {
-		if err := create(i); err != nil {
-			t.Fatalf("consumer %d under a stream limit of 1100: %v", i+1, err)
-		}
-	}
-	if err := create(1100); err == nil {
-		t.Fatal("consumer 1101 under a stream limit of 1100 was created")
-	}
-	// Zero leaves the stream's limit as it is.
-	spec.MaxConsumers = 0
-	if s, err = EnsureStream(ctx, c.JS, spec, c.log); err != nil || s.CachedInfo().Config.MaxConsumers != 1100 {
-		t.Fatalf("EnsureStream without a limit: err %v, max_consumers %d, want 1100 kept", err, s.CachedInfo().Config.MaxConsumers)
-	}
-}
-
-func TestConsumerLimitAgainstTheAccount(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	// The embedded server's account has no limit: the value stands.
-	c := embedded(t)
-	if got, err := ConsumerLimit(ctx, c.JS, 5000, 2401, true, nil); err != nil || got != 5000 {
-		t.Fatalf("unlimited account: %d, %v", got, err)
-	}
-
-	// An account limited to 100 consumers per stream.
-	conf := filepath.Join(t.TempDir(), "server.conf")
-	if err := os.WriteFile(conf, []byte(`listen: "127.0.0.1:-1"
-jetstream: {store_dir: "`+t.TempDir()+`"}
-accounts: {A: {jetstream: {max_consumers: 100}, users: [{user: a, password: a}]}}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("a", "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	if got, err := ConsumerLimit(ctx, js, 1000, 41, true, nil); err != nil || got != 100 {
-		t.Fatalf("automatic value above the account's limit: %d, %v; want lowered to 100", got, err)
-	}
-	if _, err := ConsumerLimit(ctx, js, 1000, 41, false, nil); !errors.Is(err, ErrConsumerLimit) || !strings.Contains(err.Error(), "nats.max_consumers is 1000") || !strings.Contains(err.Error(), "at most 100") {
-		t.Fatalf("configured value above the account's limit: %v", err)
-	}
-	_, err = ConsumerLimit(ctx, js, 1000, 201, true, nil)
-	if !errors.Is(err, ErrConsumerLimit) || !strings.Contains(err.Error(), "allows 100 consumers per stream") || !strings.Contains(err.Error(), "need 201") {
-		t.Fatalf("account too small for the agents: %v", err)
 	}
 }

@@ -937,11 +937,16 @@ func (w *Worker) subagentOptions(cfg *config.Config, o Options) background.Optio
 	opts.Stream, opts.DuplicateWindow, opts.Replicas = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D(), cfg.NATS.Replicas
 	// A charges consumer per parent agent, the jobs consumer, and room
 	// for agents added while replicas with the older config still run.
-	opts.MaxConsumers = max(config.DefaultServerMaxConsumers, 2*(len(cfg.Agents)+1))
+	opts.MaxConsumers = max(serverMaxConsumers, 2*(len(cfg.Agents)+1))
 	opts.AckWait, opts.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
 	opts.Seal = w.seal
 	return opts
 }
+
+// serverMaxConsumers is nats-server's default consumer limit per stream
+// (JetStream's default_max_consumers), which the subagent stream's own
+// limit never goes below.
+const serverMaxConsumers = 1000
 
 // addSubagents registers every agent granted spawn_subagent with the
 // subagent manager: a fresh model instance per subagent (the agent's

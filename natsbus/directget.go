@@ -83,8 +83,12 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, req DirectRequest) (DirectR
 	if err != nil {
 		return DirectResult{}, err
 	}
+	// A channel just large enough for the answer (the batch and its end),
+	// not a subscription's default of 65,536 slots: a read per turn would
+	// allocate half a megabyte for a few messages.
 	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	ch := make(chan *nats.Msg, body.Batch+2)
+	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return DirectResult{}, fmt.Errorf("direct get from %s: %w", req.Stream, err)
 	}
@@ -94,12 +98,11 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, req DirectRequest) (DirectR
 	}
 	var out DirectResult
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if errors.Is(err, nats.ErrNoResponders) {
-			return DirectResult{}, fmt.Errorf("direct get from %s: %w", req.Stream, ErrNoDirect)
-		}
-		if err != nil {
-			return DirectResult{}, fmt.Errorf("direct get from %s (%s after %d): %w", req.Stream, body.NextFor, body.Seq, err)
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return DirectResult{}, fmt.Errorf("direct get from %s (%s after %d): %w", req.Stream, body.NextFor, body.Seq, ctx.Err())
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
@@ -108,6 +111,8 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, req DirectRequest) (DirectR
 			return out, nil
 		case "404": // nothing matches at or after From
 			return out, nil
+		case "503": // no responders: no stream, or no direct gets
+			return DirectResult{}, fmt.Errorf("direct get from %s: %w", req.Stream, ErrNoDirect)
 		default:
 			return DirectResult{}, fmt.Errorf("direct get from %s: status %s %s", req.Stream, status, m.Header.Get("Description"))
 		}

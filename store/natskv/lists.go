@@ -2,9 +2,9 @@ package natskv
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -60,38 +60,32 @@ func (s *Store) Append(ctx context.Context, list string, value []byte, keep int)
 
 // Tail returns the newest n items of the list, oldest first (n <= 0: all
 // it holds, at most MaxListItems). A missing list is empty, not an error.
-// It reads the list's items in one ordered consumer, so its cost grows
-// with what the list holds (its keep), not with how often it was appended.
+// It reads the list's items with one batch direct get (any server with a
+// copy answers; no consumer is made), so its cost grows with what the
+// list holds (its keep), not with how often it was appended.
 func (s *Store) Tail(ctx context.Context, list string, n int) ([][]byte, error) {
 	const op = "read list"
 	if err := s.begin(ctx, op, list); err != nil {
 		return nil, err
 	}
-	// kv.History would do, but it waits for the last item without
-	// watching ctx.
-	w, err := s.lists.Watch(ctx, list, jetstream.IncludeHistory())
+	res, err := natsbus.DirectBatch(ctx, s.nc, natsbus.DirectRequest{Stream: s.listStream.CachedInfo().Config.Name,
+		Filter: s.listSubj + list, Batch: MaxListItems + 1})
 	if err != nil {
 		return nil, wrap(ctx, op, list, err)
 	}
-	defer func() { _ = w.Stop() }()
 	var items [][]byte
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, wrap(ctx, op, list, ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, wrap(ctx, op, list, errors.New("watcher stopped before the list's last item"))
-			}
-			if e == nil { // every item the list held when the watch began
-				if n > 0 && len(items) > n {
-					items = items[len(items)-n:]
-				}
-				return items, nil
-			}
-			if e.Operation() == jetstream.KeyValuePut {
-				items = append(items, e.Value())
-			}
+	for _, m := range res.Msgs {
+		if m.Header.Get(kvOperation) != "" {
+			continue // a delete or purge marker, not an item
 		}
+		items = append(items, m.Data)
 	}
+	if n > 0 && len(items) > n {
+		items = items[len(items)-n:]
+	}
+	return items, nil
 }
+
+// kvOperation is the header JetStream KV marks a delete or a purge with;
+// an item (a put) has none.
+const kvOperation = "KV-Operation"

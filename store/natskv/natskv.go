@@ -71,6 +71,7 @@ type Store struct {
 	lists      jetstream.KeyValue
 	listStream jetstream.Stream // the lists bucket's stream, for trims
 	listSubj   string           // subject prefix of the lists bucket's keys
+	nc         *nats.Conn       // for direct gets of a list's items
 	maxPayload func() int64
 	log        *slog.Logger
 	closed     atomic.Bool
@@ -140,6 +141,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	}
 	if nc := js.Conn(); nc != nil {
 		s.maxPayload = nc.MaxPayload
+		s.nc = nc
 	}
 	return s, nil
 }

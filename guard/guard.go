@@ -683,6 +683,11 @@ func (g *Guard) chargeLocked(l *ledger, usd float64, inTurn bool) *Trip {
 	if changed, _ := g.rollDay(l); changed {
 		g.markLocked(l)
 	}
+	if usd == 0 {
+		// Nothing spent (an unpriced model): nothing to store, no store
+		// round trip at the end of the turn.
+		return nil
+	}
 	l.st.SessionSpent += usd
 	l.st.DaySpent += usd
 	if l.inTurn {

@@ -274,15 +274,10 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	if err != nil {
 		return nil, fmt.Errorf("serve %s: %w", subjects.AllControl(), err)
 	}
-	// The API serves (and /readyz answers) while the first lease round
-	// takes and restores the agents: with thousands of agents that round
-	// takes seconds, and an agent not owned yet is answered 503 by its
-	// verbs, as during any move.
-	w.spread.init(w, cfg, o.Log)
-	if err = w.startAPI(cfg, o); err != nil {
+	if err = w.startLeases(ctx, cfg, o); err != nil {
 		return nil, err
 	}
-	if err = w.startLeases(ctx, cfg, o); err != nil {
+	if err = w.startAPI(cfg, o); err != nil {
 		return nil, err
 	}
 	for _, a := range cfg.Agents {
@@ -318,6 +313,7 @@ func (w *Worker) Store() store.Store { return w.store }
 // this one takes over the agents of a replica that dies, and hands agents
 // over gracefully to one that joins (membership.go).
 func (w *Worker) startLeases(ctx context.Context, cfg *config.Config, o Options) error {
+	w.spread.init(w, cfg, o.Log)
 	s := &w.spread
 	names := make([]string, 0, len(cfg.Agents))
 	for _, a := range cfg.Agents {

@@ -339,18 +339,9 @@ func replicaKilled(e *env) error {
 	if err != nil {
 		return err
 	}
-	reps := map[string]*service{}
-	var all []*service
-	for _, name := range holders {
-		w, err := e.worker(name, workerConf{natsURL: url, agents: agents, script: handledScript, unthrottled: true, heartbeat: time.Second, ackWait: ackWait})
-		if err != nil {
-			return err
-		}
-		if err := e.start(w); err != nil {
-			return err
-		}
-		reps[name] = w
-		all = append(all, w)
+	reps, all, err := e.replicas(holders, workerConf{natsURL: url, agents: agents, script: handledScript, unthrottled: true, heartbeat: time.Second, ackWait: ackWait})
+	if err != nil {
+		return err
 	}
 	allStarted := time.Now()
 	if err := e.connect(url); err != nil {
@@ -474,6 +465,25 @@ func (e *env) noteHeld(moved []string, began, killed time.Time, bound time.Durat
 		return fmt.Errorf("message %s of %s, left by the killed replica, was handled %s after the kill: more than %s", worst.id, worst.agent, secs(worst.took), human(bound))
 	}
 	return nil
+}
+
+// replicas starts a worker per holder with c, in order, and returns them
+// by name and in order.
+func (e *env) replicas(holders []string, c workerConf) (map[string]*service, []*service, error) {
+	reps := map[string]*service{}
+	var all []*service
+	for _, name := range holders {
+		w, err := e.worker(name, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := e.start(w); err != nil {
+			return nil, nil, err
+		}
+		reps[name] = w
+		all = append(all, w)
+	}
+	return reps, all, nil
 }
 
 // noteJoin notes how agents went back to the restarted replica victim:

@@ -36,18 +36,9 @@ func sharedKill(e *env) error {
 		wake:  fmt.Sprintf("    subscribe: [{subject: %q, mode: inbox}]\n", shared),
 		later: fmt.Sprintf("    subscribe: [{subject: %q, mode: deferred}]\n", shared),
 	}
-	reps := map[string]*service{}
-	var all []*service
-	for _, name := range holders {
-		w, err := e.worker(name, workerConf{natsURL: url, agents: agents, script: handledScript, unthrottled: true, heartbeat: time.Second, extra: extra, ackWait: 30 * time.Second})
-		if err != nil {
-			return err
-		}
-		if err := e.start(w); err != nil {
-			return err
-		}
-		reps[name] = w
-		all = append(all, w)
+	reps, all, err := e.replicas(holders, workerConf{natsURL: url, agents: agents, script: handledScript, unthrottled: true, heartbeat: time.Second, extra: extra, ackWait: 30 * time.Second})
+	if err != nil {
+		return err
 	}
 	if err := e.connect(url); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -227,21 +228,45 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 		deps.Scheduler = scheduler.New(scheduler.Options{Store: deps.Store, Clock: deps.Clock, Log: deps.Log, Events: deps.Events})
 	}
 	d := &Driver{deps: deps, records: turnlog.New(deps.Store, deps.Log), agents: map[string]*Agent{}}
+	seen := map[string]bool{}
 	for _, s := range specs {
-		if _, dup := d.agents[s.Name]; dup {
+		if seen[s.Name] {
 			return nil, fmt.Errorf("driver: agent %q defined twice", s.Name)
 		}
-		hist, bindHistory := newHistory(deps.Store, s)
-		a, err := newAgent(s, deps, hist)
-		if err != nil {
-			return nil, fmt.Errorf("driver: agent %q: %w", s.Name, err)
+		seen[s.Name] = true
+	}
+	// The agents are built on every core (with thousands of agents,
+	// building their ADK agents and tools is most of a start), then
+	// registered in order.
+	type built struct {
+		a    *Agent
+		bind func(*Agent)
+		err  error
+	}
+	out := make([]built, len(specs))
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			hist, bind := newHistory(deps.Store, s)
+			a, err := newAgent(s, deps, hist)
+			out[i] = built{a, bind, err}
+		})
+	}
+	wg.Wait()
+	for i, s := range specs {
+		b := out[i]
+		if b.err != nil {
+			return nil, fmt.Errorf("driver: agent %q: %w", s.Name, b.err)
 		}
-		bindHistory(a)
-		a.records = d.records
-		if err := deps.Scheduler.Add(s.Name, a, s.Schedules); err != nil {
+		b.bind(b.a)
+		b.a.records = d.records
+		if err := deps.Scheduler.Add(s.Name, b.a, s.Schedules); err != nil {
 			return nil, fmt.Errorf("driver: %w", err)
 		}
-		d.agents[s.Name] = a
+		d.agents[s.Name] = b.a
 		d.order = append(d.order, s.Name)
 	}
 	return d, nil

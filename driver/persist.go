@@ -37,7 +37,11 @@ func (a *Agent) owns() bool {
 // loudly: the in-memory state still holds, but would not survive a
 // restart. Fenced: on a replica that does not own the agent nothing is
 // written — the owner's stored state stays — and ErrNotOwner is returned.
-func (a *Agent) persist(what string, v any) error {
+func (a *Agent) persist(what string, v any) error { return a.persistAt(a.key(what), what, v) }
+
+// persistAt is persist under key, a key whose layout another package
+// shares (inbox.CursorsKey).
+func (a *Agent) persistAt(key, what string, v any) error {
 	if !a.owns() {
 		a.log.Warn("agent state not written: this replica does not own the agent", "what", what)
 		return fmt.Errorf("agent %q %s: %w", a.spec.Name, what, ErrNotOwner)
@@ -46,10 +50,10 @@ func (a *Agent) persist(what string, v any) error {
 	defer cancel()
 	var err error
 	if v == nil {
-		err = a.store.Delete(ctx, a.key(what))
+		err = a.store.Delete(ctx, key)
 	} else {
 		data, _ := json.Marshal(v)
-		_, err = a.store.Put(ctx, a.key(what), data)
+		_, err = a.store.Put(ctx, key, data)
 	}
 	if err != nil {
 		a.log.Error("could not persist agent state; it will not survive a restart", "what", what, "error", err)
@@ -126,7 +130,12 @@ func (a *Agent) restore(ctx context.Context) error {
 }
 
 func (a *Agent) load(ctx context.Context, what string, v any) (bool, error) {
-	found, err := store.GetJSON(ctx, a.store, a.key(what), v)
+	return a.loadAt(ctx, a.key(what), what, v)
+}
+
+// loadAt is load from key (see persistAt).
+func (a *Agent) loadAt(ctx context.Context, key, what string, v any) (bool, error) {
+	found, err := store.GetJSON(ctx, a.store, key, v)
 	if errors.Is(err, store.ErrUnreadable) {
 		// A record this version cannot read is reported, not fatal.
 		a.log.Error("unreadable persisted state ignored", "what", what, "error", err)
@@ -184,7 +193,7 @@ func (a *Agent) remember(n uint64, ids []string) {
 // restoreTurns loads the recorded turns in the window — the turn counter
 // goes on from the newest, and their messages are known as handled by
 // them (Message) — and the agent's cursors: the newest record's, or the
-// cursors stored without a turn (CursorsKey) where those are further. The
+// cursors stored without a turn (inbox.CursorsKey) where those are further. The
 // history is read from the store, not from what this process held: a
 // replica that owned the agent before may have missed turns another
 // recorded since. The inbox then reads on from the cursors.
@@ -196,7 +205,7 @@ func (a *Agent) restoreTurns(ctx context.Context) error {
 	}
 	var cursors inbox.Cursors
 	if a.input != nil {
-		if _, err := a.load(ctx, "cursors", &cursors); err != nil {
+		if _, err := a.loadAt(ctx, inbox.CursorsKey(a.spec.Name), "cursors", &cursors); err != nil {
 			return err
 		}
 	}

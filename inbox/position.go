@@ -25,6 +25,12 @@ func (p Position) InLog() bool { return p.Seq > 0 }
 // settled nothing. The zero value is usable for reading.
 type Cursors map[string]uint64
 
+// CursorsKey is the store key an agent's cursors are kept under when they
+// move without a turn (messages dead-lettered, an upgrade's first
+// cursors): "agent.<name>.cursors". The agent's cursors are the furthest
+// of these and its newest turn record's (whose own write carries them).
+func CursorsKey(agent string) string { return "agent." + agent + ".cursors" }
+
 // Covers reports whether the message at p is settled.
 func (c Cursors) Covers(p Position) bool { return p.InLog() && p.Seq <= c[p.Input] }
 

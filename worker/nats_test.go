@@ -103,7 +103,7 @@ func TestRestartBeforeTheRecordReadsTheMessageAgain(t *testing.T) {
 func cursorsOf(t *testing.T, st store.Store, agent string) inbox.Cursors {
 	t.Helper()
 	var c inbox.Cursors
-	if _, err := store.GetJSON(t.Context(), st, driver.CursorsKey(agent), &c); err != nil {
+	if _, err := store.GetJSON(t.Context(), st, inbox.CursorsKey(agent), &c); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := st.Tail(t.Context(), "history."+driver.AppName+"."+agent+"."+agent, 1)

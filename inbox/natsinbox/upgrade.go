@@ -32,7 +32,7 @@ const (
 // the log, without losing or repeating a message: each configured agent's
 // first cursors come from its consumers' ack floors (every message at or
 // below a floor was handled or dead-lettered), stored under
-// driver.CursorsKey's key ("agent.<name>.cursors") where they are
+// inbox.CursorsKey ("agent.<name>.cursors") where they are
 // further than what is stored; then the stream becomes limits-based, and
 // only then are the old consumers deleted (on an interest stream,
 // deleting them would remove the messages they hold). A crash part-way is
@@ -133,7 +133,7 @@ func firstCursors(ctx context.Context, s jetstream.Stream, a *agentLog) (inbox.C
 // storeFirstCursors stores c as agent's cursors, merged with what is
 // stored (a cursor only moves forward).
 func storeFirstCursors(ctx context.Context, st store.Store, agent string, c inbox.Cursors) error {
-	key := "agent." + agent + ".cursors"
+	key := inbox.CursorsKey(agent)
 	var have inbox.Cursors
 	if _, err := store.GetJSON(ctx, st, key, &have); err != nil && !errors.Is(err, store.ErrUnreadable) {
 		return fmt.Errorf("read cursors of %s: %w", agent, err)

@@ -101,7 +101,7 @@ func TestUpgradeFromTheConsumerLayoutReadsEachQueuedMessageOnce(t *testing.T) {
 		t.Fatalf("after the upgrade: retention %v, %d consumers", info.Config.Retention, info.State.Consumers)
 	}
 	var cursors inbox.Cursors
-	if _, err := store.GetJSON(t.Context(), r.st, "agent.a.cursors", &cursors); err != nil {
+	if _, err := store.GetJSON(t.Context(), r.st, inbox.CursorsKey("a"), &cursors); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := natsbus.EnsureStream(t.Context(), conn.JS, inputStream(r.subjects, "alerts.>"), nil); err != nil {

@@ -225,15 +225,7 @@ func (a *Agent) poke() {
 // deferred one waits for the next turn. Received is stamped when zero, and
 // an ID made up when empty, so every message can be looked up.
 func (a *Agent) Send(m inbox.Message) {
-	if m.ID == "" {
-		m.ID = newMessageID()
-	}
-	if m.Received.IsZero() {
-		m.Received = a.clock.Now()
-	}
-	if m.Kind == "" {
-		m.Kind = inbox.Wake
-	}
+	m = a.stamped(m)
 	a.inbox.Push(m)
 	a.queued(m, false)
 }
@@ -249,11 +241,7 @@ const ViaSubagent = "subagent"
 // turns; a memory-only message over the cap): one from the log is
 // dead-lettered there, one only memory held gets a dead-letter record.
 func (a *Agent) onDrop(m inbox.Message, reason string) {
-	dead := false
-	if m.Pos.InLog() && a.input != nil {
-		dead = a.deadLetter(m, DropReason, reason)
-	}
-	a.recordDrop(m, DropReason, reason)
+	dead := a.giveUp(m, DropReason, reason)
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason, "dead_lettered", dead)
 	a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": reason, "dead_lettered": dead})
 }
@@ -261,13 +249,8 @@ func (a *Agent) onDrop(m inbox.Message, reason string) {
 // Report queues a background subagent's report and wakes the agent with
 // a subagent cause naming it.
 func (a *Agent) Report(subagent string, m inbox.Message) {
-	if m.ID == "" {
-		m.ID = newMessageID()
-	}
-	if m.Received.IsZero() {
-		m.Received = a.clock.Now()
-	}
 	m.Kind = inbox.Wake
+	m = a.stamped(m)
 	a.inbox.Push(m)
 	a.emit(events.MessageQueued, map[string]any{"id": m.ID, "kind": string(m.Kind), "source": m.Source})
 	a.Wake(Cause{Source: SourceSubagent, Name: subagent, At: m.Received})
@@ -404,12 +387,7 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 // abandon drops a queued message an operator gave up: one from the log is
 // dead-lettered there, and the log and a message-dropped event say so.
 func (a *Agent) abandon(m inbox.Message, by Audit) {
-	const detail = "an operator abandoned the queued message (resume with drop_queued)"
-	dead := false
-	if m.Pos.InLog() && a.input != nil {
-		dead = a.deadLetter(m, ReasonOperatorDropped, detail)
-	}
-	a.recordDrop(m, ReasonOperatorDropped, detail)
+	dead := a.giveUp(m, ReasonOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)")
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", ReasonOperatorDropped, "by", by.By,
 		"dead_lettered", dead)
 	data := map[string]any{"id": m.ID, "source": m.Source, "reason": ReasonOperatorDropped, "dead_lettered": dead}

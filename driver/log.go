@@ -53,12 +53,6 @@ type logState struct {
 	since time.Time
 }
 
-// CursorsKey is where an agent's cursors are stored when they move
-// without a turn (messages dead-lettered, an upgrade's first cursors):
-// "agent.<name>.cursors". The agent's cursors are the furthest of these
-// and its newest turn record's.
-func CursorsKey(agent string) string { return "agent." + agent + ".cursors" }
-
 // fill reads what the log holds for the agent beyond what its inbox has
 // read, into the inbox, as far as the inbox has room: each wake message
 // wakes the agent (Send's path). Only the owner reads, once its state is
@@ -99,15 +93,7 @@ func (a *Agent) fill(ctx context.Context) {
 		if m.Pos.Seq <= a.lg.read[m.Pos.Input] {
 			continue // read already (an overlapping read)
 		}
-		if m.ID == "" {
-			m.ID = newMessageID()
-		}
-		if m.Kind == "" {
-			m.Kind = inbox.Wake
-		}
-		if m.Received.IsZero() {
-			m.Received = a.clock.Now()
-		}
+		m = a.stamped(m)
 		a.inbox.Push(m)
 		queued = append(queued, m)
 	}
@@ -164,16 +150,14 @@ func (a *Agent) storeSettled() {
 		a.mu.Unlock()
 		return
 	}
-	next := a.nextCursorsLocked()
-	gen := a.lg.gen
-	a.mu.Unlock()
-	if !next.Ahead(a.storedCursors()) {
-		a.mu.Lock()
-		a.lg.dirty = false
+	next, gen := a.nextCursorsLocked(), a.lg.gen
+	if !next.Ahead(a.lg.cursors) {
+		a.lg.dirty = false // a turn's record carried them already
 		a.mu.Unlock()
 		return
 	}
-	if err := a.persist("cursors", next); err != nil {
+	a.mu.Unlock()
+	if err := a.persistAt(inbox.CursorsKey(a.spec.Name), "cursors", next); err != nil {
 		a.clock.AfterFunc(time.Second, a.poke)
 		return
 	}
@@ -183,13 +167,6 @@ func (a *Agent) storeSettled() {
 		a.settledLocked(a.lg.cursors.Merge(next))
 	}
 	a.mu.Unlock()
-}
-
-// storedCursors returns the stored cursors.
-func (a *Agent) storedCursors() inbox.Cursors {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.lg.cursors
 }
 
 // deadLetter dead-letters m, a message read from the log that leaves the

@@ -110,15 +110,34 @@ func (a *Agent) Message(id string) MessageState {
 // every message can be looked up and named in turn events.
 func newMessageID() string { return "msg-" + rand.Text() }
 
-// recordDrop keeps a dead-letter record of a dropped message that is not
-// in the log (it never went through NATS, so the log does not
-// dead-letter it): GET /v1/agents/{name}/messages/{id} then says why it is
-// gone. A message from the log is recorded by the log's dead-lettering.
-func (a *Agent) recordDrop(m inbox.Message, reason, detail string) {
-	if (m.Pos.InLog() && a.input != nil) || m.ID == "" || a.records == nil {
-		return
+// stamped is m as the inbox keeps it: an id made up when it has none, the
+// time it arrived when unknown, wake when its kind is unset.
+func (a *Agent) stamped(m inbox.Message) inbox.Message {
+	if m.ID == "" {
+		m.ID = newMessageID()
 	}
-	a.records.DeadLetter(a.spec.Name, turnlog.DeadLetter{ID: m.ID, Reason: reason, Detail: detail, Subject: m.Source, At: a.clock.Now()}, 0)
+	if m.Received.IsZero() {
+		m.Received = a.clock.Now()
+	}
+	if m.Kind == "" {
+		m.Kind = inbox.Wake
+	}
+	return m
+}
+
+// giveUp settles m, leaving the inbox without a turn for reason (detail
+// in words): a message from the log is dead-lettered there (its
+// dead-lettering records why); one only memory held gets a dead-letter
+// record, so GET /v1/agents/{name}/messages/{id} says why it is gone. It
+// reports whether m was dead-lettered.
+func (a *Agent) giveUp(m inbox.Message, reason, detail string) bool {
+	if m.Pos.InLog() && a.input != nil {
+		return a.deadLetter(m, reason, detail)
+	}
+	if m.ID != "" && a.records != nil {
+		a.records.DeadLetter(a.spec.Name, turnlog.DeadLetter{ID: m.ID, Reason: reason, Detail: detail, Subject: m.Source, At: a.clock.Now()}, 0)
+	}
+	return false
 }
 
 // announceHandled emits message-handled for each message of completed

@@ -70,7 +70,7 @@ func (b *Binding) unsubscribeCore(name string) {
 func (b *Binding) onCore(a *agentLog, in *input, m *nats.Msg) {
 	body, err := inbox.ParseBody(m.Data, b.opts.MaxBytes)
 	if err != nil {
-		_, _ = b.reject(a.name, m.Header.Get(nats.MsgIdHdr), m.Subject, m.Data, m.Header, err, "")
+		_ = b.reject(a.name, m.Header.Get(nats.MsgIdHdr), m.Subject, m.Data, m.Header, err, "")
 		return
 	}
 	id := natsbus.PlainMsgID(a.name, m.Header.Get(nats.MsgIdHdr), body.ID)
@@ -92,5 +92,5 @@ func (b *Binding) onUnknownCore(m *nats.Msg) {
 		return
 	}
 	why := &inbox.RejectError{Reason: RejectUnknownAgent, Detail: fmt.Sprintf("no agent %q is configured", agent)}
-	_, _ = b.reject(natsbus.UnknownAgent, m.Header.Get(nats.MsgIdHdr), m.Subject, m.Data, m.Header, why, "")
+	_ = b.reject(natsbus.UnknownAgent, m.Header.Get(nats.MsgIdHdr), m.Subject, m.Data, m.Header, why, "")
 }

@@ -57,8 +57,7 @@ func (b *Binding) DeadLetter(ctx context.Context, agent string, m inbox.Message,
 			data, h, subj = res.Msgs[0].Data, res.Msgs[0].Header, res.Msgs[0].Subject
 		}
 	}
-	_, err := b.reject(agent, m.ID, subj, data, h, &inbox.RejectError{Reason: reason, Detail: detail}, key)
-	return err
+	return b.reject(agent, m.ID, subj, data, h, &inbox.RejectError{Reason: reason, Detail: detail}, key)
 }
 
 // refuse dead-letters dm, a message of the agent's log whose body cannot
@@ -66,8 +65,7 @@ func (b *Binding) DeadLetter(ctx context.Context, agent string, m inbox.Message,
 // leaves it in the log, to be read again.
 func (b *Binding) refuse(agent string, dm natsbus.DirectMsg, why error) error {
 	id := refusedID(agent, dm.Header, dm.Data, b.opts.Stream, dm.Seq)
-	_, err := b.reject(agent, id, dm.Subject, dm.Data, dm.Header, why, deadLetterKey(b.opts.Stream, dm.Seq, agent))
-	return err
+	return b.reject(agent, id, dm.Subject, dm.Data, dm.Header, why, deadLetterKey(b.opts.Stream, dm.Seq, agent))
 }
 
 // deadLetterKey is the Nats-Msg-Id a dead letter of the message at seq of
@@ -90,8 +88,8 @@ func rejectReason(err error) string {
 // logged and announced (message-rejected), and for a configured agent a
 // message with an id is also recorded in the store (turnlog.DeadLetter,
 // kept DeadLetterTTL), so GET /v1/agents/{name}/messages/{id} can say why.
-// It reports whether this publish stored it.
-func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, why error, key string) (bool, error) {
+// A duplicate (dead-lettered before, and told then) is no error.
+func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, why error, key string) error {
 	reason := rejectReason(why)
 	dlq := b.opts.Subjects.DLQ(agent)
 	out := nats.NewMsg(dlq)
@@ -111,7 +109,7 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 		out.Header.Set(nats.MsgIdHdr, key)
 	}
 	out.Data = data
-	published, stored := dlq, true
+	published := dlq
 	var err error
 	if b.js != nil {
 		// Kept in the dead-letter stream: a publish it confirmed.
@@ -126,13 +124,13 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 			b.opts.Log.Warn("no stream keeps dead letters on this subject; published without being kept", "subject", dlq)
 			err = b.nc.PublishMsg(out)
 		case err == nil && ack.Duplicate:
-			return false, nil // dead-lettered before: told then
+			return nil // dead-lettered before: told then
 		}
 	} else {
 		err = b.nc.PublishMsg(out)
 	}
 	if err != nil {
-		published, stored = "", false
+		published = ""
 		b.opts.Log.Error("dead-letter publish failed", "agent", agent, "id", id, "subject", subject, "reason", reason, "error", err)
 	}
 	if b.records != nil && b.agents[agent] != nil {
@@ -143,9 +141,9 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 		b.records.DeadLetter(agent, turnlog.DeadLetter{ID: id, Reason: reason, Detail: detail, Subject: subject, DLQ: published, At: b.opts.Clock.Now()}, b.opts.DeadLetterTTL)
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	b.opts.Log.Warn("message rejected to the dead-letter subject", "agent", agent, "id", id, "subject", subject, "reason", reason, "detail", clip(why.Error(), 200), "dlq", dlq)
 	b.emit(agent, events.MessageRejected, map[string]any{"id": id, "reason": reason, "subject": subject, "dlq": dlq})
-	return stored, nil
+	return nil
 }

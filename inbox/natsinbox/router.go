@@ -46,7 +46,7 @@ func (b *Binding) startRouter(ctx context.Context, last uint64) error {
 		if m.Headers().Get(nats.MsgIdHdr) != "" {
 			at = meta.Timestamp
 		}
-		b.routeAt(m.Subject(), meta.Sequence.Stream, false, at)
+		b.route(m.Subject(), meta.Sequence.Stream, false, at)
 		raise(&b.routed, meta.Sequence.Stream)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		b.opts.Log.Warn("router: consumer error; it recovers by itself, missing nothing", "stream", b.opts.Stream, "error", err)
@@ -67,16 +67,11 @@ const (
 	unrouted                // no agent binds it
 )
 
-// route notes a message at seq on subj. hint: seq is not the message's
-// own sequence but the stream's last at the start, at or below which
+// route notes a message at seq on subj, stored at idAt when it has a
+// Nats-Msg-Id (zero: it has none). hint: seq is not the message's own
+// sequence but the stream's last at the start, at or below which
 // messages of subj wait.
-func (b *Binding) route(subj string, seq uint64, hint bool) routing {
-	return b.routeAt(subj, seq, hint, time.Time{})
-}
-
-// routeAt is route for a message stored at idAt that has a Nats-Msg-Id
-// (zero: it has none, or seq is a hint).
-func (b *Binding) routeAt(subj string, seq uint64, hint bool, idAt time.Time) routing {
+func (b *Binding) route(subj string, seq uint64, hint bool, idAt time.Time) routing {
 	if name, kind, ok := b.opts.Subjects.Agent(subj); ok {
 		a := b.agents[name]
 		if a == nil {

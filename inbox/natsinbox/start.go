@@ -3,6 +3,7 @@ package natsinbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -37,7 +38,7 @@ func (b *Binding) startLog(ctx context.Context) error {
 	defer raise(&b.routed, last) // once the hints below are placed
 	found, stale := 0, 0
 	for subj := range info.State.Subjects {
-		switch b.route(subj, last, true) {
+		switch b.route(subj, last, true, time.Time{}) {
 		case routed:
 			found++
 		case unrouted:

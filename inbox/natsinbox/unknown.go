@@ -78,7 +78,7 @@ func (b *Binding) removeUnknown(ctx context.Context, u unknownMsg) error {
 			}
 			id := refusedID(name, dm.Header, dm.Data, b.opts.Stream, dm.Seq)
 			why := &inbox.RejectError{Reason: RejectUnknownAgent, Detail: fmt.Sprintf("no agent %q is configured", name)}
-			if _, err := b.reject(natsbus.UnknownAgent, id, dm.Subject, dm.Data, dm.Header, why, deadLetterKey(b.opts.Stream, dm.Seq, natsbus.UnknownAgent)); err != nil {
+			if err := b.reject(natsbus.UnknownAgent, id, dm.Subject, dm.Data, dm.Header, why, deadLetterKey(b.opts.Stream, dm.Seq, natsbus.UnknownAgent)); err != nil {
 				return err
 			}
 			if err := b.stream.DeleteMsg(ctx, dm.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

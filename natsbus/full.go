@@ -20,6 +20,9 @@ const (
 	FullStream  = "stream_full"
 )
 
+// FullReasons are every FullError.Reason.
+var FullReasons = []string{FullSubject, FullStream}
+
 // FullError is a refusal of the input stream: what is full, and the
 // server's words.
 type FullError struct {
@@ -28,11 +31,15 @@ type FullError struct {
 }
 
 func (e *FullError) Error() string {
-	what := "the stream is at nats.max_bytes"
+	return fmt.Sprintf("%v: %s: %s", ErrFull, e.Bound(), e.Detail)
+}
+
+// Bound says in words which bound was reached.
+func (e *FullError) Bound() string {
 	if e.Reason == FullSubject {
-		what = "the subject holds nats.max_msgs_per_subject messages (the agent's backlog is full)"
+		return "the subject holds nats.max_msgs_per_subject messages (the agent's backlog is full)"
 	}
-	return fmt.Sprintf("%v: %s: %s", ErrFull, what, e.Detail)
+	return "the stream is at nats.max_bytes"
 }
 
 // Unwrap makes errors.Is(err, ErrFull) hold.

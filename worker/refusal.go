@@ -14,11 +14,11 @@ import (
 // bound bites while it does. It is not a readiness failure: the worker
 // still serves, the agents drain their backlogs, the publisher was told.
 type refusal struct {
-	mu     sync.Mutex
-	at     time.Time
-	reason string
-	what   string
-	n      int
+	mu   sync.Mutex
+	at   time.Time
+	last *natsbus.FullError
+	what string
+	n    int
 }
 
 // refusalShown is how long /readyz names a refusal after the last one.
@@ -38,7 +38,7 @@ func (w *Worker) noteRefusal(err error, what string) error {
 	w.log.Warn("the input stream refused a publish: a bound it keeps is reached", "what", what, "reason", full.Reason, "error", full.Detail)
 	r := &w.refused
 	r.mu.Lock()
-	r.at, r.reason, r.what = time.Now(), full.Reason, what
+	r.at, r.last, r.what = time.Now(), full, what
 	r.n++
 	r.mu.Unlock()
 	return err
@@ -53,10 +53,6 @@ func (w *Worker) refusals() string {
 	if r.n == 0 || time.Since(r.at) > refusalShown {
 		return ""
 	}
-	bound := "nats.max_bytes (the input stream is full)"
-	if r.reason == natsbus.FullSubject {
-		bound = "nats.max_msgs_per_subject (an agent's backlog is full)"
-	}
 	return fmt.Sprintf("the input stream refused %d publish(es), the last %s ago (%s): %s; the publishers were told, nothing waiting was dropped",
-		r.n, time.Since(r.at).Round(time.Second), r.what, bound)
+		r.n, time.Since(r.at).Round(time.Second), r.what, r.last.Bound())
 }

@@ -1,6 +1,7 @@
 package natsinbox
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,9 @@ type input struct {
 	ids recentIDs
 }
 
-// recentIDs is a queue of (sequence, time) of messages with ids.
+// recentIDs is a queue of (sequence, time) of messages with ids, in
+// sequence order, each sequence once: the router and the reader both note
+// the ids they see, in either order.
 type recentIDs struct {
 	mu sync.Mutex
 	q  []seqAt
@@ -75,8 +78,15 @@ type seqAt struct {
 // add notes a message with an id at seq, stored at at.
 func (r *recentIDs) add(seq uint64, at time.Time) {
 	r.mu.Lock()
-	r.q = append(r.q, seqAt{seq, at})
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	i := len(r.q)
+	for i > 0 && r.q[i-1].seq >= seq {
+		if r.q[i-1].seq == seq {
+			return
+		}
+		i--
+	}
+	r.q = slices.Insert(r.q, i, seqAt{seq, at})
 }
 
 // oldest forgets the messages stored before since and returns the

@@ -233,6 +233,26 @@ func TestAMessageWithAnIDOutlivesItsSettleByTheDuplicateWindow(t *testing.T) {
 	waitUntil(t, "purged once its window passed", func() bool { return r.held(t, "agents.a.inbox") == 0 })
 }
 
+// A message with an id that the router never saw (it waited in the log
+// when the worker started, or the reader got to it first) is still held
+// for its duplicate window: the reader notes its id too.
+func TestAMessageWithAnIDTheRouterDidNotSeeIsHeldForItsWindow(t *testing.T) {
+	t.Parallel()
+	conn, subjects := startServer(t)
+	r := &rig{conn: conn, subjects: subjects, st: memory.New(nil)}
+	r.window = time.Minute
+	r.publish(t, "agents.a.inbox", "", "no id")
+	r.publish(t, "agents.a.inbox", "retry-me", "with an id")
+	r.start(t)
+	r.next(t)
+	r.next(t)
+	r.settle("a")
+	waitUntil(t, "a purge", func() bool { return r.held(t, "agents.a.inbox") < 2 })
+	if n := r.held(t, "agents.a.inbox"); n != 1 {
+		t.Fatalf("the log holds %d message(s) after the purge; want 1 (the one with an id, inside its window)", n)
+	}
+}
+
 // Every replica's router sees every message: each has a consumer of its
 // own (replicas that shared one's name took it from each other, and only
 // the last replica started routed anything).

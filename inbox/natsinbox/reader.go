@@ -76,6 +76,11 @@ func (b *Binding) readInput(ctx context.Context, a *agentLog, in *input, from ui
 	through, added := from, 0
 	for _, dm := range res.Msgs {
 		through = dm.Seq
+		if b.opts.DuplicateWindow > 0 && dm.Header.Get(nats.MsgIdHdr) != "" {
+			// The router may not have seen it (it waited at the start, or
+			// this read got ahead of the router): held for its window.
+			in.ids.add(dm.Seq, dm.Time)
+		}
 		m, err := b.message(a, in, dm)
 		if err != nil {
 			if err := b.refuse(a.name, dm, err); err != nil {

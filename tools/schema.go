@@ -5,8 +5,6 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"google.golang.org/adk/tool"
-	"google.golang.org/adk/tool/functiontool"
 )
 
 // schemas holds, by Go type, the JSON schema of a built-in tool's
@@ -29,11 +27,4 @@ func schemaOf[T any]() *jsonschema.Schema {
 	}
 	actual, _ := schemas.LoadOrStore(t, s)
 	return actual.(*jsonschema.Schema)
-}
-
-// newTool is functiontool.New with the argument and result schemas shared
-// between agents.
-func newTool[TArgs, TResults any](cfg functiontool.Config, handler functiontool.Func[TArgs, TResults]) (tool.Tool, error) {
-	cfg.InputSchema, cfg.OutputSchema = schemaOf[TArgs](), schemaOf[TResults]()
-	return functiontool.New(cfg, handler)
 }

@@ -97,15 +97,30 @@ func holderOf(t *testing.T, st store.Store, agent string) (record, uint64) {
 	return r, e.Revision
 }
 
+// replicaOf reads holder's replica record.
+func replicaOf(t *testing.T, st store.Store, holder string) (replicaRecord, uint64) {
+	t.Helper()
+	e, err := st.Get(context.Background(), replicaKey(holder))
+	if err != nil {
+		t.Fatalf("replica record of %s: %v", holder, err)
+	}
+	var r replicaRecord
+	if err := json.Unmarshal(e.Value, &r); err != nil {
+		t.Fatalf("replica record of %s: %v", holder, err)
+	}
+	return r, e.Revision
+}
+
 // A renewal the server applied but whose reply was lost makes the next
 // compare-and-set conflict with the replica's own write. That is not a
-// loss: the replica keeps the lease and keeps renewing it; a genuine
-// takeover by another holder still is a loss.
+// loss: the replica keeps its leases and keeps renewing its record; a
+// genuine takeover of a lease by another holder still is a loss, found
+// when the holder reads the lease back.
 func TestRenewalAppliedButTimedOutIsNotALoss(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	base := memory.New(c)
-	st := &lateAck{Store: base, key: key("a")}
+	st := &lateAck{Store: base, key: replicaKey("r1")}
 	l := &log{}
 	out := &syncBuf{}
 	r1 := loggedReplica(t, "r1", st, c, l, out)
@@ -113,11 +128,11 @@ func TestRenewalAppliedButTimedOutIsNotALoss(t *testing.T) {
 	if !r1.Held("a") {
 		t.Fatalf("r1 did not take a: %v", l.all())
 	}
-	_, before := holderOf(t, base, "a")
+	_, before := replicaOf(t, base, "r1")
 
 	st.lose.Store(1)
 	c.Advance(5 * time.Second) // renewal applied, reply lost
-	if _, rev := holderOf(t, base, "a"); rev == before {
+	if _, rev := replicaOf(t, base, "r1"); rev == before {
 		t.Fatal("the armed renewal was not applied to the store")
 	}
 	for i := range 6 { // the next rounds conflict with r1's own write
@@ -130,29 +145,30 @@ func TestRenewalAppliedButTimedOutIsNotALoss(t *testing.T) {
 	if got := l.all(); slices.Contains(got, "r1-a") || slices.Contains(got, "r2+a") {
 		t.Fatalf("r1 was told it lost a to its own write: events %v\nlog:\n%s", got, out)
 	}
-	rec, _ := holderOf(t, base, "a")
-	if rec.Holder != "r1" || !c.Now().Before(rec.Expires) {
-		t.Fatalf("store says %+v at %v, want r1 holding a live lease", rec, c.Now())
+	if rec, _ := holderOf(t, base, "a"); rec.Holder != "r1" {
+		t.Fatalf("store says %+v, want r1 holding a", rec)
 	}
-	if rec.Expires.Before(c.Now().Add(10 * time.Second)) {
-		t.Fatalf("r1 stopped renewing a: it expires at %v, now %v", rec.Expires, c.Now())
+	self, _ := replicaOf(t, base, "r1")
+	if self.Expires.Before(c.Now().Add(10 * time.Second)) {
+		t.Fatalf("r1 stopped renewing its record: it expires at %v, now %v", self.Expires, c.Now())
 	}
 	logged := out.String()
-	if strings.Contains(logged, "another replica") {
+	if strings.Contains(logged, "another replica") || strings.Contains(logged, "another holder") {
 		t.Fatalf("r1 named itself another replica:\n%s", logged)
 	}
-	if !strings.Contains(logged, "lease renewal had already been applied; keeping it") {
+	if !strings.Contains(logged, "renewal of this replica's record had already been applied; keeping it") {
 		t.Fatalf("adopting the applied renewal was not logged:\n%s", logged)
 	}
 
 	// A genuine takeover is still a loss: another holder's record over
-	// the lease (as if r3 had taken it after expiry).
+	// the lease (as if r3 had taken it after expiry), found within a
+	// read-back of every held lease.
 	_, rev := holderOf(t, base, "a")
-	theirs, _ := json.Marshal(record{Holder: "r3", Expires: c.Now().Add(time.Minute)})
+	theirs, _ := json.Marshal(record{Holder: "r3", Expires: c.Now().Add(time.Hour)})
 	if _, err := base.Update(context.Background(), key("a"), theirs, rev); err != nil {
 		t.Fatal(err)
 	}
-	c.Advance(5 * time.Second)
+	c.Advance(verifyRounds * 5 * time.Second)
 	if r1.Held("a") {
 		t.Fatalf("r1 still holds a after r3 took it: events %v\nlog:\n%s", l.all(), out)
 	}
@@ -176,7 +192,7 @@ func TestRenewalsAppliedButNeverAcknowledgedKeepTheLease(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	base := memory.New(c)
-	st := &lateAck{Store: base, key: key("a")}
+	st := &lateAck{Store: base, key: replicaKey("r1")}
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	r2 := replica(t, "r2", base, c, l)
@@ -187,8 +203,8 @@ func TestRenewalsAppliedButNeverAcknowledgedKeepTheLease(t *testing.T) {
 			t.Fatalf("round %d: r1 holds a %v, r2 %v; events %v", i+1, r1.Held("a"), r2.Held("a"), l.all())
 		}
 	}
-	if rec, _ := holderOf(t, base, "a"); rec.Holder != "r1" || rec.Expires.Before(c.Now().Add(5*time.Second)) {
-		t.Fatalf("store says %+v at %v, want r1 renewing a", rec, c.Now())
+	if rec, _ := replicaOf(t, base, "r1"); rec.Expires.Before(c.Now().Add(5 * time.Second)) {
+		t.Fatalf("store says %+v at %v, want r1 renewing its record", rec, c.Now())
 	}
 	if got := l.all(); slices.Contains(got, "r1-a") {
 		t.Fatalf("r1 lost a to its own writes: %v", got)
@@ -202,7 +218,7 @@ func TestRenewalsAppliedButNeverAcknowledgedKeepTheLease(t *testing.T) {
 func TestLostRepliesThenCutOffLetsGoByTheLastConfirmedRenewal(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := &lateAck{Store: memory.New(c), key: key("a")}
+	st := &lateAck{Store: memory.New(c), key: replicaKey("r1")}
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	st.lose.Store(-1)
@@ -221,8 +237,8 @@ func TestLostRepliesThenCutOffLetsGoByTheLastConfirmedRenewal(t *testing.T) {
 	}
 }
 
-// A conflict caused by another holder, or a record that is gone, is a
-// loss at once.
+// A lease record written by another holder, or gone, is a loss once the
+// holder reads it back.
 func TestConflictWithAnotherHolderIsALoss(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -231,7 +247,7 @@ func TestConflictWithAnotherHolderIsALoss(t *testing.T) {
 		want  string // holder left in the store; "" for none
 	}{
 		{"taken over", func(ctx context.Context, st store.Store, rev uint64, now time.Time) error {
-			theirs, _ := json.Marshal(record{Holder: "r3", Expires: now.Add(time.Minute)})
+			theirs, _ := json.Marshal(record{Holder: "r3", Expires: now.Add(time.Hour)})
 			_, err := st.Update(ctx, key("a"), theirs, rev)
 			return err
 		}, "r3"},
@@ -249,7 +265,7 @@ func TestConflictWithAnotherHolderIsALoss(t *testing.T) {
 			if err := tc.write(context.Background(), st, rev, c.Now()); err != nil {
 				t.Fatal(err)
 			}
-			c.Advance(5 * time.Second)
+			c.Advance(verifyRounds * 5 * time.Second) // every held lease read back
 			// A lease whose record is gone is free: r1's seeking round may
 			// take it again at once, after letting the agent go.
 			if (tc.want != "" && r1.Held("a")) || !slices.Contains(l.all(), "r1-a") {

@@ -187,9 +187,11 @@ type Manager struct {
 	self hold
 	// held are the leases this replica holds: agent → the revision of
 	// its lease record (the fencing token).
-	held    map[string]uint64
-	handing map[string]*handover
-	owners  map[string]string
+	held map[string]uint64
+	// heldList is held's agents, sorted (nil: to be made again).
+	heldList []string
+	handing  map[string]*handover
+	owners   map[string]string
 	// lives are other replicas' records as last read.
 	lives  map[string]life
 	expiry map[string]clock.Timer // kicks armed for when a lease expires
@@ -324,15 +326,21 @@ func (m *Manager) Held(agent string) bool {
 }
 
 // HeldAgents returns the agents whose leases this replica holds, sorted.
+// The slice is shared until the held set changes: callers must not
+// modify it. (Sorting 10,000 names for every heartbeat was a fifth of
+// an idle replica's CPU.)
 func (m *Manager) HeldAgents() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.held))
-	for a := range m.held {
-		out = append(out, a)
+	if m.heldList == nil {
+		out := make([]string, 0, len(m.held))
+		for a := range m.held {
+			out = append(out, a)
+		}
+		sort.Strings(out)
+		m.heldList = out
 	}
-	sort.Strings(out)
-	return out
+	return m.heldList
 }
 
 // Kick looks at one agent's lease now, on a goroutine of its own, instead
@@ -420,6 +428,9 @@ func (m *Manager) round(ctx context.Context, pick func(agent string) bool, step 
 func (m *Manager) setHeld(agent string, rev uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.held[agent]; !ok {
+		m.heldList = nil
+	}
 	m.held[agent] = rev
 }
 
@@ -427,7 +438,10 @@ func (m *Manager) setHeld(agent string, rev uint64) {
 func (m *Manager) drop(agent string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.held, agent)
+	if _, ok := m.held[agent]; ok {
+		delete(m.held, agent)
+		m.heldList = nil
+	}
 	if h := m.handing[agent]; h != nil {
 		h.off = true
 		h.cancel()
@@ -491,11 +505,11 @@ func (m *Manager) release(ctx context.Context, a string) {
 	defer step.Unlock()
 	m.mu.Lock()
 	rev, ok := m.held[a]
-	delete(m.held, a)
 	m.mu.Unlock()
 	if !ok {
 		return
 	}
+	m.drop(a)
 	if m.o.OnLose != nil {
 		m.callsOf(a).now(func() { m.o.OnLose(a, Released) })
 	}

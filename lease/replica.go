@@ -192,8 +192,9 @@ func (m *Manager) liveUntil(ctx context.Context, holder string, now time.Time) (
 }
 
 // verifyRounds is how many renewals it takes to read back every held
-// lease record once.
-const verifyRounds = 12
+// lease record once (two minutes at the default TTL; at 10,000 agents
+// that is 83 reads a second).
+const verifyRounds = 24
 
 // verifySome reads back the next few held leases (a verifyRounds-th of
 // them, at least one) and lets go of any whose record is gone or names

@@ -95,6 +95,10 @@ type message struct {
 	// Join marks a newcomer's first heartbeat: everyone answers with
 	// theirs at once.
 	Join bool `json:"join,omitempty"`
+	// Same: Agents are omitted, as in the sender's last heartbeat that
+	// listed them (a heartbeat lists them when they changed, every
+	// listEvery beats, and to a newcomer).
+	Same bool `json:"same,omitempty"`
 	// Agent and To: a released notice, for To to take Agent.
 	Agent string `json:"agent,omitempty"`
 	To    string `json:"to,omitempty"`
@@ -117,7 +121,11 @@ type Members struct {
 	others  map[string]*Member
 	version uint64
 	timer   clock.Timer
-	left    bool
+	// beats counts heartbeats; listed is the agents the last one that
+	// listed them listed.
+	beats  int
+	listed []string
+	left   bool
 }
 
 // Start joins: it subscribes, announces this replica and waits briefly
@@ -143,7 +151,7 @@ func Start(ctx context.Context, o Options) (*Members, error) {
 		return nil, err
 	}
 	m.sub = sub
-	m.beat(true)
+	m.beat(true, true)
 	flushCtx, cancel := context.WithTimeout(ctx, max(o.Interval, time.Second))
 	err = o.Conn.FlushWithContext(flushCtx)
 	cancel()
@@ -249,14 +257,15 @@ func (m *Members) arm() {
 		return
 	}
 	m.timer = m.o.Clock.AfterFunc(m.o.Interval, func() {
-		m.beat(false)
+		m.beat(false, false)
 		m.sweep()
 		m.arm()
 	})
 }
 
-// beat publishes this replica's heartbeat.
-func (m *Members) beat(join bool) {
+// beat publishes this replica's heartbeat; full: with the agents held,
+// changed or not.
+func (m *Members) beat(join, full bool) {
 	m.mu.Lock()
 	left := m.left
 	m.mu.Unlock()
@@ -265,10 +274,23 @@ func (m *Members) beat(join bool) {
 	}
 	msg := message{Kind: kindHeartbeat, Holder: m.o.Holder, Started: m.started, IntervalMS: m.o.Interval.Milliseconds(), Join: join}
 	if m.o.Held != nil {
-		msg.Agents = m.o.Held()
+		held := m.o.Held()
+		m.mu.Lock()
+		m.beats++
+		if full || m.beats%listEvery == 0 || !slices.Equal(held, m.listed) {
+			msg.Agents, m.listed = held, held
+		} else {
+			msg.Same = true
+		}
+		m.mu.Unlock()
 	}
 	m.publish(msg)
 }
+
+// listEvery is how often a heartbeat lists the agents held although they
+// did not change: at 10,000 agents a list is 150 KB of JSON, once a
+// second to every replica.
+const listEvery = 30
 
 func (m *Members) publish(msg message) {
 	data, err := json.Marshal(msg)
@@ -356,7 +378,10 @@ func (m *Members) heard(msg message) {
 		m.others[msg.Holder] = x
 		m.version++
 	}
-	x.Started, x.Agents, x.Seen, x.interval = msg.Started, msg.Agents, now, interval
+	x.Started, x.Seen, x.interval = msg.Started, now, interval
+	if !msg.Same {
+		x.Agents = msg.Agents
+	}
 	m.mu.Unlock()
 	if !known {
 		m.o.Log.Info("membership: replica joined", "replica", msg.Holder, "started", msg.Started)
@@ -364,7 +389,7 @@ func (m *Members) heard(msg message) {
 	if msg.Join || !known {
 		// A newcomer (or one we had dropped) learns of us now, not at our
 		// next beat.
-		m.beat(false)
+		m.beat(false, true)
 	}
 	if !known && m.o.OnChange != nil {
 		m.o.OnChange()

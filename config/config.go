@@ -140,6 +140,13 @@ type NATS struct {
 	MaxAge Duration `yaml:"max_age"`
 	// MaxMessageBytes bounds an inbound body. Default 65536.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// ReadAheadBytes bounds the input each replica keeps in memory for
+	// the agents it serves, from its router to their next turn, so that a
+	// turn reads its input without asking the stream. When it is full the
+	// oldest is let go (read from the stream when its turn comes): nothing
+	// is lost. Zero (the default): 32 MiB; -1: nothing kept, every read
+	// asks the stream; otherwise at least MaxMessageBytes.
+	ReadAheadBytes int64 `yaml:"read_ahead_bytes"`
 	// DLQMaxAge and DLQMaxBytes bound the dead-letter stream (<stream>_DLQ
 	// over <prefix>.*.dlq, JetStream mode): dead letters older, or beyond
 	// the size, are removed oldest first. Defaults 168h and 256 MiB.

@@ -70,6 +70,10 @@ func TestInputLimitsValidation(t *testing.T) {
 		{"nats:\n  max_message_bytes: 2097152\n  max_bytes: -1", nil},
 		{"nats:\n  max_age: 59s", []string{"config.yaml:2: nats.max_age: must be 0 (no maximum age) or at least 1m; got 59s"}},
 		{"nats:\n  max_age: -1m", []string{`config.yaml:2: nats.max_age: negative duration "-1m"`}},
+		{"nats:\n  read_ahead_bytes: 1000", []string{"config.yaml:2: nats.read_ahead_bytes: must be -1 (keep none), 0 (the default, 32 MiB) or at least nats.max_message_bytes (65536); got 1000"}},
+		{"nats:\n  read_ahead_bytes: -2", []string{"config.yaml:2: nats.read_ahead_bytes: must be -1 (keep none), 0 (the default, 32 MiB) or at least nats.max_message_bytes (65536); got -2"}},
+		{"nats:\n  read_ahead_bytes: -1", nil},
+		{"nats:\n  read_ahead_bytes: 65536", nil},
 	} {
 		if _, errs := loadText(t, "\n"+c.nats+oneAgent); !slices.Equal(errs, c.errs) {
 			t.Errorf("%q: errors\n  %q\nwant\n  %q", c.nats, errs, c.errs)

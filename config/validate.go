@@ -652,6 +652,9 @@ func (v *validator) inputLimits(p path, n NATS) {
 	case b < int64(n.MaxMessageBytes):
 		v.at(p.key("max_bytes"), "must be at least nats.max_message_bytes (%d), or a message that large could never be stored; got %d", n.MaxMessageBytes, b)
 	}
+	if r := n.ReadAheadBytes; r < -1 || (r > 0 && r < int64(n.MaxMessageBytes)) {
+		v.at(p.key("read_ahead_bytes"), "must be -1 (keep none), 0 (the default, 32 MiB) or at least nats.max_message_bytes (%d); got %d", n.MaxMessageBytes, r)
+	}
 	switch d := n.MaxAge.D(); {
 	case d < 0:
 		v.duration(p.key("max_age"), n.MaxAge)

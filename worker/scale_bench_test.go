@@ -124,7 +124,7 @@ import (
 // 10,000 agents says when N differs. Profiles: AW_SCALE_CPU=DIR writes
 // CPU profiles of the start (DIR/start-cpu.pprof, Start → every agent
 // owned), the idle window (idle-cpu.pprof), the one-message turns
-// (turns-cpu.pprof) and the first burst (burst-cpu.pprof);
+// (turns-cpu.pprof) and each burst round (burst1-cpu.pprof, …);
 // AW_SCALE_HEAP=DIR heap profiles of the idle N-agent worker (idle.pprof)
 // and around the first burst (before.pprof, after.pprof: go tool pprof
 // -base shows what stays per message).

@@ -167,7 +167,7 @@ func (bb *bareBurst) close() {
 // bare anchor, each on a quiet process (quiet, not counted, after each).
 // The product's heap is read around each round: the growth per handled
 // message (AW_SCALE_HEAP writes heap profiles around the first round;
-// AW_SCALE_CPU a CPU profile of it, burst-cpu.pprof).
+// AW_SCALE_CPU a CPU profile of each, burst1-cpu.pprof, burst2-cpu.pprof…).
 func scaleBursts(b *testing.B, o scaleOptions, w *Worker, nc *nats.Conn, c *scaleCounts, r *prodScale, bare *bareScale) {
 	bb := newBareBurst(b, nc)
 	defer bb.close()
@@ -181,10 +181,7 @@ func scaleBursts(b *testing.B, o scaleOptions, w *Worker, nc *nats.Conn, c *scal
 		}
 		js, name := w.NATS().JS, w.cfg.NATS.Stream
 		before := streamMsgs(js, name)
-		stopProfile := func() {}
-		if round == 0 {
-			stopProfile = profileCPU(b, o.cpuDir, "burst-cpu.pprof")
-		}
+		stopProfile := profileCPU(b, o.cpuDir, fmt.Sprintf("burst%d-cpu.pprof", round+1))
 		cpu1 := cpuTime()
 		t1 := time.Now()
 		publishBurst(b, nc, o.burst, scaleBurstAgents, func(i int) string { return "agents." + scaleAgent(1+i) + ".inbox" })

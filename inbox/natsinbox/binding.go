@@ -47,6 +47,11 @@ type Options struct {
 	// Seal is the deployment's key: only a message sealed with it has its
 	// HeaderVia claim granted. The zero Key grants none.
 	Seal seal.Key
+	// ReadAheadBytes bounds the window of routed messages kept for the
+	// agents' next reads (nats.read_ahead_bytes): 0 is
+	// DefaultReadAheadBytes, negative keeps none (every read asks the
+	// stream).
+	ReadAheadBytes int64
 }
 
 // Binding is the agents' input on NATS for one replica: with JetStream,
@@ -68,6 +73,9 @@ type Binding struct {
 	// reached the inputs it belongs to.
 	routed atomic.Uint64
 	purger *purger
+	// win holds the messages routed to the agents served here until
+	// their cursors pass them (window.go).
+	win *window
 	// unknown takes what the router found for agents that are not
 	// configured, to dead-letter off the router's callback.
 	unknown chan unknownMsg
@@ -94,7 +102,11 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	if opts.DeadLetterTTL == 0 {
 		opts.DeadLetterTTL = turnlog.DefaultTTL
 	}
-	b := &Binding{opts: opts, nc: nc, js: js, subs: map[string][]*nats.Subscription{}, stopped: make(chan struct{})}
+	if opts.ReadAheadBytes == 0 {
+		opts.ReadAheadBytes = DefaultReadAheadBytes
+	}
+	b := &Binding{opts: opts, nc: nc, js: js, subs: map[string][]*nats.Subscription{}, stopped: make(chan struct{}),
+		win: &window{max: opts.ReadAheadBytes}}
 	b.agents, b.patterns = layout(agents, opts.Subjects)
 	if opts.Store != nil {
 		b.records = turnlog.New(opts.Store, opts.Log)
@@ -149,6 +161,10 @@ func (b *Binding) Unbind(name string) {
 	a.owned.Store(false)
 	if b.js == nil {
 		b.unsubscribeCore(name)
+		return
+	}
+	for _, in := range a.inputs {
+		b.win.clear(in)
 	}
 }
 

@@ -6,8 +6,10 @@
 // mode it subscribes, at most once.
 //
 // One idea per file: the router (router.go) wakes the owner of each new
-// message; the reader (reader.go) reads an agent's input from its cursors
-// with batch direct gets; the purger (purger.go) removes what the stored
+// message; the window (window.go) keeps the messages routed to the agents
+// served here for their next read; the reader (reader.go) reads an
+// agent's input from its cursors, from the window or with batch direct
+// gets; the purger (purger.go) removes what the stored
 // cursors cover; dead letters are published (reject.go), kept, read and
 // replayed (deadletters.go); input for unknown agents is dead-lettered
 // once (unknown.go); the start misses nothing (start.go); a stream of

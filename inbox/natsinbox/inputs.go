@@ -60,6 +60,8 @@ type input struct {
 	// duplicate even after the server restarts (it rebuilds its duplicate
 	// ids from the messages it holds).
 	ids recentIDs
+	// span is the input's part of the window (window.go).
+	span span
 }
 
 // recentIDs is a queue of (sequence, time) of messages with ids, in

@@ -67,6 +67,7 @@ func (b *Binding) Settled(agent string, c inbox.Cursors) {
 	}
 	for _, in := range a.inputs {
 		raise(&in.cursor, c[in.key])
+		b.win.settle(in, in.cursor.Load())
 	}
 	b.purger.mark(a)
 }

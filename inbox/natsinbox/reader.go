@@ -66,31 +66,32 @@ func (b *Binding) Read(ctx context.Context, agent string, from inbox.Cursors, ro
 }
 
 // readInput reads up to n messages of in after from into out, and
-// returns how many it added.
+// returns how many it added: from the window when it holds all of them,
+// else with a batch direct get.
 func (b *Binding) readInput(ctx context.Context, a *agentLog, in *input, from uint64, n int, out *inbox.LogRead) (int, error) {
 	seen, hint := in.seen.Load(), in.hint.Load()
+	if msgs, pending, top, ok := b.win.read(in, from, n); ok {
+		through, added, err := b.take(a, in, from, msgs, out)
+		if err != nil {
+			return 0, err
+		}
+		in.pending.Store(pending)
+		out.Waiting += int(pending)
+		if pending == 0 {
+			through = max(through, top) // the window holds all there is
+		}
+		if through > from {
+			out.Through[in.key] = through
+		}
+		return added, nil
+	}
 	res, err := natsbus.DirectBatch(ctx, b.nc, natsbus.DirectRequest{Stream: b.opts.Stream, Filter: in.key, From: from + 1, Batch: n})
 	if err != nil {
 		return 0, fmt.Errorf("read %s of agent %s after %d: %w", in.key, a.name, from, err)
 	}
-	through, added := from, 0
-	for _, dm := range res.Msgs {
-		through = dm.Seq
-		if b.opts.DuplicateWindow > 0 && dm.Header.Get(nats.MsgIdHdr) != "" {
-			// The router may not have seen it (it waited at the start, or
-			// this read got ahead of the router): held for its window.
-			in.ids.add(dm.Seq, dm.Time)
-		}
-		m, err := b.message(a, in, dm)
-		if err != nil {
-			if err := b.refuse(a.name, dm, err); err != nil {
-				return 0, fmt.Errorf("dead-letter message %d of %s: %w", dm.Seq, a.name, err)
-			}
-			out.Rejected++
-			continue
-		}
-		out.Messages = append(out.Messages, m)
-		added++
+	through, added, err := b.take(a, in, from, res.Msgs, out)
+	if err != nil {
+		return 0, err
 	}
 	in.pending.Store(res.Pending)
 	out.Waiting += int(res.Pending)
@@ -115,6 +116,32 @@ func (b *Binding) readInput(ctx context.Context, a *agentLog, in *input, from ui
 		out.Through[in.key] = through
 	}
 	return added, nil
+}
+
+// take adds the messages read from in after from to out, dead-lettering
+// those whose body cannot be used, and returns the last sequence read
+// (from if none) and how many it added.
+func (b *Binding) take(a *agentLog, in *input, from uint64, msgs []natsbus.DirectMsg, out *inbox.LogRead) (uint64, int, error) {
+	through, added := from, 0
+	for _, dm := range msgs {
+		through = dm.Seq
+		if b.opts.DuplicateWindow > 0 && dm.Header.Get(nats.MsgIdHdr) != "" {
+			// The router may not have seen it (it waited at the start, or
+			// this read got ahead of the router): held for its window.
+			in.ids.add(dm.Seq, dm.Time)
+		}
+		m, err := b.message(a, in, dm)
+		if err != nil {
+			if err := b.refuse(a.name, dm, err); err != nil {
+				return 0, 0, fmt.Errorf("dead-letter message %d of %s: %w", dm.Seq, a.name, err)
+			}
+			out.Rejected++
+			continue
+		}
+		out.Messages = append(out.Messages, m)
+		added++
+	}
+	return through, added, nil
 }
 
 // message turns dm, read from in, into an inbox message, or says why its

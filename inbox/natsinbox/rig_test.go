@@ -56,6 +56,10 @@ type rig struct {
 	events *events.Bus
 	// window is the logs' DuplicateWindow (default none).
 	window time.Duration
+	// readAhead is the logs' ReadAheadBytes (default: the default).
+	readAhead int64
+	// leased: agents are served only once bound (Options.Leased).
+	leased bool
 }
 
 // inputStream is the agents' input stream as the worker makes it.
@@ -117,7 +121,7 @@ func (r *rig) start(t *testing.T, agents ...natsinbox.Agent) *natsinbox.Binding 
 		agents[i].Target = tg
 	}
 	b, err := natsinbox.Start(t.Context(), r.conn.NC, r.conn.JS, agents,
-		natsinbox.Options{Subjects: r.subjects, Stream: "AGENTS", MaxBytes: 4096, Store: r.st, Seal: r.key, Events: r.events, DuplicateWindow: r.window})
+		natsinbox.Options{Subjects: r.subjects, Stream: "AGENTS", MaxBytes: 4096, Store: r.st, Seal: r.key, Events: r.events, DuplicateWindow: r.window, ReadAheadBytes: r.readAhead, Leased: r.leased})
 	if err != nil {
 		t.Fatal(err)
 	}

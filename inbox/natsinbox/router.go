@@ -9,16 +9,19 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/natsbus/subject"
 )
 
 // The router is one ordered consumer per replica over the whole input
-// stream, headers only: for each message it notes the newest sequence
-// seen on every input the subject belongs to — an agent's inbox or
-// deferred subject, or the subscribe: subjects that match it — and wakes
-// the agent when this replica owns it and the input wakes it. It holds
-// nothing: the agent's loop reads the message from the log. Input for an
-// agent that is not configured is dead-lettered (unknown.go).
+// stream: for each message it notes the newest sequence seen on every
+// input the subject belongs to — an agent's inbox or deferred subject, or
+// the subscribe: subjects that match it — hands the message to the
+// window (window.go) when this replica serves the agent, and wakes the
+// agent when the input wakes it. The agent's loop reads the message from
+// the window, or from the log when the window does not hold it. Input for
+// an agent that is not configured is dead-lettered (unknown.go). With the
+// window off, the router asks for headers only.
 //
 // Every replica routes every message, for every agent, so an agent that
 // moves here knows what its log holds at once; the cost is one atomic
@@ -31,7 +34,7 @@ func (b *Binding) startRouter(ctx context.Context, last uint64) error {
 	c, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   last + 1,
-		HeadersOnly:   true,
+		HeadersOnly:   b.win.max <= 0,
 	})
 	if err != nil {
 		return fmt.Errorf("router over %s: %w", b.opts.Stream, err)
@@ -46,7 +49,8 @@ func (b *Binding) startRouter(ctx context.Context, last uint64) error {
 		if m.Headers().Get(nats.MsgIdHdr) != "" {
 			at = meta.Timestamp
 		}
-		b.route(m.Subject(), meta.Sequence.Stream, false, at)
+		dm := &natsbus.DirectMsg{Subject: m.Subject(), Seq: meta.Sequence.Stream, Time: meta.Timestamp, Header: m.Headers(), Data: m.Data()}
+		b.route(m.Subject(), meta.Sequence.Stream, false, at, dm)
 		raise(&b.routed, meta.Sequence.Stream)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		b.opts.Log.Warn("router: consumer error; it recovers by itself, missing nothing", "stream", b.opts.Stream, "error", err)
@@ -68,10 +72,10 @@ const (
 )
 
 // route notes a message at seq on subj, stored at idAt when it has a
-// Nats-Msg-Id (zero: it has none). hint: seq is not the message's own
-// sequence but the stream's last at the start, at or below which
-// messages of subj wait.
-func (b *Binding) route(subj string, seq uint64, hint bool, idAt time.Time) routing {
+// Nats-Msg-Id (zero: it has none); m is the message (nil with the window
+// off). hint: seq is not the message's own sequence but the stream's last
+// at the start, at or below which messages of subj wait.
+func (b *Binding) route(subj string, seq uint64, hint bool, idAt time.Time, m *natsbus.DirectMsg) routing {
 	if name, kind, ok := b.opts.Subjects.Agent(subj); ok {
 		a := b.agents[name]
 		if a == nil {
@@ -82,14 +86,14 @@ func (b *Binding) route(subj string, seq uint64, hint bool, idAt time.Time) rout
 		if kind == "deferred" {
 			in = a.inputs[1]
 		}
-		b.saw(in, seq, hint, idAt)
+		b.saw(in, seq, hint, idAt, m)
 		return routed
 	}
 	r := unrouted
 	for _, p := range b.patterns {
 		if subject.Match(p.subject, subj) {
 			for _, in := range p.inputs {
-				b.saw(in, seq, hint, idAt)
+				b.saw(in, seq, hint, idAt, m)
 			}
 			r = routed
 		}
@@ -98,14 +102,19 @@ func (b *Binding) route(subj string, seq uint64, hint bool, idAt time.Time) rout
 }
 
 // saw notes seq on in, and wakes its agent when in wakes it and the agent
-// is served here.
-func (b *Binding) saw(in *input, seq uint64, hint bool, idAt time.Time) {
+// is served here. The window gets the message before seen moves: a
+// reader that sees seq finds it there.
+func (b *Binding) saw(in *input, seq uint64, hint bool, idAt time.Time, m *natsbus.DirectMsg) {
 	if !idAt.IsZero() && b.opts.DuplicateWindow > 0 {
 		in.ids.add(seq, idAt)
 	}
 	if hint {
+		b.win.lack(in, seq)
 		raise(&in.hint, seq)
 	} else {
+		if m != nil {
+			b.win.add(in, *m, in.agent.owned.Load())
+		}
 		raise(&in.seen, seq)
 	}
 	in.dirty.Store(true)

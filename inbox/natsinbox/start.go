@@ -32,13 +32,20 @@ func (b *Binding) startLog(ctx context.Context) error {
 	b.purger = newPurger(b)
 	b.work.Add(1)
 	go b.purger.run()
+	// Until the hints below say otherwise, no input has anything waiting
+	// at or below last: the window holds all of each (none of it).
+	for _, a := range b.agents {
+		for _, in := range a.inputs {
+			b.win.open(in, last)
+		}
+	}
 	if err := b.startRouter(ctx, last); err != nil {
 		return err
 	}
 	defer raise(&b.routed, last) // once the hints below are placed
 	found, stale := 0, 0
 	for subj := range info.State.Subjects {
-		switch b.route(subj, last, true, time.Time{}) {
+		switch b.route(subj, last, true, time.Time{}, nil) {
 		case routed:
 			found++
 		case unrouted:

@@ -91,10 +91,11 @@ import (
 //     time, ÷ turns; summed without update, the leases' op alone (package
 //     lease is the only caller of Store.Update; its rounds slip under
 //     load, so its idle rate does not take off cleanly: it is shown by op,
-//     not summed). It counts background writes too (the turn summary), so
-//     it bounds the synchronous ones from above; the sub-rows give it by
-//     op, and all ops without the idle rate taken off. Anchor: 1, the turn
-//     record (the cursors are in it).
+//     not summed), less one append per turn: the turn summary, which
+//     turnlog's writer appends in the background (one per turn,
+//     driver/turn.go); the sub-rows give the sum with it, by op, and all
+//     ops without the idle rate taken off. Anchor: 1, the turn record (the
+//     cursors are in it).
 //   - heap growth per handled message: HeapAlloc (the least of three
 //     readings, each after runtime.GC) before and after the last burst
 //     round (its agents warm), ÷ messages handled; sub-rows: the same

@@ -139,8 +139,12 @@ func printScale(o scaleOptions, s scaleRun) {
 	t.sub("CPU per handled message, burst", perMsg.Round(time.Microsecond).String(), bareMsg.Round(time.Microsecond).String(), ratio(float64(perMsg), float64(bareMsg)))
 
 	byOp, net := p.opsPerTurn()
-	t.row(fmt.Sprintf("store round trips per one-message turn, less the idle rate (over %v), the leases' apart", p.singleOpsTime.Round(100*time.Millisecond)),
-		fmt.Sprintf("%.2f", net), "1", ratio(net, 1), "≤ 2 synchronous", yes(p.singleTurns > 0 && net <= 2))
+	// Every turn hands one summary to turnlog, whose writer appends it in
+	// the background (driver/turn.go): not a round trip the turn waits for.
+	sync := net - 1
+	t.row(fmt.Sprintf("synchronous store round trips per one-message turn, less the idle rate (over %v), the leases' apart", p.singleOpsTime.Round(100*time.Millisecond)),
+		fmt.Sprintf("%.2f", sync), "1", ratio(sync, 1), "≤ 2", yes(p.singleTurns > 0 && sync <= 2))
+	t.sub("with the turn summary turnlog appends in the background (one per turn)", fmt.Sprintf("%.2f", net), "", "")
 	var ops []string
 	for _, op := range sortedOps(byOp) {
 		ops = append(ops, fmt.Sprintf("%s %.2f", op, byOp[op]))

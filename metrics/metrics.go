@@ -250,6 +250,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.reg.MustRegister(newLedgerMetrics(src))
 	m.reg.MustRegister(newMCPMetrics(src))
 	m.reg.MustRegister(newDeadLetterMetrics(src))
+	m.reg.MustRegister(newReadAheadMetrics(src))
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

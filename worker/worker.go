@@ -848,6 +848,15 @@ type gauges struct{ w *Worker }
 // Replicas implements metrics.ReplicaSource.
 func (g gauges) Replicas() int { return g.w.spread.Replicas() }
 
+// ReadAhead implements metrics.ReadAheadSource: the input log's window.
+func (g gauges) ReadAhead() (int64, uint64, uint64, bool) {
+	if g.w.binding == nil || g.w.conn.JS == nil {
+		return 0, 0, 0, false
+	}
+	held, window, stream := g.w.binding.ReadAhead()
+	return held, window, stream, true
+}
+
 // DeadLettersStored implements metrics.DeadLetterSource: the dead-letter
 // stream's message count, asked within a second.
 func (g gauges) DeadLettersStored() (uint64, bool) {

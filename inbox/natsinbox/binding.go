@@ -74,8 +74,10 @@ type Binding struct {
 	routed atomic.Uint64
 	purger *purger
 	// win holds the messages routed to the agents served here until
-	// their cursors pass them (window.go).
-	win *window
+	// their cursors pass them (window.go); reads counts the reads it
+	// served whole (window) and those that went to the stream.
+	win   *window
+	reads struct{ window, stream atomic.Uint64 }
 	// unknown takes what the router found for agents that are not
 	// configured, to dead-letter off the router's callback.
 	unknown chan unknownMsg
@@ -166,6 +168,12 @@ func (b *Binding) Unbind(name string) {
 	for _, in := range a.inputs {
 		b.win.clear(in)
 	}
+}
+
+// ReadAhead returns the bytes the window holds, and how many reads of an
+// agent's input it served whole and how many went to the stream.
+func (b *Binding) ReadAhead() (held int64, fromWindow, fromStream uint64) {
+	return b.win.size(), b.reads.window.Load(), b.reads.stream.Load()
 }
 
 // Routed returns the newest stream sequence the router has routed: every

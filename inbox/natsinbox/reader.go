@@ -71,6 +71,7 @@ func (b *Binding) Read(ctx context.Context, agent string, from inbox.Cursors, ro
 func (b *Binding) readInput(ctx context.Context, a *agentLog, in *input, from uint64, n int, out *inbox.LogRead) (int, error) {
 	seen, hint := in.seen.Load(), in.hint.Load()
 	if msgs, pending, top, ok := b.win.read(in, from, n); ok {
+		b.reads.window.Add(1)
 		through, added, err := b.take(a, in, from, msgs, out)
 		if err != nil {
 			return 0, err
@@ -85,6 +86,7 @@ func (b *Binding) readInput(ctx context.Context, a *agentLog, in *input, from ui
 		}
 		return added, nil
 	}
+	b.reads.stream.Add(1)
 	res, err := natsbus.DirectBatch(ctx, b.nc, natsbus.DirectRequest{Stream: b.opts.Stream, Filter: in.key, From: from + 1, Batch: n})
 	if err != nil {
 		return 0, fmt.Errorf("read %s of agent %s after %d: %w", in.key, a.name, from, err)

@@ -76,8 +76,10 @@ func (w *window) add(in *input, m natsbus.DirectMsg, keep bool) {
 	if !s.observed {
 		s.observed = true
 		s.from = m.Seq // the router starts here: nothing before is held
+	} else if m.Seq <= s.top {
+		return // routed again (the ordered consumer never does; a guard)
 	}
-	s.top = max(s.top, m.Seq)
+	s.top = m.Seq
 	size := heldSize(m)
 	if !keep || w.max <= 0 || size > w.max {
 		w.clearLocked(s, m.Seq+1)

@@ -102,6 +102,8 @@ type Agent struct {
 	// records keeps turn summaries and dead-letter records (turnlog).
 	current *runningTurn
 	records *turnlog.Log
+	// restoring holds the driver's restore lanes (restoreLanes); nil: none.
+	restoring chan struct{}
 
 	// releasing: Release closed the gate for a handover; SetOwned opens
 	// it again. owner: the lease holder as last told (SetOwner).

@@ -228,6 +228,7 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 		deps.Scheduler = scheduler.New(scheduler.Options{Store: deps.Store, Clock: deps.Clock, Log: deps.Log, Events: deps.Events})
 	}
 	d := &Driver{deps: deps, records: turnlog.New(deps.Store, deps.Log), agents: map[string]*Agent{}}
+	restoring := make(chan struct{}, restoreLanes)
 	seen := map[string]bool{}
 	for _, s := range specs {
 		if seen[s.Name] {
@@ -263,6 +264,7 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 		}
 		b.bind(b.a)
 		b.a.records = d.records
+		b.a.restoring = restoring
 		if err := deps.Scheduler.Add(s.Name, b.a, s.Schedules); err != nil {
 			return nil, fmt.Errorf("driver: %w", err)
 		}

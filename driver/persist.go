@@ -147,11 +147,22 @@ func (a *Agent) loadAt(ctx context.Context, key, what string, v any) (bool, erro
 	return found, nil
 }
 
+// restoreLanes is how many of a driver's agents restore at once. A
+// restore is several store reads; a replica that gains 10,000 agents at
+// once ran them all together, starving its own lease round (start →
+// /readyz 5 s of which 4.6 s in the first lease round) and queueing the
+// store so deep that its health probe timed out (every agent told to
+// wait). The rest wait their turn, in no particular order.
+const restoreLanes = 16
+
 // restoreWithRetry keeps trying restore until it works or ctx ends.
 func (a *Agent) restoreWithRetry(ctx context.Context) bool {
 	backoff := time.Second
 	for {
-		err := a.restore(ctx)
+		ok, err := a.restoreInLane(ctx)
+		if !ok {
+			return false
+		}
 		if err == nil {
 			return true
 		}
@@ -169,6 +180,23 @@ func (a *Agent) restoreWithRetry(ctx context.Context) bool {
 		}
 		backoff = min(backoff*2, 30*time.Second)
 	}
+}
+
+// restoreInLane runs restore in one of the driver's restore lanes (at
+// once without a driver: tests build agents alone); ok is false if ctx
+// ended or the agent stopped while it waited for one.
+func (a *Agent) restoreInLane(ctx context.Context) (ok bool, err error) {
+	if a.restoring != nil {
+		select {
+		case a.restoring <- struct{}{}:
+			defer func() { <-a.restoring }()
+		case <-ctx.Done():
+			return false, nil
+		case <-a.done:
+			return false, nil
+		}
+	}
+	return true, a.restore(ctx)
 }
 
 // remember notes the ids of the messages turn n handled, and forgets those

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -240,5 +241,62 @@ func TestNothingIsReadBeforeTheCursorsAreRestored(t *testing.T) {
 			t.Fatal("a turn ran for a message already handled")
 		}
 	default:
+	}
+}
+
+// gatedGets holds every Get of the paused records until opened, counting
+// how many wait at once.
+type gatedGets struct {
+	store.Store
+	open          chan struct{}
+	waiting, most atomic.Int64
+}
+
+func (g *gatedGets) Get(ctx context.Context, key string) (store.Entry, error) {
+	if strings.HasSuffix(key, ".paused") {
+		n := g.waiting.Add(1)
+		for {
+			m := g.most.Load()
+			if n <= m || g.most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-g.open
+		g.waiting.Add(-1)
+	}
+	return g.Store.Get(ctx, key)
+}
+
+// A driver restores at most restoreLanes agents at once: a replica that
+// gains thousands of agents does not read all their state together (it
+// starved its lease round and timed out the store's health probe), and
+// every agent is restored in the end.
+func TestAgentsRestoreAFewAtATime(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	st := &gatedGets{Store: memory.New(c), open: make(chan struct{})}
+	m, err := scripted.New("fake", config.Model{Script: []config.ScriptStep{text("ok")}, Loop: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []Spec
+	for i := range 3 * restoreLanes {
+		specs = append(specs, Spec{Name: fmt.Sprintf("a%02d", i), Model: m})
+	}
+	d, err := New(Deps{Clock: c, Store: st}, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Shutdown(context.Background()) })
+	waitFor(t, "a lane's worth of restores under way", func() bool { return st.waiting.Load() == restoreLanes })
+	close(st.open)
+	for _, a := range d.Agents() {
+		waitFor(t, a.spec.Name+" restored", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.restored })
+	}
+	if most := st.most.Load(); most > restoreLanes {
+		t.Fatalf("%d agents restored at once; want at most %d", most, restoreLanes)
 	}
 }

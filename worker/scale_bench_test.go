@@ -69,8 +69,8 @@ import (
 //     equivalent), timed the same way. The row is over every round: ratio
 //     = product msgs/s ÷ bare msgs/s (= bare time ÷ product time, the
 //     same M). Sub-rows per round: the rate to the last purge and to the
-//     last message-handled event. Worker and anchor alternate, twice each
-//     by default (AW_SCALE_ROUNDS), each round followed by waiting,
+//     last message-handled event. Worker and anchor alternate, four times
+//     each by default (AW_SCALE_ROUNDS), each round followed by waiting,
 //     uncounted, until the process is quiet (no worker event for 500ms,
 //     then 250ms using under max(5%, 2× idle) of a core; at most 10s; a
 //     sub-row says how long) so that the next runs alone. The first round
@@ -98,11 +98,14 @@ import (
 //     cursors are in it).
 //   - heap growth per handled message: HeapAlloc (the least of three
 //     readings, each after runtime.GC) before and after the last burst
-//     round (its agents warm), ÷ messages handled; sub-rows: the same
-//     around the first round (fresh agents, whose histories and buffers
-//     grow once) and around the one-message turns, ÷ turns (noisy: a few
-//     MB either way over 1,000 turns). The anchor is 0. The in-process nats-server's heap
-//     (block caches, the KV's per-key index) counts too.
+//     round, ÷ messages handled; sub-rows: the same around each round
+//     (fresh agents' histories and buffers grow once; their histories and
+//     memories fill over the next rounds — at 200 messages an agent a
+//     round, the second still grows by most of the first's growth, the
+//     third on is flat: hence four rounds) and around the one-message
+//     turns, ÷ turns (noisy: a few MB either way over 1,000 turns). The
+//     anchor is 0. The in-process nats-server's heap (block caches, the
+//     KV's per-key index) counts too.
 //   - failover (scale_failover_bench_test.go): two more replicas on a
 //     nats-server of their own, lease ttl 3s, ack_wait 30s; the owner of
 //     an agent whose message is in a running turn is killed (its NATS
@@ -134,7 +137,7 @@ func BenchmarkScale(b *testing.B) {
 		n:       envInt(b, "AW_SCALE_AGENTS", scaleGoalAgents),
 		burst:   envInt(b, "AW_SCALE_BURST", 20000),
 		turns:   envInt(b, "AW_SCALE_TURNS", 1000),
-		rounds:  envInt(b, "AW_SCALE_ROUNDS", 2),
+		rounds:  envInt(b, "AW_SCALE_ROUNDS", 4),
 		idle:    envDuration(b, "AW_SCALE_IDLE", 10*time.Second),
 		heapDir: os.Getenv("AW_SCALE_HEAP"),
 		cpuDir:  os.Getenv("AW_SCALE_CPU"),

@@ -24,6 +24,7 @@ type burstRound struct {
 	done    int64         // messages handled (product) or read (bare)
 	purged  bool          // the stream was back within the wait
 	folds   int64         // memory-compacted events (product)
+	heap    float64       // heap growth over the round, bytes (product)
 	quiet   time.Duration // after, until the process was quiet (not counted)
 }
 
@@ -37,8 +38,7 @@ func (r burstRound) rate() float64 { return float64(r.done) / r.took.Seconds() }
 // has read 256 of its messages (an agent's inbox cap) or has caught up
 // with the stream, coalescing what came meanwhile. It is the product's
 // shape without its work: one reader per process (the product's router,
-// which reads headers only, plus the agents' batch direct gets for the
-// bodies), purges per subject off the reading path (the product's purger,
+// which keeps the bodies for the agents' reads in its window), purges per subject off the reading path (the product's purger,
 // once per settle), and nothing stored per message (the product stores a
 // turn record per turn, cursors in it). Durable consumers acking on an
 // interest stream, the anchor of the layout before the log, would do
@@ -195,11 +195,12 @@ func scaleBursts(b *testing.B, o scaleOptions, w *Worker, nc *nats.Conn, c *scal
 		r.burstHandled += p.done
 		r.burstTurns += c.turns.Load() - tb
 		p.folds = c.folds.Load() - fb
+		p.heap = settledHeap() - heap1
 		if round == 0 {
-			r.burstHeap, r.burstHeapMsgs = settledHeap()-heap1, p.done
+			r.burstHeap, r.burstHeapMsgs = p.heap, p.done
 			writeProfile(b, heapDir, "after.pprof", "heap", 0)
 		} else {
-			r.steadyHeap, r.steadyHeapMsgs = settledHeap()-heap1, p.done
+			r.steadyHeap, r.steadyHeapMsgs = p.heap, p.done
 		}
 		p.quiet = c.quiet(r.idleCPU)
 		r.bursts = append(r.bursts, p)

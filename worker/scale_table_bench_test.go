@@ -154,8 +154,14 @@ func printScale(o scaleOptions, s scaleRun) {
 
 	if p.steadyHeapMsgs > 0 {
 		v := p.steadyHeap / float64(p.steadyHeapMsgs) / 1024
-		t.row("heap growth per handled message (last burst, warm agents)", fmt.Sprintf("%.3f KB", v), "0", "—", "≤ 0.05 KB", yes(v <= 0.05))
-		t.sub("first burst (fresh agents: their histories and buffers grow once)", fmt.Sprintf("%.3f KB", p.burstHeap/float64(max(p.burstHeapMsgs, 1))/1024), "0", "—")
+		t.row(fmt.Sprintf("heap growth per handled message (last of %d bursts, warm agents)", len(p.bursts)), fmt.Sprintf("%.3f KB", v), "0", "—", "≤ 0.05 KB", yes(v <= 0.05))
+		for i, r := range p.bursts {
+			what := "the same agents: histories and memories still filling"
+			if i == 0 {
+				what = "fresh agents: their histories and buffers grow once"
+			}
+			t.sub(fmt.Sprintf("burst %d (%s)", i+1, what), fmt.Sprintf("%.3f KB", r.heap/float64(max(r.done, 1))/1024), "0", "—")
+		}
 	} else {
 		v := p.burstHeap / float64(max(p.burstHeapMsgs, 1)) / 1024
 		t.row("heap growth per handled message (first burst; AW_SCALE_ROUNDS ≥ 2 adds a warm one)", fmt.Sprintf("%.3f KB", v), "0", "—", "≤ 0.05 KB", yes(p.burstHeapMsgs > 0 && v <= 0.05))

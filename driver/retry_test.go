@@ -341,3 +341,61 @@ func TestLeaseLostWhileRecordingLetsTheMessagesGo(t *testing.T) {
 		t.Fatalf("cursor %d, dead letters %v; want neither (the next owner reads it)", log.cursor("in"), log.deadLetters())
 	}
 }
+
+// holdHistory holds each write of a turn record until the test answers
+// it; other writes pass.
+type holdHistory struct {
+	store.Store
+	entered chan struct{}
+	answer  chan error
+}
+
+func (s *holdHistory) Append(ctx context.Context, list string, v []byte, keep int) error {
+	if !strings.HasPrefix(list, "history.") {
+		return s.Store.Append(ctx, list, v, keep)
+	}
+	s.entered <- struct{}{}
+	if err := <-s.answer; err != nil {
+		return err
+	}
+	return s.Store.Append(ctx, list, v, keep)
+}
+
+// The lease lost and taken back while a turn is being recorded (a store
+// outage shorter than a renewal round) and then the record failing: the
+// turn's messages are not put back in the inbox, since the agent, owned
+// again, reads them from the log on from its cursors. Requeued as well,
+// a message was twice in the next turn (a soak found "ids": ["m", "m"]).
+func TestLeaseLostAndTakenBackWhileRecordingReadsTheMessageOnce(t *testing.T) {
+	t.Parallel()
+	hh := &holdHistory{entered: make(chan struct{}, 1), answer: make(chan error, 1)}
+	log := newMemLog()
+	h := newHarnessWith(t, []config.ScriptStep{text("noted")}, func(d *Deps) {
+		hh.Store = d.Store
+		d.Store = hh
+		d.Input = log
+	})
+	m := wakeMsg("alert")
+	m.ID = "m-1"
+	log.add(h.a, m)
+	entered := func(what string) {
+		t.Helper()
+		select {
+		case <-hh.entered:
+		case <-time.After(deadline):
+			t.Fatalf("no record written for %s; saw %v", what, types(h.seen))
+		}
+	}
+	entered("the first turn") // the model answered; the record is being written
+	h.a.SetOwned(false)
+	h.a.SetOwned(true)
+	hh.answer <- errStoreDown
+	h.waitEvent(events.TurnFailed)
+	h.clock.Advance(time.Minute) // the retry's backoff
+	entered("the next turn")
+	hh.answer <- nil
+	done := h.waitEvent(events.TurnCompleted)
+	if n, _ := done.Data["messages"].(int); n != 1 {
+		t.Fatalf("the next turn handled %v message(s) (ids %v); want m-1 once", done.Data["messages"], done.Data["ids"])
+	}
+}

@@ -97,6 +97,7 @@ func (a *Agent) turn(t turnStart) {
 	w, d := a.inbox.Len()
 	batch.Waiting = w + d + a.lg.waiting
 	a.current = &runningTurn{n: t.n, msgs: batch.Messages}
+	gen := a.lg.gen // the ownership the batch was read under
 	a.mu.Unlock()
 	wakes, instructions, data := coalesce(t.causes)
 	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch, External: data}
@@ -213,7 +214,14 @@ func (a *Agent) turn(t turnStart) {
 		if blamed(sum.Outcome) {
 			attempts = MaxAttempts
 		}
-		if errors.Is(err, ErrLeaseLost) {
+		a.mu.Lock()
+		moved := a.lg.gen != gen
+		a.mu.Unlock()
+		if errors.Is(err, ErrLeaseLost) || moved {
+			// The messages are the log's to give again: to the next owner,
+			// or — the lease lost and taken back while the turn ran — to
+			// this one, which reads on from its cursors. Requeued as well,
+			// they would be read twice.
 			a.letGo(batch.Messages)
 		} else {
 			a.inbox.Requeue(batch, attempts)

@@ -47,7 +47,7 @@ func (l *Ledger) CountFor(o owed) Count {
 			d := delivery{a, id}
 			reason, dead := l.deadFor[d]
 			_, dropped := l.droppedFor[d]
-			c.add(l.handledBy[d], reason, dead, dropped)
+			c.add(l.handledByCount(d), reason, dead, dropped)
 		}
 	}
 	for d := range l.handledBy {
@@ -58,12 +58,24 @@ func (l *Ledger) CountFor(o owed) Count {
 	return c
 }
 
+// handledByCount is handledBy[d], or 1 when no completed turn named d but
+// a recorded turn whose process died before its line handled it.
+func (l *Ledger) handledByCount(d delivery) int {
+	if n := l.handledBy[d]; n > 0 {
+		return n
+	}
+	if _, ok := l.recordedUnlogged(d.agent, d.id); ok {
+		return 1
+	}
+	return 0
+}
+
 // UnaccountedFor returns the deliveries of o neither handled nor
 // dead-lettered, sorted.
 func (l *Ledger) UnaccountedFor(o owed) []delivery {
 	var out []delivery
 	for _, d := range o.deliveries() {
-		if _, dead := l.deadFor[d]; l.handledBy[d] == 0 && !dead {
+		if _, dead := l.deadFor[d]; l.handledByCount(d) == 0 && !dead {
 			out = append(out, d)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -13,6 +14,8 @@ import (
 // The log messages the ledger reads; they are the worker's contract for
 // where a message ended up.
 const (
+	msgWorkerStarted = "worker started"
+	msgTurnStarted   = "turn started"
 	msgTurnCompleted = "turn completed"
 	msgTurnFailed    = "turn failed"
 	msgDeadLetter    = "message rejected to the dead-letter subject"
@@ -29,9 +32,10 @@ const (
 	msgTakenOver   = "lease taken over"
 	msgHandingOver = "handing agent over: no new turn starts here; a running turn may finish"
 	msgHandedOver  = "agent handed over: lease released"
-	msgLostLease   = "lease lost to another replica; letting the agent go"
-	msgLateRenewal = "lease could not be renewed in time; letting the agent go"
-	msgLateConfirm = "lease expired before its renewal was confirmed; letting the agent go"
+	// One line per agent a replica lets go, whatever the cause (reason
+	// "lost": another replica holds its lease, or this one's record could
+	// not be renewed in time).
+	msgAgentLetGo = "agent no longer owned here"
 )
 
 // The kinds of LeaseChange.
@@ -93,11 +97,39 @@ type Ledger struct {
 	throttled   map[string]int       // reason → turns made to wait
 	malformed   int                  // complete lines that are not JSON
 	example     string               // the first of them, cut short
+	// lives counts each source's "worker started" lines: a process life
+	// is (source, its count when the line was read).
+	lives map[string]int
+	// started, ended: the turns started, and those a completed or failed
+	// line ended, by (agent, turn, process life); top is the highest turn
+	// number each process life logged for each agent.
+	started map[lifeTurn][]string
+	ended   map[lifeTurn]bool
+	top     map[agentLife]uint64
+}
+
+// life is one process life of a worker: its source and how many times it
+// had started when a line was read.
+type life struct {
+	source string
+	n      int
+}
+
+type agentLife struct {
+	agent string
+	life  life
+}
+
+type lifeTurn struct {
+	agent string
+	turn  uint64
+	life  life
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{handled: map[string]int{}, handledBy: map[delivery]int{}, deadFor: map[delivery]string{}, droppedFor: map[delivery]string{}, ackedAs: map[delivery]uint64{}, first: map[string]time.Time{}, dead: map[string]string{}, dropped: map[string]string{}, failed: map[string]int{}, why: map[string]string{}, throttled: map[string]int{}}
+	return &Ledger{handled: map[string]int{}, handledBy: map[delivery]int{}, deadFor: map[delivery]string{}, droppedFor: map[delivery]string{}, ackedAs: map[delivery]uint64{}, first: map[string]time.Time{}, dead: map[string]string{}, dropped: map[string]string{}, failed: map[string]int{}, why: map[string]string{}, throttled: map[string]int{},
+		lives: map[string]int{}, started: map[lifeTurn][]string{}, ended: map[lifeTurn]bool{}, top: map[agentLife]uint64{}}
 }
 
 // logLine holds the attributes of the lines the ledger reads.
@@ -150,8 +182,8 @@ func (l *Ledger) line(b []byte, source string) {
 		return
 	}
 	switch head.Msg {
-	case msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled, msgAlreadyHandled, msgAbandoned,
-		msgTakenOver, msgHandingOver, msgHandedOver, msgLostLease, msgLateRenewal, msgLateConfirm:
+	case msgWorkerStarted, msgTurnStarted, msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled, msgAlreadyHandled, msgAbandoned,
+		msgTakenOver, msgHandingOver, msgHandedOver, msgAgentLetGo:
 	default:
 		return
 	}
@@ -160,8 +192,18 @@ func (l *Ledger) line(b []byte, source string) {
 		l.malformed++
 		return
 	}
+	lf := life{source, l.lives[source]}
+	if e.Msg == msgTurnStarted || e.Msg == msgTurnCompleted || e.Msg == msgTurnFailed {
+		al := agentLife{e.Agent, lf}
+		l.top[al] = max(l.top[al], e.Turn)
+	}
 	switch e.Msg {
+	case msgWorkerStarted:
+		l.lives[source]++
+	case msgTurnStarted:
+		l.started[lifeTurn{e.Agent, e.Turn, lf}] = e.IDs
 	case msgTurnCompleted:
+		l.ended[lifeTurn{e.Agent, e.Turn, lf}] = true
 		for _, id := range e.IDs {
 			if l.handled[id] == 0 {
 				l.first[id] = e.Time
@@ -176,6 +218,7 @@ func (l *Ledger) line(b []byte, source string) {
 		}
 		l.failed[e.Outcome]++
 		l.failures = append(l.failures, Failure{Time: e.Time, Agent: e.Agent, Turn: e.Turn, Outcome: e.Outcome, Error: e.Error, Source: source})
+		l.ended[lifeTurn{e.Agent, e.Turn, lf}] = true
 	case msgDeadLetter:
 		l.dead[e.ID] = e.Reason
 		l.deadFor[delivery{e.Agent, e.ID}] = e.Reason
@@ -196,8 +239,10 @@ func (l *Ledger) line(b []byte, source string) {
 		l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseHandingOver, Msg: e.Msg, Agent: e.Agent, Source: source, Peer: e.To})
 	case msgHandedOver:
 		l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseHandedOver, Msg: e.Msg, Agent: e.Agent, Source: source, Peer: e.To})
-	case msgLostLease, msgLateRenewal, msgLateConfirm:
-		l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseLost, Msg: e.Msg, Agent: e.Agent, Source: source})
+	case msgAgentLetGo:
+		if e.Reason == "lost" {
+			l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseLost, Msg: e.Msg, Agent: e.Agent, Source: source})
+		}
 	}
 }
 
@@ -205,7 +250,56 @@ func (l *Ledger) line(b []byte, source string) {
 // dead-lettered.
 func (l *Ledger) Accounted(id string) bool {
 	_, dead := l.dead[id]
-	return l.handled[id] > 0 || dead
+	return l.handledCount(id) > 0 || dead
+}
+
+// handledCount is how many completed turns named id, or 1 when none did
+// but a recorded turn whose process died before its line handled it
+// (recordedUnlogged).
+func (l *Ledger) handledCount(id string) int {
+	if n := l.handled[id]; n > 0 {
+		return n
+	}
+	if _, ok := l.recordedUnlogged("", id); ok {
+		return 1
+	}
+	return 0
+}
+
+// recordedUnlogged returns the turn that handled id (for agent; "" any)
+// without a "turn completed" line: a turn started naming id in a process
+// life that logged neither its completion nor its failure, and a later
+// process life logged a higher turn number for the agent. A new owner
+// numbers its turns on from the newest recorded one, so that turn was
+// recorded: its process died between the record and the line (kill -9).
+func (l *Ledger) recordedUnlogged(agent, id string) (lifeTurn, bool) {
+	for k, ids := range l.started {
+		if (agent != "" && k.agent != agent) || l.ended[k] || !slices.Contains(ids, id) {
+			continue
+		}
+		for al, top := range l.top {
+			if al.agent == k.agent && al.life != k.life && top > k.turn {
+				return k, true
+			}
+		}
+	}
+	return lifeTurn{}, false
+}
+
+// RecordedUnlogged describes the deliveries of o handled only by such a
+// turn: `s-m0042 to a03: turn 17 on r2 (its process died before it logged
+// the turn)`, sorted.
+func (l *Ledger) RecordedUnlogged(o owed) []string {
+	var out []string
+	for _, d := range o.deliveries() {
+		if l.handledBy[d] > 0 {
+			continue
+		}
+		if k, ok := l.recordedUnlogged(d.agent, d.id); ok {
+			out = append(out, fmt.Sprintf("%s: turn %d on %s (its process died after recording the turn, before logging it)", d, k.turn, k.life.source))
+		}
+	}
+	return out
 }
 
 // Unaccounted counts the ids neither handled nor dead-lettered.
@@ -263,7 +357,7 @@ func (l *Ledger) Count(published []string) Count {
 		known[id] = true
 		reason, dead := l.dead[id]
 		_, dropped := l.dropped[id]
-		c.add(l.handled[id], reason, dead, dropped)
+		c.add(l.handledCount(id), reason, dead, dropped)
 	}
 	for id := range l.handled {
 		if !known[id] {

@@ -129,7 +129,7 @@ func TestTailRestart(t *testing.T) {
 const handover = `{"time":"2026-11-30T09:00:00.0Z","level":"INFO","msg":"handing agent over: no new turn starts here; a running turn may finish","agent":"a1","to":"r1"}
 {"time":"2026-11-30T09:00:00.1Z","level":"INFO","msg":"turn completed","agent":"a1","turn":7,"messages":1,"ids":["s6-m0001"],"text":"handled"}
 {"time":"2026-11-30T09:00:00.2Z","level":"INFO","msg":"agent handed over: lease released","agent":"a1","to":"r1"}
-{"time":"2026-11-30T09:00:01.0Z","level":"WARN","msg":"lease lost to another replica; letting the agent go","agent":"a2","holder":"r2"}
+{"time":"2026-11-30T09:00:01.0Z","level":"WARN","msg":"agent no longer owned here","agent":"a2","reason":"lost","holder":"r2"}
 {"time":"2026-11-30T09:00:01.1Z","level":"WARN","msg":"turn failed","agent":"a2","turn":3,"outcome":"shutdown","error":"lease lost: this replica no longer owns the agent","messages_requeued":1}
 `
 
@@ -148,7 +148,7 @@ func TestLedgerLeases(t *testing.T) {
 	want := []LeaseChange{
 		{Time: at("2026-11-30T09:00:00.0Z"), Kind: leaseHandingOver, Msg: msgHandingOver, Agent: "a1", Source: "r2", Peer: "r1"},
 		{Time: at("2026-11-30T09:00:00.2Z"), Kind: leaseHandedOver, Msg: msgHandedOver, Agent: "a1", Source: "r2", Peer: "r1"},
-		{Time: at("2026-11-30T09:00:01.0Z"), Kind: leaseLost, Msg: msgLostLease, Agent: "a2", Source: "r2"},
+		{Time: at("2026-11-30T09:00:01.0Z"), Kind: leaseLost, Msg: msgAgentLetGo, Agent: "a2", Source: "r2"},
 		{Time: at("2026-11-30T09:00:02.0Z"), Kind: leaseTakenOver, Msg: msgTakenOver, Agent: "a3", Source: "r1", Peer: "r3"},
 	}
 	if len(all) != len(want) {
@@ -207,5 +207,43 @@ func TestOwners(t *testing.T) {
 	}
 	if got := (owners{"a1": "r1", "a2": "r2"}).busiest(holders); got != "r1" {
 		t.Fatalf("busiest on a tie: %q, want the first", got)
+	}
+}
+
+// A turn whose process was killed between its record and its "turn
+// completed" line handled its messages: a later process life numbers the
+// agent's turns on from it. One that logged its failure, or after which
+// no life went past its number, did not.
+func TestLedgerCountsARecordedTurnWhoseLineWasLost(t *testing.T) {
+	l := NewLedger()
+	l.Consume([]byte(`{"time":"2026-11-30T09:00:00.0Z","msg":"worker started"}
+{"time":"2026-11-30T09:00:01.0Z","msg":"turn started","agent":"a5","turn":333,"ids":["m1","m2"]}
+{"time":"2026-11-30T09:00:01.1Z","msg":"turn started","agent":"a6","turn":40,"ids":["m3"]}
+{"time":"2026-11-30T09:00:01.2Z","msg":"turn started","agent":"a7","turn":12,"ids":["m4"]}
+{"time":"2026-11-30T09:00:01.3Z","msg":"turn failed","agent":"a7","turn":12,"outcome":"unavailable"}
+`), "r2")
+	o := owed{"m1": {"a5"}, "m2": {"a5"}, "m3": {"a6"}, "m4": {"a7"}}
+	if got := len(l.UnaccountedFor(o)); got != 4 {
+		t.Fatalf("%d unaccounted before any later life; want 4", got)
+	}
+	l.Consume([]byte(`{"time":"2026-11-30T09:00:05.0Z","msg":"turn started","agent":"a5","turn":334,"ids":["m9"]}
+{"time":"2026-11-30T09:00:05.0Z","msg":"turn started","agent":"a6","turn":40,"ids":["m3"]}
+{"time":"2026-11-30T09:00:05.0Z","msg":"turn started","agent":"a7","turn":13,"ids":["m5"]}
+`), "r3")
+	un := l.UnaccountedFor(o)
+	if len(un) != 2 || un[0] != (delivery{"a6", "m3"}) || un[1] != (delivery{"a7", "m4"}) {
+		t.Fatalf("unaccounted %v; want m3 (its turn number reused: not recorded) and m4 (failed)", un)
+	}
+	if c := l.CountFor(o); c.Handled != 2 || c.Twice != 0 || c.Lost != 2 {
+		t.Fatalf("count %+v; want m1, m2 handled once, m3 and m4 lost", c)
+	}
+	if got := l.RecordedUnlogged(o); len(got) != 2 || !strings.Contains(got[0], "turn 333 on r2") {
+		t.Fatalf("recorded but unlogged: %q", got)
+	}
+	// Its line after all (read late): counted once, not twice.
+	l.Consume([]byte(`{"time":"2026-11-30T09:00:01.5Z","msg":"turn completed","agent":"a5","turn":333,"ids":["m1","m2"]}
+`), "r2")
+	if c := l.CountFor(o); c.Handled != 2 || c.Twice != 0 {
+		t.Fatalf("count after the late line %+v; want m1, m2 handled once", c)
 	}
 }

@@ -22,6 +22,9 @@ type soakResult struct {
 	Kinds                   map[string]int // acked messages by kind
 	Count                   Count          // by delivery
 	Doubled, Lost           []string
+	// Unlogged: deliveries handled by a recorded turn whose process died
+	// before it logged the turn (counted as handled).
+	Unlogged []string
 	// Reused lists turn numbers two completed turns of one agent logged;
 	// Abandoned counts resumable turns given up waiting for their
 	// messages, AbandonedDone those a completed turn had ended before.
@@ -91,6 +94,7 @@ func (s *soak) fill(out *soakResult) {
 	out.Kinds = maps.Clone(s.kinds)
 	out.Count = s.led.CountFor(s.owe)
 	out.Doubled = s.led.Doubled(s.owe)
+	out.Unlogged = s.led.RecordedUnlogged(s.owe)
 	for _, d := range s.led.UnaccountedFor(s.owe) {
 		line := d.String()
 		if why := s.led.LostWhy(d); why != "" {
@@ -229,7 +233,7 @@ func (r *soakResult) details() []string {
 	for _, l := range []struct {
 		what  string
 		items []string
-	}{{"BROKEN", r.Broken}, {"handled twice", r.Doubled}, {"lost", r.Lost}, {"two owners", r.Violations}, {"overlap seen once", r.Overlaps}, {"turn number used twice", r.Reused}} {
+	}{{"BROKEN", r.Broken}, {"handled twice", r.Doubled}, {"lost", r.Lost}, {"handled by a recorded turn never logged", r.Unlogged}, {"two owners", r.Violations}, {"overlap seen once", r.Overlaps}, {"turn number used twice", r.Reused}} {
 		for i, it := range l.items {
 			if i == 20 {
 				out = append(out, fmt.Sprintf("%s: %d more", l.what, len(l.items)-20))

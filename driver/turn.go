@@ -122,7 +122,7 @@ func (a *Agent) turn(t turnStart) {
 	eventIDs := messageIDs(batch.Messages) // the first MaxEventIDs
 
 	if a.log.Enabled(t.ctx, slog.LevelInfo) {
-		a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped)
+		a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped, "ids", ids)
 	}
 	started := map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages), "ids": eventIDs}
 	if at := earliest(t.causes); !at.IsZero() {

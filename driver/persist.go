@@ -149,11 +149,14 @@ func (a *Agent) loadAt(ctx context.Context, key, what string, v any) (bool, erro
 
 // restoreLanes is how many of a driver's agents restore at once. A
 // restore is several store reads; a replica that gains 10,000 agents at
-// once ran them all together, starving its own lease round (start →
-// /readyz 5 s of which 4.6 s in the first lease round) and queueing the
-// store so deep that its health probe timed out (every agent told to
-// wait). The rest wait their turn, in no particular order.
-const restoreLanes = 16
+// once ran them all together, competing with its own first lease round
+// (4.6 s of a 5.4 s start → /readyz) and queueing the store deep enough
+// that its 400 ms health probe timed out (every agent told to wait). The
+// rest wait their turn, in no particular order. Fewer lanes are slower
+// in all: with 16, 10,000 restores took some 10 s more (make bench: the
+// idle window still saw them); with 64 and 256, start → /readyz 4.5 and
+// 4.2 s, and all restored by then.
+const restoreLanes = 64
 
 // restoreWithRetry keeps trying restore until it works or ctx ends.
 func (a *Agent) restoreWithRetry(ctx context.Context) bool {

@@ -62,13 +62,10 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// startCluster starts three servers (S1, S2, S3 of cluster "C"), each
-// with its own JetStream store under t.TempDir(), and returns once the
-// JetStream meta group has a leader that sees all three as peers. The
-// test shuts them down.
-func startCluster(t *testing.T) *cluster {
+// tryCluster starts the three servers with stores under dir and waits
+// until each accepts connections.
+func tryCluster(t *testing.T, dir string) (*cluster, error) {
 	t.Helper()
-	dir := t.TempDir()
 	ports := freePorts(t, 3)
 	var routes []string
 	for _, p := range ports {
@@ -88,7 +85,8 @@ func startCluster(t *testing.T) *cluster {
 			NoSigs:     true,
 		})
 		if err != nil {
-			t.Fatal(err)
+			stopAll(c.servers)
+			return nil, err
 		}
 		go ns.Start()
 		c.servers = append(c.servers, ns)
@@ -99,8 +97,40 @@ func startCluster(t *testing.T) *cluster {
 	}
 	for _, ns := range c.servers {
 		if !ns.ReadyForConnections(clusterWait) {
-			t.Fatalf("%s not ready for connections within %v", ns.Name(), clusterWait)
+			stopAll(c.servers)
+			return nil, fmt.Errorf("%s not ready for connections within %v", ns.Name(), clusterWait)
 		}
+	}
+	return c, nil
+}
+
+// stopAll shuts servers down and waits for them.
+func stopAll(servers []*server.Server) {
+	for _, ns := range servers {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+}
+
+// startCluster starts three servers (S1, S2, S3 of cluster "C"), each
+// with its own JetStream store under t.TempDir(), and returns once the
+// JetStream meta group has a leader that sees all three as peers. The
+// test shuts them down.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	// The route ports are free when picked, and may be taken by another
+	// test's listener before the servers bind them: then a server never
+	// gets ready, and the cluster is started again on new ports.
+	var c *cluster
+	var err error
+	for attempt := range 3 {
+		if c, err = tryCluster(t, filepath.Join(t.TempDir(), fmt.Sprint(attempt))); err == nil {
+			break
+		}
+		t.Logf("cluster start, attempt %d: %v", attempt+1, err)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, "a JetStream meta leader that sees all three servers", func(context.Context) error {
 		for _, ns := range c.servers {

@@ -300,35 +300,14 @@ func TestSelfReschedulingAgentIsRateLimited(t *testing.T) {
 	}
 }
 
-// slowAppend holds history writes until the test lets them fail.
-type slowAppend struct {
-	store.Store
-	entered chan struct{}
-	fail    chan error
-}
-
-func (s *slowAppend) Append(ctx context.Context, list string, v []byte, keep int) error {
-	s.entered <- struct{}{}
-	return <-s.fail
-}
-
 func TestLeaseLostWhileRecordingLetsTheMessagesGo(t *testing.T) {
 	t.Parallel()
-	sa := &slowAppend{entered: make(chan struct{}, 1), fail: make(chan error, 1)}
-	log := newMemLog()
-	h := newHarnessWith(t, []config.ScriptStep{text("noted")}, func(d *Deps) {
-		sa.Store = d.Store
-		d.Store = sa
-		d.Input = log
-	})
-	m := wakeMsg("alert")
-	m.ID = "m-1"
-	log.add(h.a, m)
-	<-sa.entered // the model answered; the record is being written
+	h, hh, log := recordingHeld(t)
+	<-hh.entered // the model answered; the record is being written
 	// The store is gone long enough to cost the lease; whichever replica
 	// owns the agent next reads the message from the log.
 	h.a.SetOwned(false)
-	sa.fail <- errStoreDown
+	hh.answer <- errStoreDown
 	f := h.waitEvent(events.TurnFailed)
 	if f.Data["outcome"] != OutcomeShutdown {
 		t.Fatalf("outcome %v (%v), want shutdown: the lease was lost", f.Data["outcome"], f.Data["error"])
@@ -361,13 +340,10 @@ func (s *holdHistory) Append(ctx context.Context, list string, v []byte, keep in
 	return s.Store.Append(ctx, list, v, keep)
 }
 
-// The lease lost and taken back while a turn is being recorded (a store
-// outage shorter than a renewal round) and then the record failing: the
-// turn's messages are not put back in the inbox, since the agent, owned
-// again, reads them from the log on from its cursors. Requeued as well,
-// a message was twice in the next turn (a soak found "ids": ["m", "m"]).
-func TestLeaseLostAndTakenBackWhileRecordingReadsTheMessageOnce(t *testing.T) {
-	t.Parallel()
+// recordingHeld starts an agent on a log holding message m-1, whose turn
+// records wait for the test's answer.
+func recordingHeld(t *testing.T) (*harness, *holdHistory, *memLog) {
+	t.Helper()
 	hh := &holdHistory{entered: make(chan struct{}, 1), answer: make(chan error, 1)}
 	log := newMemLog()
 	h := newHarnessWith(t, []config.ScriptStep{text("noted")}, func(d *Deps) {
@@ -378,6 +354,17 @@ func TestLeaseLostAndTakenBackWhileRecordingReadsTheMessageOnce(t *testing.T) {
 	m := wakeMsg("alert")
 	m.ID = "m-1"
 	log.add(h.a, m)
+	return h, hh, log
+}
+
+// The lease lost and taken back while a turn is being recorded (a store
+// outage shorter than a renewal round) and then the record failing: the
+// turn's messages are not put back in the inbox, since the agent, owned
+// again, reads them from the log on from its cursors. Requeued as well,
+// a message was twice in the next turn (a soak found "ids": ["m", "m"]).
+func TestLeaseLostAndTakenBackWhileRecordingReadsTheMessageOnce(t *testing.T) {
+	t.Parallel()
+	h, hh, _ := recordingHeld(t)
 	entered := func(what string) {
 		t.Helper()
 		select {

@@ -144,11 +144,7 @@ func (m *Manager) loseAll() {
 		step := m.steps[a]
 		step.Lock()
 		if m.Held(a) {
-			m.drop(a)
-			m.setOwner(a, "")
-			if m.o.OnLose != nil {
-				m.callsOf(a).later(func() { m.o.OnLose(a, Lost) })
-			}
+			m.lost(a)
 		}
 		step.Unlock()
 	}
@@ -256,9 +252,6 @@ func (m *Manager) verifyOne(ctx context.Context, agent string) {
 		}
 		return
 	}
-	m.lose(agent, "current", cur.Holder)
-	m.setOwner(agent, "")
-	if m.o.OnLose != nil {
-		m.callsOf(agent).later(func() { m.o.OnLose(agent, Lost) })
-	}
+	m.o.Log.Warn("lease lost to another replica; letting the agent go", "agent", agent, "holder", m.o.Holder, "current", cur.Holder)
+	m.lost(agent)
 }

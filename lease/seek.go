@@ -174,9 +174,12 @@ func (m *Manager) expectExpiry(agent string, until, now time.Time) {
 	})
 }
 
-// lose lets the agent go because its lease is gone or another replica
-// holds it.
-func (m *Manager) lose(agent string, attrs ...any) {
-	m.o.Log.Warn("lease lost to another replica; letting the agent go", append([]any{"agent", agent, "holder", m.o.Holder}, attrs...)...)
+// lost lets a held agent go with its lease (OnLose with Lost, queued in
+// its lane). Callers hold its step.
+func (m *Manager) lost(agent string) {
 	m.drop(agent)
+	m.setOwner(agent, "")
+	if m.o.OnLose != nil {
+		m.callsOf(agent).later(func() { m.o.OnLose(agent, Lost) })
+	}
 }

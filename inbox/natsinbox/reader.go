@@ -70,34 +70,28 @@ func (b *Binding) Read(ctx context.Context, agent string, from inbox.Cursors, ro
 // else with a batch direct get.
 func (b *Binding) readInput(ctx context.Context, a *agentLog, in *input, from uint64, n int, out *inbox.LogRead) (int, error) {
 	seen, hint := in.seen.Load(), in.hint.Load()
-	if msgs, pending, top, ok := b.win.read(in, from, n); ok {
+	msgs, pending, top, fromWindow := b.win.read(in, from, n)
+	if fromWindow {
 		b.reads.window.Add(1)
-		through, added, err := b.take(a, in, from, msgs, out)
+	} else {
+		b.reads.stream.Add(1)
+		res, err := natsbus.DirectBatch(ctx, b.nc, natsbus.DirectRequest{Stream: b.opts.Stream, Filter: in.key, From: from + 1, Batch: n})
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("read %s of agent %s after %d: %w", in.key, a.name, from, err)
 		}
-		in.pending.Store(pending)
-		out.Waiting += int(pending)
-		if pending == 0 {
-			through = max(through, top) // the window holds all there is
-		}
-		if through > from {
-			out.Through[in.key] = through
-		}
-		return added, nil
+		msgs, pending = res.Msgs, res.Pending
 	}
-	b.reads.stream.Add(1)
-	res, err := natsbus.DirectBatch(ctx, b.nc, natsbus.DirectRequest{Stream: b.opts.Stream, Filter: in.key, From: from + 1, Batch: n})
-	if err != nil {
-		return 0, fmt.Errorf("read %s of agent %s after %d: %w", in.key, a.name, from, err)
-	}
-	through, added, err := b.take(a, in, from, res.Msgs, out)
+	through, added, err := b.take(a, in, from, msgs, out)
 	if err != nil {
 		return 0, err
 	}
-	in.pending.Store(res.Pending)
-	out.Waiting += int(res.Pending)
-	if res.Pending == 0 {
+	in.pending.Store(pending)
+	out.Waiting += int(pending)
+	switch {
+	case pending > 0:
+	case fromWindow:
+		through = max(through, top) // the window holds all there is
+	default:
 		// The whole input was read: through reaches what the router saw,
 		// unless the copy of the stream that answered is behind it (read
 		// again soon) — or, after many reads, the message is gone.

@@ -309,7 +309,9 @@ func (m *Manager) armRenew(wait time.Duration) {
 			m.round(ctx, m.free, m.stepOne)
 		}
 		m.verifySome(ctx)
-		m.round(ctx, m.Held, m.placeOne)
+		if m.o.Assign != nil { // placements exist to look at
+			m.round(ctx, m.Held, m.placeOne)
+		}
 		m.armRenew(max(0, m.o.RenewEvery-m.o.Clock.Now().Sub(began)))
 	})
 }

@@ -80,8 +80,11 @@ func (w *window) add(in *input, m natsbus.DirectMsg, keep bool) {
 		return // routed again (the ordered consumer never does; a guard)
 	}
 	s.top = m.Seq
-	size := heldSize(m)
-	if !keep || w.max <= 0 || size > w.max {
+	var size int64
+	if keep && w.max > 0 {
+		size = heldSize(m) // only for what may be kept: most of a replica's input is another's
+	}
+	if size == 0 || size > w.max {
 		w.clearLocked(s, m.Seq+1)
 		return
 	}

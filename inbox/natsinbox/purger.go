@@ -127,7 +127,14 @@ func (p *purger) purgeAgent(ctx context.Context, a *agentLog) {
 		}
 		floor := in.cursor.Load()
 		for _, o := range in.overlaps {
-			floor = min(floor, p.floorOf(ctx, o))
+			f, lagging := p.floorOf(ctx, o)
+			floor = min(floor, f)
+			if lagging && f < in.cursor.Load() {
+				// The agent read past what the router has routed (reads
+				// from the window or the stream can be ahead of it): look
+				// again once it has.
+				p.again(a, lagRetry)
+			}
 		}
 		if w := b.opts.DuplicateWindow; w > 0 {
 			if s := in.ids.oldest(b.opts.Clock.Now().Add(-w)); s > 0 && s <= floor {
@@ -164,17 +171,18 @@ func (p *purger) again(a *agentLog, d time.Duration) {
 
 // floorOf returns the sequence below which o holds nothing back: its
 // agent's cursor on it or, once that cursor has passed all the router saw
-// on o, all the router has routed.
-func (p *purger) floorOf(ctx context.Context, o *input) uint64 {
+// on o, all the router has routed (lagging: then only the router's
+// progress holds it back).
+func (p *purger) floorOf(ctx context.Context, o *input) (floor uint64, lagging bool) {
 	routed := p.b.routed.Load() // first: see the note below
 	seen := max(o.seen.Load(), o.hint.Load())
 	c := p.cursorOf(ctx, o)
 	// Every message at or below routed reached o's seen before routed
 	// moved past it; read in this order, c at or past seen covers them.
 	if c >= seen {
-		return max(c, routed)
+		return max(c, routed), true
 	}
-	return c
+	return c, false
 }
 
 // cursorOf returns o's agent's cursor on o: this replica's own when it

@@ -49,6 +49,8 @@ type credential struct {
 	role   Role
 	agents []string // names or path.Match globs; empty: every agent
 	digest [sha256.Size]byte
+	// sessionKey signs the token's browser sessions (session.go).
+	sessionKey [sha256.Size]byte
 }
 
 // Set is the tokens in force at one moment. It is never changed in place:
@@ -83,7 +85,7 @@ func NewSet(tokens []Token) (*Set, error) {
 				return nil, fmt.Errorf("%w: api.tokens[%d] (%s) agents[%d] %q is not a valid glob: %v", ErrBadToken, i, name, j, p, err)
 			}
 		}
-		out = append(out, credential{name: name, role: t.Role, agents: slices.Clone(t.Agents), digest: sha256.Sum256([]byte(t.Value))})
+		out = append(out, credential{name: name, role: t.Role, agents: slices.Clone(t.Agents), digest: sha256.Sum256([]byte(t.Value)), sessionKey: sessionKeyOf(t.Value)})
 	}
 	return &Set{creds: out, changed: make(chan struct{})}, nil
 }

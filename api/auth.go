@@ -17,7 +17,10 @@ var anonymous = access.Anonymous
 
 // authenticate finds the caller. Open paths and a server without tokens
 // let everyone in; otherwise the request needs "Authorization: Bearer
-// <token>" matching a token of the set in force, or it is answered 401.
+// <token>" matching a token of the set in force, or, without that header,
+// a valid session cookie (authenticateSession, which also guards writes
+// against forgery), or it is answered 401 (a browser asking for the page
+// gets the login form).
 // The set is read once, so a request is checked against one set even
 // while SetTokens swaps it.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
@@ -28,10 +31,17 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 	if set.Empty() {
 		return set.Anonymous(), true
 	}
+	if r.Header.Get("Authorization") == "" {
+		if who, ok, done := s.authenticateSession(w, r, set); done { // a session cookie (session.go)
+			return who, ok
+		}
+	}
 	presented, ok := access.Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-worker"`)
-		fail(w, r, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token>")
+		if !s.offerLogin(w, r, http.StatusUnauthorized, "") { // a browser asking for the page (login.go)
+			fail(w, r, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token>")
+		}
 		s.log.Warn("api request without a token", "method", logSafe(r.Method), "path", logSafe(r.URL.Path),
 			"remote", logSafe(r.RemoteAddr), "user_agent", logSafe(r.UserAgent()))
 		return caller{}, false

@@ -17,7 +17,10 @@
 //	GET  /healthz                                    open, or read|operate always 200 {"status":"ok"}
 //	GET  /readyz                                     open, or read|operate 200, or 503 with the reasons
 //	GET  /metrics                                    open, or read|operate Options.Metrics (404 when nil)
-//	GET  /                                           read|operate          the status page (HTML)
+//	GET  /                                           read|operate          the status page (HTML); a browser without a session: the login form (401)
+//	POST /login                                      none (it logs in)     form field "token" → 303 to / with the session cookie; the form with 401/403 (see Browser sessions)
+//	POST /logout                                     none                  → 303 to /, the session cookie cleared
+//	GET  /status.js                                  read|operate          the status page's script (its verb buttons)
 //	GET  /v1/replicas                                read|operate          ReplicaList: live replicas and the agents each owns
 //	GET  /v1/agents                                  read|operate          {"agents": [AgentView...]} (owners' views)
 //	GET  /v1/agents/{name}                           read|operate          AgentView (the owner's; 503 no owner)
@@ -63,6 +66,58 @@
 // role that does not allow the route is answered 403 with a JSON error
 // naming the token, its role, what the role may do and the roles the
 // route needs.
+//
+// # Browser sessions
+//
+// A browser cannot send a bearer token, so with tokens configured the
+// status page offers a login: GET / from a browser (Accept: text/html)
+// without a valid session answers 401 with a form that takes a token's
+// value (a password field; the answer never echoes it). POST /login with
+// a read or operate token sets the session cookie (SessionCookie) and
+// redirects (303) to the page; a wrong token gets the form again with 401,
+// an ingest token (it cannot read) 403, a post whose Origin or Referer
+// names another host 403; each refusal is logged ("api login ...") and
+// counted by the Observer like any 401/403. POST /logout clears the
+// cookie. A server without tokens has no login (POST /login is 404) and
+// serves the page to everyone, as before.
+//
+// The cookie is HttpOnly, SameSite=Strict, Path=/, Max-Age
+// SessionLifetime (12h; no renewal), and Secure when the request came
+// over TLS or through a proxy that says so (X-Forwarded-Proto: https; the
+// API has no TLS settings of its own). It never holds the token: it holds
+// the token's name, an expiry and an HMAC-SHA256 over both, keyed by a key
+// derived from the token's value (access.Set.Session). A request with the
+// cookie and no Authorization header is checked by looking the token up
+// by name in the set in force and recomputing the HMAC (constant-time
+// compare), then the expiry (access.Set.Resume). So:
+//
+//   - any replica holding the same tokens verifies any replica's session;
+//     nothing is stored or shared;
+//   - rotating a token's value (SIGHUP) or removing the token ends its
+//     sessions at once (401: the form says the session is no longer
+//     valid, and the cookie is cleared); a token kept with the same value
+//     keeps them;
+//   - the session is the token's caller now: its current role and agents,
+//     exactly as the bearer token would be — a read session sees the page
+//     without verb buttons and its verbs are 403, a scoped session sees
+//     and acts on its agents only; the write log and the audit ("by")
+//     name the token.
+//
+// Not guaranteed: a session cannot be revoked on its own. A logout clears
+// the browser's cookie, but a copy taken before stays valid until it
+// expires or its token's value is rotated.
+//
+// Forgery: a write (any method but GET, HEAD, OPTIONS) authenticated by
+// the cookie also needs CSRFHeader holding the session's anti-forgery
+// token (an HMAC of the session keyed like it, embedded in the page as a
+// meta element "csrf-token" and sent by its script), and, when the
+// browser sends Origin (or else Referer), that it names this server's
+// host; otherwise it is answered 403 JSON and logged ("api session write
+// refused"), before the route is looked at. SameSite=Strict already keeps
+// other sites' pages from sending the cookie; the token guards against
+// what that misses (a sibling subdomain, an old browser). A request with
+// an Authorization header is authenticated by it alone, cookie or not,
+// and needs no CSRF token.
 //
 // # Agent scope
 //
@@ -194,8 +249,10 @@
 //
 //   - Every error is JSON {"error": "..."} with a 4xx or 5xx status, also
 //     for unknown routes (404) and wrong methods (405, with Allow).
-//   - Authentication comes first: a request without a valid token gets 401
-//     whatever its path, except the open paths. Tokens are compared in
+//   - Authentication comes first: a request without a valid token (or,
+//     without an Authorization header, a valid session cookie, and for a
+//     write its CSRF token: else 403) gets 401 whatever its path, except
+//     the open paths and POST /login and /logout. Tokens are compared in
 //     constant time against every configured token and never logged.
 //     Then the route (404/405), then the role (403), then the agent
 //     scope (403).

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -35,6 +34,8 @@ type pageData struct {
 	ServedBy string
 	NotReady []string
 	Agents   []pageRow
+	// Viewer is who looks, and so which verbs and logout the page offers.
+	Viewer pageViewer
 }
 
 // pageRow is one agent's row, formatted for reading.
@@ -126,27 +127,16 @@ type pageTurn struct {
 
 // statusPage serves GET /: an HTML table of the agents the caller may see,
 // each as its owner sees it and naming the owner, that refreshes itself
-// every five seconds. No script, no external assets.
+// every five seconds. No external assets; no script unless the caller may
+// operate, and then only status.js, which sends the verbs (pageverbs.go).
 func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
-	data := pageData{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), ServedBy: s.o.Holder, NotReady: s.notReady()}
+	data := pageData{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), ServedBy: s.o.Holder, NotReady: s.notReady(), Viewer: pageViewerOf(r)}
 	for _, v := range s.views(r.Context(), record(r).who) {
 		data.Agents = append(data.Agents, pageRowOf(v, now))
 	}
 	s.recentTurns(r.Context(), data.Agents, now)
-	var buf bytes.Buffer
-	if err := s.page.Execute(&buf, data); err != nil {
-		s.log.Error("render status page", "error", err)
-		fail(w, r, http.StatusInternalServerError, "render status page: %v", err)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
+	s.renderHTML(w, r, http.StatusOK, s.page, data, pageCSP, "status page")
 }
 
 // pauseText says since when, by whom and why a paused agent is paused, as

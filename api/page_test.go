@@ -1,9 +1,7 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,10 +15,6 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
-
-// chromiumPath is where Debian's chromium package installs the browser;
-// CI installs it.
-const chromiumPath = "/usr/bin/chromium"
 
 func TestStatusPageHTML(t *testing.T) {
 	t.Parallel()
@@ -68,46 +62,10 @@ func TestStatusPageHTML(t *testing.T) {
 // reads the agents' rows from the DOM.
 func TestStatusPageInChromium(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("%s is missing (%v): install Debian's chromium package (apt-get install chromium); this test does not skip", chromiumPath, err)
-	}
 	w := newWorld(t, api.Options{})
 	w.wantStatus(w.post("/v1/agents/beta/pause", ""), http.StatusOK)
 
-	// Not t.TempDir: Chromium's helper processes may still write to the
-	// profile for a moment after the browser exits, and a failed removal
-	// must not fail the test.
-	profile, err := os.MkdirTemp("", "api-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeEventually(profile) })
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(profile),
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer func() {
-		_ = chromedp.Cancel(ctx) // close the browser and wait for it
-		cancel()
-	}()
-	// The first Run starts the browser and must not carry the timeout.
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	tctx, cancelT := context.WithTimeout(ctx, 15*time.Second)
-	defer cancelT()
+	tctx := startChromium(t, 15*time.Second)
 	if _, err := chromedp.Call(tctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
 		Headers: network.Headers{"Authorization": "Bearer " + readToken},
 	}); err != nil {
@@ -140,14 +98,5 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if title != "agent-worker status" {
 		t.Fatalf("title %q", title)
-	}
-}
-
-// removeEventually removes dir, retrying while processes that are exiting
-// still write to it; it gives up quietly after a few seconds.
-func removeEventually(dir string) {
-	end := time.Now().Add(5 * time.Second)
-	for os.RemoveAll(dir) != nil && time.Now().Before(end) {
-		<-time.After(50 * time.Millisecond)
 	}
 }

@@ -432,6 +432,8 @@ func (s *Server) routes() {
 	s.memoryRoutes()
 	s.approvalRoutes()
 	s.deadLetterRoutes()
+	s.sessionRoutes()
+	s.pageScriptRoutes()
 	// Queueing a message is all an ingest token may do.
 	s.needs["POST /v1/agents/{name}/messages"] = access.Ingest
 	s.needs[alertmanagerRoute] = access.Ingest
@@ -557,6 +559,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 	defer s.observe(r, pattern, rec, sw, began)
 	defer func() { s.inflight.release(rec.reserved) }()
+	if isSessionRoute(pattern) { // the login is the authentication (login.go)
+		s.mux.ServeHTTP(sw, r)
+		return
+	}
 	who, ok := s.authenticate(sw, r)
 	if !ok {
 		return
@@ -638,6 +644,9 @@ type requestRecord struct {
 	// reserved is the in-flight bytes its body holds (reserveBody),
 	// given back when the request ends.
 	reserved int64
+	// session is the session cookie that authenticated the request; ""
+	// for a bearer token or none (session.go).
+	session string
 }
 
 type recordKey struct{}

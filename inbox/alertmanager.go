@@ -53,6 +53,10 @@ type amPayload struct {
 	GroupLabels     map[string]string `json:"groupLabels"`
 	CommonLabels    map[string]string `json:"commonLabels"`
 	Alerts          []amAlert         `json:"alerts"`
+
+	// heading starts the rendering's header; "" is "Alertmanager
+	// notification" (ParseGrafana sets its own).
+	heading string
 }
 
 type amAlert struct {
@@ -62,6 +66,10 @@ type amAlert struct {
 	StartsAt    string            `json:"startsAt"`
 	EndsAt      string            `json:"endsAt"`
 	Fingerprint string            `json:"fingerprint"`
+
+	// values is shown on the alert's line as values=...; "" shows
+	// nothing (ParseGrafana sets it from Grafana's values).
+	values string
 }
 
 // resolved reports whether the alert is resolved. Any other status, known
@@ -161,29 +169,45 @@ type AlertmanagerNotification struct {
 // with no alert line is RejectTooLarge. No size limit applies to data
 // here: the caller bounds what it reads.
 func ParseAlertmanager(data []byte, fits func(Body) bool) (AlertmanagerNotification, error) {
+	p, _, rej := readAlertmanager(data, "an Alertmanager webhook payload", "(webhook version 4)")
+	if rej != nil {
+		return AlertmanagerNotification{}, rej
+	}
+	return p.fit(fits)
+}
+
+// readAlertmanager checks and decodes a body that must be an
+// Alertmanager-shaped payload — what, named in errors, with hint after
+// the shape wanted — and returns it with its trimmed JSON.
+func readAlertmanager(data []byte, what, hint string) (*amPayload, []byte, *RejectError) {
 	if off := invalidUTF8Offset(data); off >= 0 {
-		return AlertmanagerNotification{}, reject(RejectInvalidUTF8, "invalid UTF-8 at byte offset %d", off)
+		return nil, nil, reject(RejectInvalidUTF8, "invalid UTF-8 at byte offset %d", off)
 	}
 	rest := bytes.TrimLeftFunc(bytes.TrimPrefix(data, utf8BOM), unicode.IsSpace)
 	lead := len(data) - len(rest)
 	trimmed := bytes.TrimRightFunc(rest, unicode.IsSpace)
 	if len(trimmed) == 0 {
-		return AlertmanagerNotification{}, reject(RejectEmpty, "body of %d bytes holds only whitespace", len(data))
+		return nil, nil, reject(RejectEmpty, "body of %d bytes holds only whitespace", len(data))
 	}
 	var fields map[string]json.RawMessage
 	if trimmed[0] != '{' {
-		return AlertmanagerNotification{}, reject(RejectInvalidJSON, `not an Alertmanager webhook payload: want a JSON object with "status" and "alerts" (webhook version 4)`)
+		return nil, nil, reject(RejectInvalidJSON, `not %s: want a JSON object with "status" and "alerts" %s`, what, hint)
 	}
 	if err := json.Unmarshal(trimmed, &fields); err != nil {
-		return AlertmanagerNotification{}, jsonReject("", err, lead)
+		return nil, nil, jsonReject("", err, lead)
 	}
 	if !isAlertmanager(fields) {
-		return AlertmanagerNotification{}, reject(RejectInvalidJSON, `not an Alertmanager webhook payload: want a JSON object with "status" (a string) and "alerts" (an array) (webhook version 4)`)
+		return nil, nil, reject(RejectInvalidJSON, `not %s: want a JSON object with "status" (a string) and "alerts" (an array) %s`, what, hint)
 	}
 	p, rej := decodeAlertmanager(trimmed, lead)
 	if rej != nil {
-		return AlertmanagerNotification{}, rej
+		return nil, nil, rej
 	}
+	return p, trimmed, nil
+}
+
+// fit renders p with as many alerts as fits accepts (ParseAlertmanager).
+func (p *amPayload) fit(fits func(Body) bool) (AlertmanagerNotification, error) {
 	r := p.prepare()
 	n := len(p.Alerts)
 	out := AlertmanagerNotification{GroupKey: p.GroupKey, Alerts: n}
@@ -247,7 +271,11 @@ func (p *amPayload) prepare() *amRendering {
 	if resolved := len(p.Alerts) - firing; resolved > 0 {
 		counts = append(counts, fmt.Sprintf("RESOLVED:%d", resolved))
 	}
-	fmt.Fprintf(&b, "Alertmanager notification [%s]", strings.Join(counts, ", "))
+	heading := p.heading
+	if heading == "" {
+		heading = "Alertmanager notification"
+	}
+	fmt.Fprintf(&b, "%s [%s]", heading, strings.Join(counts, ", "))
 	if rc := strings.TrimSpace(p.Receiver); rc != "" {
 		b.WriteString(" receiver=" + amValue(rc))
 	}
@@ -440,6 +468,9 @@ func (a amAlert) line(inHeader map[string]string) string {
 		if end := amTime(a.EndsAt); end != "" {
 			parts = append(parts, "(ended "+end+")")
 		}
+	}
+	if a.values != "" {
+		parts = append(parts, "values="+a.values)
 	}
 	line := strings.Join(parts, " ")
 	note := singleLine(a.Annotations["summary"])

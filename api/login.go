@@ -93,7 +93,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setSessionCookie(w, r, session)
-	record(r).who = who
 	s.log.Info("api login", "token", logSafe(who.Name), "role", string(who.Role), "remote", logSafe(r.RemoteAddr),
 		"user_agent", logSafe(r.UserAgent()))
 	http.Redirect(w, r, "./", http.StatusSeeOther)

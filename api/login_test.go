@@ -420,7 +420,8 @@ func TestLogoutClearsCookie(t *testing.T) {
 }
 
 // TestNoTokensNoLogin: without tokens (loopback) the page needs no login,
-// offers the verbs to everyone, and there is nothing to log in to.
+// offers the verbs to everyone, and there is nothing to log in to. With
+// tokens and the page on an open path, it offers no verbs.
 func TestNoTokensNoLogin(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, api.Options{Tokens: []api.Token{}})
@@ -435,4 +436,13 @@ func TestNoTokensNoLogin(t *testing.T) {
 	r.errorText(t)
 	// A verb from the page needs no CSRF token: there is no session.
 	w.wantStatus(w.browse(visit{method: http.MethodPost, path: "/v1/agents/alpha/pause"}), http.StatusOK)
+
+	// With tokens but the page on an open path, its anonymous viewer is
+	// offered no verbs: they would be 401.
+	w = newWorld(t, api.Options{OpenPaths: []string{"/"}})
+	r = w.browse(visit{method: http.MethodGet, path: "/", header: html})
+	w.wantStatus(r, http.StatusOK)
+	if page := string(r.body); !strings.Contains(page, `data-agent="alpha"`) || strings.Contains(page, "data-verb=") || strings.Contains(page, "<script") {
+		t.Fatalf("an open page offers verbs its viewer may not use:\n%s", page)
+	}
 }

@@ -131,7 +131,7 @@ type pageTurn struct {
 // operate, and then only status.js, which sends the verbs (pageverbs.go).
 func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
-	data := pageData{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), ServedBy: s.o.Holder, NotReady: s.notReady(), Viewer: pageViewerOf(r)}
+	data := pageData{Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"), ServedBy: s.o.Holder, NotReady: s.notReady(), Viewer: s.pageViewerOf(r)}
 	for _, v := range s.views(r.Context(), record(r).who) {
 		data.Agents = append(data.Agents, pageRowOf(v, now))
 	}

@@ -31,17 +31,23 @@ type pageViewer struct {
 	// CSRF is the session's anti-forgery token, which the page's script
 	// sends with every verb (CSRFHeader); "" without a session.
 	CSRF string
-	// Operate: the caller may use the verbs (role operate), so the page
-	// shows their buttons and loads its script. A read caller sees
-	// neither; the API would refuse its verbs (403) anyway.
+	// Operate: the caller's verbs would be carried out (role operate),
+	// so the page shows their buttons and loads its script. A read
+	// caller sees neither; the API would refuse its verbs (403) anyway.
+	// Nor does the anonymous caller of a page served on an open path
+	// (api.open_paths) while the server has tokens: its verbs would be
+	// 401.
 	Operate bool
 }
 
 // pageViewerOf describes the caller of a status page request.
-func pageViewerOf(r *http.Request) pageViewer {
+func (s *Server) pageViewerOf(r *http.Request) pageViewer {
 	rec := record(r)
-	v := pageViewer{Name: rec.who.Name, Role: rec.who.Role, Session: rec.session != "",
-		Operate: access.Operate.Allows(rec.who.Role)}
+	operate := access.Operate.Allows(rec.who.Role)
+	if rec.who.Set() == nil { // let in by an open path, not by a token
+		operate = s.tokens.Load().Empty()
+	}
+	v := pageViewer{Name: rec.who.Name, Role: rec.who.Role, Session: rec.session != "", Operate: operate}
 	if v.Session {
 		v.CSRF = rec.who.CSRF(rec.session)
 	}

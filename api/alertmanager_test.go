@@ -349,6 +349,12 @@ func (o *observer) AlertmanagerNotification(agent, outcome string) {
 	o.outcomes = append(o.outcomes, agent+" "+outcome)
 }
 
+func (o *observer) WebhookNotification(webhook, outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcomes = append(o.outcomes, "webhook "+webhook+" "+outcome)
+}
+
 // take returns what was observed since the last take.
 func (o *observer) take() (requests, outcomes []string) {
 	o.mu.Lock()

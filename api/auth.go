@@ -63,7 +63,7 @@ func scope(r Role) string {
 	case RoleRead:
 		return "which may only read (GET)"
 	case RoleIngest:
-		return "which may only queue messages (POST /v1/agents/{name}/messages) and Alertmanager notifications (POST /v1/alertmanager/{name})"
+		return "which may only queue messages (POST /v1/agents/{name}/messages) Alertmanager notifications (POST /v1/alertmanager/{name}) and webhooks (POST /v1/webhooks/{name})"
 	}
 	return "which may do everything"
 }

@@ -28,6 +28,7 @@
 //	GET  /v1/events                                  read|operate          Server-Sent Events of every agent
 //	POST /v1/agents/{name}/messages                  ingest|operate        {"text","wake","id","from","attributes"} → 202 (200 duplicate)
 //	POST /v1/alertmanager/{name}                     ingest|operate        Alertmanager webhook v4 → 202 (200 duplicate)
+//	POST /v1/webhooks/{name}                         ingest|operate        a configured webhook's JSON body → 202 (200 duplicate, 404 unknown, 422 template failed)
 //	GET  /v1/agents/{name}/inbox                     read|operate          control.Inbox: the owner's queued messages (no text)
 //	POST /v1/agents/{name}/wake                      operate               {"message","reason"} → 200 control.Reply (409 when gated)
 //	POST /v1/agents/{name}/pause                     operate               {"reason"} → 200 control.Reply
@@ -230,6 +231,28 @@
 //     large, unauthorized, forbidden); truncated counts accepted ones cut
 //     to fit, in addition to accepted. 5xx answers (shutdown, NATS down)
 //     are retried by Alertmanager and not counted there.
+//
+// # Generic webhooks
+//
+// POST /v1/webhooks/{name} serves the webhooks of Options.Webhooks
+// (config webhooks.<name>; webhooks.go): anything that POSTs JSON — a CI
+// system, Grafana, a custom watcher — queues one message for the
+// webhook's agent. The route needs ingest or operate, and the token's
+// agent scope applies to the webhook's agent (403 outside it; an unknown
+// webhook is 404). The body is bounded as an Alertmanager payload's
+// (AlertmanagerMaxBytes, the in-flight budget), the message as every
+// message's (MaxMessageBytes: a notification keeps the alerts that fit,
+// a templated text is cut with a last line saying so, "truncated_bytes"
+// in the answer; 413 only when nothing fits). A body that is not JSON,
+// or not the format's payload, is 400; a template that fails on the
+// body is 422 with text/template's reason. The id is the id template's
+// output or, without one, a hash of the body (json) or the Alertmanager
+// receiver's notification id (grafana, alertmanager), prefixed
+// "webhook:<name>:", with the duplicate rules above. The message goes
+// through Options.Deliver as every message, source "webhook", wake
+// source inbox (mode inbox) or none (mode deferred; an all-resolved
+// notification as at the receiver). The Observer's WebhookNotification
+// is told each outcome of a configured webhook, 422 as template_error.
 //
 // # Token rotation
 //

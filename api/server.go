@@ -86,6 +86,11 @@ type Observer interface {
 	// (shutdown, NATS down, api.max_inflight_bytes: Alertmanager retries)
 	// are not reported.
 	AlertmanagerNotification(agent, outcome string)
+	// WebhookNotification reports the outcome of one request to a
+	// configured webhook (POST /v1/webhooks/{name}): the Alertmanager
+	// receiver's outcomes and OutcomeTemplateError; 5xx answers are not
+	// reported.
+	WebhookNotification(webhook, outcome string)
 }
 
 // retryAfter is what a write refused during shutdown is told to wait, in
@@ -210,6 +215,10 @@ type Options struct {
 	Deliver func(ctx context.Context, agent string, m inbox.Message) error
 	// Observer, when set, is told about every request (metrics).
 	Observer Observer
+	// Webhooks are the generic webhooks by name (webhooks.<name>),
+	// served at POST /v1/webhooks/{name} (webhooks.go). New refuses one
+	// whose agent the driver lacks or whose templates do not parse.
+	Webhooks map[string]Webhook
 	// Control carries the operator verbs and the agent views to each
 	// agent's owner (control.Control.Do): the worker's forwards them over
 	// NATS to whichever replica owns the agent, so every replica answers
@@ -254,6 +263,7 @@ type Server struct {
 	needs   map[string]access.Need // route pattern → the roles it needs
 	seen    *idWindow
 	groups  *groupWindow
+	hooks   map[string]*hook // Options.Webhooks, parsed
 	page    *template.Template
 
 	// inflight is the budget of request body bytes held at once.
@@ -353,6 +363,9 @@ func New(o Options) (*Server, error) {
 		closing: make(chan struct{}),
 	}
 	s.inflight = &inflight{limit: o.MaxInflightBytes}
+	if s.hooks, err = newHooks(o.Driver, o.Webhooks); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	for _, p := range o.OpenPaths {
 		s.open[p] = true
 	}
@@ -429,6 +442,7 @@ func (s *Server) routes() {
 	s.verbRoute("GET /v1/agents/{name}/inbox", "", control.VerbInbox, s.listInbox)
 	post("/v1/agents/{name}/subagents/{id}/stop", "subagent-stop", s.stopSubagent)
 	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
+	post(webhookRoute[len("POST "):], "webhook", s.postWebhook)
 	s.memoryRoutes()
 	s.approvalRoutes()
 	s.deadLetterRoutes()
@@ -437,6 +451,7 @@ func (s *Server) routes() {
 	// Queueing a message is all an ingest token may do.
 	s.needs["POST /v1/agents/{name}/messages"] = access.Ingest
 	s.needs[alertmanagerRoute] = access.Ingest
+	s.needs[webhookRoute] = access.Ingest
 }
 
 // verbRoute registers pattern ("METHOD /path"), served by h through the
@@ -611,6 +626,10 @@ func (s *Server) observe(r *http.Request, pattern string, rec *requestRecord, sw
 		route = RouteOther
 	}
 	obs.HTTPRequest(route, status, time.Since(began))
+	if route == webhookRoute {
+		s.observeWebhook(obs, r, rec, status)
+		return
+	}
 	if route != alertmanagerRoute {
 		return
 	}
@@ -618,16 +637,8 @@ func (s *Server) observe(r *http.Request, pattern string, rec *requestRecord, sw
 	if _, err := s.driver.Agent(name); err != nil {
 		return // an unknown agent: its name is the client's, not ours
 	}
-	switch {
-	case status == http.StatusAccepted:
-		obs.AlertmanagerNotification(name, OutcomeAccepted)
-		if rec.truncated > 0 {
-			obs.AlertmanagerNotification(name, OutcomeTruncated)
-		}
-	case status == http.StatusOK:
-		obs.AlertmanagerNotification(name, OutcomeDuplicate)
-	case status >= 400 && status < 500:
-		obs.AlertmanagerNotification(name, OutcomeRejected)
+	for _, o := range outcomes(status, rec.truncated) {
+		obs.AlertmanagerNotification(name, o)
 	}
 }
 

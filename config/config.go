@@ -40,6 +40,8 @@ type Config struct {
 	Events    Events           `yaml:"events"` // the durable events stream (events.go)
 	Memory    Memory           `yaml:"memory"` // every agent's running memory, by default (memory.go)
 	Agents    []Agent          `yaml:"agents"`
+	// Webhooks are the generic webhooks, by name (webhooks.go).
+	Webhooks map[string]Webhook `yaml:"webhooks"`
 
 	// Metrics is what /metrics exposes per agent (metrics.go).
 	Metrics Metrics `yaml:"metrics"`

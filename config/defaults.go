@@ -46,6 +46,7 @@ func applyDefaults(c *Config) {
 	setInt64(&c.NATS.MaxBytes, defaultInputMaxBytes)
 	setInt(&c.NATS.Replicas, 1)
 	applyEventsDefaults(&c.Events)
+	applyWebhookDefaults(c)
 
 	if c.Subagents.MaxPerReplica == nil {
 		eight := 8

@@ -239,6 +239,7 @@ func (v *validator) config(c *Config) {
 		v.agent(c, p, a)
 	}
 	v.sharedSubjects(c)
+	v.webhooks(c)
 }
 
 // sharedSubjects checks the subscribe: subjects of different agents

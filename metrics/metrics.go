@@ -87,9 +87,10 @@ type Metrics struct {
 	httpDuration    *prometheus.HistogramVec
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
-	memory          memoryMetrics // memory.go
-	input           *inputMetrics // input.go
-	store           *storeMetrics // store.go
+	memory          memoryMetrics   // memory.go
+	input           *inputMetrics   // input.go
+	webhooks        *webhookMetrics // webhooks.go
+	store           *storeMetrics   // store.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 }
@@ -245,6 +246,8 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.reg.MustRegister(m.memory.collectors()...)
 	m.input = newInputMetrics()
 	m.reg.MustRegister(m.input.collectors()...)
+	m.webhooks = newWebhookMetrics()
+	m.reg.MustRegister(m.webhooks.notifications)
 	m.store = newStoreMetrics()
 	m.reg.MustRegister(m.store.ops)
 	m.reg.MustRegister(newLedgerMetrics(src))

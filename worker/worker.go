@@ -352,12 +352,13 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, DeadLetters: w.deadLetterStore(), Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxInflightBytes: int64(cfg.API.MaxInflightBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
-		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Observer: w.metrics,
+		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Observer: w.metrics, Webhooks: webhooks(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	w.metrics.SetHTTPRoutes(w.api.Routes())
+	w.metrics.SetWebhooks(webhookNames(cfg))
 	l, err := net.Listen("tcp", cfg.API.Listen)
 	if err != nil {
 		return fmt.Errorf("%w: api.listen %s: %w", ErrConfig, cfg.API.Listen, err)

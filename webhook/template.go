@@ -73,7 +73,7 @@ func Decode(body []byte) (any, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: more than one JSON value", ErrNotJSON)
+		return nil, fmt.Errorf("%w: something follows the first JSON value", ErrNotJSON)
 	}
 	return v, nil
 }

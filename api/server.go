@@ -240,6 +240,8 @@ type Options struct {
 	// /v1/replicas). Nil: this replica alone, owning the agents its
 	// driver does not hold in standby.
 	Replicas func() []Replica
+	// Reload serves POST /v1/reload (reload.go). Nil: 501.
+	Reload Reloader
 }
 
 // ErrDuplicate is what Options.Deliver wraps when the transport recognised
@@ -442,6 +444,7 @@ func (s *Server) routes() {
 	s.verbRoute("GET /v1/agents/{name}/inbox", "", control.VerbInbox, s.listInbox)
 	post("/v1/agents/{name}/subagents/{id}/stop", "subagent-stop", s.stopSubagent)
 	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
+	post("/v1/reload", "reload", s.reload) // reload.go
 	post(webhookRoute[len("POST "):], "webhook", s.postWebhook)
 	s.memoryRoutes()
 	s.approvalRoutes()

@@ -203,10 +203,16 @@ type Deps struct {
 type Driver struct {
 	deps    Deps
 	records *turnlog.Log // turn summaries and dead-letter records
-	agents  map[string]*Agent
-	order   []string
-	wg      sync.WaitGroup
-	once    sync.Once
+	// mu guards agents and order, which a reload changes (specs.go);
+	// loops is the context the loops run under, from Start.
+	mu     sync.RWMutex
+	agents map[string]*Agent
+	order  []string
+	loops  context.Context
+	// restoring holds the agents' restore lanes (restoreLanes).
+	restoring chan struct{}
+	wg        sync.WaitGroup
+	once      sync.Once
 }
 
 // New builds the agents. It fails on an agent the driver cannot run (bad
@@ -229,6 +235,7 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 	}
 	d := &Driver{deps: deps, records: turnlog.New(deps.Store, deps.Log), agents: map[string]*Agent{}}
 	restoring := make(chan struct{}, restoreLanes)
+	d.restoring = restoring // agents a reload adds share the lanes (specs.go)
 	seen := map[string]bool{}
 	for _, s := range specs {
 		if seen[s.Name] {
@@ -276,7 +283,9 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 
 // Agent returns the named agent.
 func (d *Driver) Agent(name string) (*Agent, error) {
+	d.mu.RLock()
 	a, ok := d.agents[name]
+	d.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownAgent, name)
 	}
@@ -285,6 +294,8 @@ func (d *Driver) Agent(name string) (*Agent, error) {
 
 // Agents returns the agents in config order.
 func (d *Driver) Agents() []*Agent {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	out := make([]*Agent, 0, len(d.order))
 	for _, n := range d.order {
 		out = append(out, d.agents[n])
@@ -296,7 +307,7 @@ func (d *Driver) Agents() []*Agent {
 // by the outage, and retries of turns it failed, run now instead of at the
 // end of their backoff.
 func (d *Driver) Recovered() {
-	for _, a := range d.agents {
+	for _, a := range d.Agents() {
 		a.recovered()
 	}
 }
@@ -316,7 +327,7 @@ func (d *Driver) Scheduler() *scheduler.Scheduler { return d.deps.Scheduler }
 // log built after the driver (it needs the agents). Call it before Start.
 func (d *Driver) SetInput(l Log) {
 	d.deps.Input = l
-	for _, a := range d.agents {
+	for _, a := range d.Agents() {
 		a.input = l
 	}
 }
@@ -329,12 +340,11 @@ func (d *Driver) Start(ctx context.Context) error {
 	if err := d.deps.Scheduler.Start(ctx); err != nil {
 		return fmt.Errorf("driver: start scheduler: %w", err)
 	}
-	for _, a := range d.Agents() {
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			a.loop(ctx)
-		}()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.loops = ctx
+	for _, n := range d.order {
+		d.startLoop(d.agents[n])
 	}
 	return nil
 }
@@ -347,7 +357,10 @@ func (d *Driver) Shutdown(ctx context.Context) {
 	defer d.flushRecords()
 	d.once.Do(func() {
 		d.deps.Scheduler.Stop()
-		for _, a := range d.agents {
+		d.mu.Lock()
+		d.loops = nil // an agent added from now on is not started (specs.go)
+		d.mu.Unlock()
+		for _, a := range d.Agents() {
 			a.stop()
 		}
 		done := make(chan struct{})
@@ -357,7 +370,7 @@ func (d *Driver) Shutdown(ctx context.Context) {
 			return
 		case <-ctx.Done():
 		}
-		for _, a := range d.agents {
+		for _, a := range d.Agents() {
 			a.cancelRunning(ErrShutdown)
 		}
 		<-done

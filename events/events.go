@@ -56,10 +56,14 @@ const (
 	// MessageRejected: input refused (bad body, unknown agent) and sent
 	// to the dead-letter subject. Data: reason, subject.
 	MessageRejected = "message-rejected"
-	// ConfigReloaded: the worker re-read part of its config (SIGHUP: the
-	// operator API's token values), published for every agent it serves.
-	// Data: by (who asked: "signal SIGHUP"), what ("api.tokens"), ok, and
-	// tokens (the count) or error; the event's time is when.
+	// ConfigReloaded: the worker re-read its config file (SIGHUP or POST
+	// /v1/reload), published for every agent it serves once the reload
+	// ended. Data: by (who asked: "signal SIGHUP", a token's name), what
+	// ("config"), ok, outcome (applied, unchanged, refused, failed); when
+	// applied: hash and previous (the configs' content hashes), added,
+	// removed and changed (agent names), tokens (the count); when not:
+	// error, and problems ("file:line: message" each) for a refusal. The
+	// event's time is when.
 	ConfigReloaded = "config-reloaded"
 	// MessageDuplicate: a redelivered or republished message whose turn
 	// already completed; acked without a second turn.

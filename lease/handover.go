@@ -68,7 +68,7 @@ func (m *Manager) handOver(ctx context.Context, agent string, h *handover) {
 			return
 		}
 	}
-	step := m.steps[agent]
+	step := m.step(agent)
 	step.Lock()
 	defer step.Unlock()
 	m.mu.Lock()

@@ -163,7 +163,10 @@ type record struct {
 
 // Manager holds this replica's leases.
 type Manager struct {
-	o      Options
+	o Options
+	// agents (sorted, replaced whole: a round iterates its copy), known
+	// and steps change with a reload (Learn, Forget) and are read under
+	// mu (agents.go); a step's mutex is never dropped.
 	agents []string
 	known  map[string]bool
 	// steps serialise each agent's read-modify-writes of its lease and
@@ -349,7 +352,7 @@ func (m *Manager) HeldAgents() []string {
 // of at the next round: a replica released it for this one. Before Start
 // and after Stop it does nothing.
 func (m *Manager) Kick(agent string) {
-	if !m.known[agent] {
+	if !m.knows(agent) {
 		return
 	}
 	m.mu.Lock()
@@ -411,14 +414,15 @@ const roundWorkers = 16
 func (m *Manager) round(ctx context.Context, pick func(agent string) bool, step func(ctx context.Context, agent string)) {
 	next := make(chan string)
 	var wg sync.WaitGroup
-	for range min(roundWorkers, len(m.agents)) {
+	agents := m.agentList()
+	for range min(roundWorkers, len(agents)) {
 		wg.Go(func() {
 			for a := range next {
 				step(ctx, a)
 			}
 		})
 	}
-	for _, a := range m.agents {
+	for _, a := range agents {
 		if pick == nil || pick(a) {
 			next <- a
 		}
@@ -487,7 +491,7 @@ func (m *Manager) Stop(ctx context.Context) {
 	m.wg.Wait()
 	// A round that began before done was set may still be looking at an
 	// agent: each agent's step is taken before its lease is released.
-	for _, a := range m.agents {
+	for _, a := range m.agentList() {
 		m.release(ctx, a)
 	}
 	for _, c := range m.calls {
@@ -502,7 +506,7 @@ func (m *Manager) Stop(ctx context.Context) {
 
 // release lets a held agent go and expires its lease, for Stop.
 func (m *Manager) release(ctx context.Context, a string) {
-	step := m.steps[a]
+	step := m.step(a)
 	step.Lock()
 	defer step.Unlock()
 	m.mu.Lock()

@@ -141,7 +141,7 @@ func (m *Manager) selfLive(now time.Time) bool {
 // loseAll lets every held agent go (OnLose with Lost).
 func (m *Manager) loseAll() {
 	for _, a := range m.HeldAgents() {
-		step := m.steps[a]
+		step := m.step(a)
 		step.Lock()
 		if m.Held(a) {
 			m.lost(a)
@@ -224,7 +224,7 @@ func (m *Manager) verifySome(ctx context.Context) {
 
 // verifyOne reads back one held lease.
 func (m *Manager) verifyOne(ctx context.Context, agent string) {
-	step := m.steps[agent]
+	step := m.step(agent)
 	if !step.TryLock() {
 		return // a step is looking at it now
 	}

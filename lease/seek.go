@@ -12,7 +12,7 @@ import (
 // stepOne seeks one agent's lease if this replica does not hold it,
 // tells the callbacks, and looks at its placement.
 func (m *Manager) stepOne(ctx context.Context, agent string) {
-	step := m.steps[agent]
+	step := m.step(agent)
 	step.Lock()
 	defer step.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, m.o.RenewEvery)
@@ -33,7 +33,7 @@ func (m *Manager) stepOne(ctx context.Context, agent string) {
 // whose step is busy (a handover releasing it, a seek or a kick looking
 // at it) is left to that step.
 func (m *Manager) placeOne(_ context.Context, agent string) {
-	step := m.steps[agent]
+	step := m.step(agent)
 	if !step.TryLock() {
 		return
 	}
@@ -51,7 +51,7 @@ func (m *Manager) placeOne(_ context.Context, agent string) {
 func (m *Manager) seek(ctx context.Context, agent string) (gained bool) {
 	m.mu.Lock()
 	_, holding := m.held[agent]
-	done := m.done
+	done := m.done || !m.known[agent] // forgotten (agents.go)
 	m.mu.Unlock()
 	if done || holding {
 		return false

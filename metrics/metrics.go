@@ -93,6 +93,7 @@ type Metrics struct {
 	store           *storeMetrics   // store.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
+	config *configMetrics // reload.go
 }
 
 // Histogram buckets, in seconds. A turn is one or more model calls with
@@ -250,6 +251,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.reg.MustRegister(m.webhooks.notifications)
 	m.store = newStoreMetrics()
 	m.reg.MustRegister(m.store.ops)
+	m.config = newConfigMetrics(m.reg)
 	m.reg.MustRegister(newLedgerMetrics(src))
 	m.reg.MustRegister(newMCPMetrics(src))
 	m.reg.MustRegister(newDeadLetterMetrics(src))

@@ -146,6 +146,9 @@ type entry struct {
 	cron  cron.Schedule
 	next  time.Time // the tick the armed timer is for
 	t     clock.Timer
+	// retired: a reload replaced or removed the schedule (reshape.go);
+	// it is never armed again. Under mu.
+	retired bool
 }
 
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -208,23 +211,9 @@ func New(o Options) *Scheduler {
 // Add registers an agent with its schedules. Disabled schedules are kept
 // out; schedules that fire more than once a minute are allowed and logged.
 func (s *Scheduler) Add(agent string, t Target, schedules []Schedule) error {
-	a := &agentEntry{name: agent, target: t}
-	for _, sc := range schedules {
-		if sc.Overlap == "" {
-			sc.Overlap = OverlapSkip
-		}
-		c, err := Parse(sc.Cron, sc.Timezone)
-		if err != nil {
-			return fmt.Errorf("agent %s schedule %s: %w", agent, sc.Name, err)
-		}
-		if !sc.Enabled {
-			s.o.Log.Info("schedule disabled", "agent", agent, "schedule", sc.Name)
-			continue
-		}
-		if first := c.Next(s.o.Clock.Now()); c.Next(first).Sub(first) < time.Minute {
-			s.o.Log.Warn("schedule fires more often than once a minute", "agent", agent, "schedule", sc.Name, "cron", sc.Cron)
-		}
-		a.schedules = append(a.schedules, &entry{agent: a, s: sc, cron: c})
+	a, err := s.entries(agent, t, schedules)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -296,7 +285,7 @@ func (s *Scheduler) Stop() {
 
 // arm sets e's timer for its first tick after from. Callers hold mu.
 func (s *Scheduler) arm(e *entry, from time.Time) {
-	if s.stopped {
+	if s.stopped || e.retired {
 		return
 	}
 	e.next = e.cron.Next(from)

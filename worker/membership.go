@@ -75,7 +75,10 @@ func (s *spread) place(agent string) lease.Placement {
 // run its turns here.
 func (s *spread) acquired(agent string) {
 	w := s.w
-	a, _ := w.driver.Agent(agent)
+	a, err := w.driver.Agent(agent)
+	if err != nil {
+		return // removed by a reload; its lease is being let go (reload.go)
+	}
 	a.SetOwner(s.holder)
 	a.SetOwned(true) // first: its state is restored before it reads its log
 	// The router wakes it for news from now on (never fails with the log;
@@ -95,7 +98,10 @@ func (s *spread) acquired(agent string) {
 // first; its messages stay in the log for the next owner either way.
 func (s *spread) lost(agent string, why lease.Reason) {
 	w := s.w
-	a, _ := w.driver.Agent(agent)
+	a, err := w.driver.Agent(agent)
+	if err != nil {
+		return // removed by a reload (reload.go)
+	}
 	if why == lease.HandedOver {
 		w.binding.Unbind(agent)
 		a.SetOwned(false)
@@ -115,7 +121,10 @@ func (s *spread) lost(agent string, why lease.Reason) {
 // drain is lease.Options.OnDrain: no new turn for the agent here; wait
 // for the running one to finish.
 func (s *spread) drain(ctx context.Context, agent string) error {
-	a, _ := s.w.driver.Agent(agent)
+	a, err := s.w.driver.Agent(agent)
+	if err != nil {
+		return nil // removed by a reload: nothing runs
+	}
 	return a.Release(ctx)
 }
 
@@ -123,7 +132,10 @@ func (s *spread) drain(ctx context.Context, agent string) error {
 // the drain; turns run here again, and the timer the scheduler left for
 // the next owner while the gate said standby is armed here again.
 func (s *spread) undrain(agent string) {
-	a, _ := s.w.driver.Agent(agent)
+	a, err := s.w.driver.Agent(agent)
+	if err != nil {
+		return // removed by a reload
+	}
 	a.SetOwned(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -62,6 +62,11 @@ type Options struct {
 	// Models, when set, supplies the model of an agent instead of
 	// models.New (tests inject scripted models with hooks).
 	Models func(agent string, def config.Model) (model.LLM, error)
+	// Source re-reads the config the worker was started with (the file,
+	// with the command's overrides), for ReloadConfig: SIGHUP and POST
+	// /v1/reload. Nil: ReloadConfig refuses (Reload still applies a
+	// config it is handed).
+	Source func() (*config.Config, error)
 }
 
 // Worker is a running agent-worker.
@@ -101,6 +106,9 @@ type Worker struct {
 
 	// spread shares the agents with the other replicas (membership.go).
 	spread spread
+
+	// reload re-reads and applies the config (reload.go).
+	reload reloadState
 }
 
 // Start brings the worker up: NATS (embedded or external), the state
@@ -115,6 +123,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		o.Clock = clock.Real()
 	}
 	w := &Worker{cfg: cfg, log: o.Log, bus: events.NewBus(0, o.Log)}
+	w.reload.init(cfg, o)
 	defer func() {
 		if err != nil {
 			w.teardown()
@@ -195,16 +204,12 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.guard = guard.New(guard.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus,
 		Prices: guard.NewPrices(cfg.Pricing), Location: loc, WorkerDailyUSD: cfg.Guardrails.WorkerDailyUSD, Owner: &w.owner})
 	for i, a := range cfg.Agents {
-		w.guard.AddAgent(a.Name, specs[i].Model.Name(), guard.Limits{
-			TurnUSD: a.Budgets.TurnUSD, SessionUSD: a.Budgets.SessionUSD, DailyUSD: a.Budgets.DailyUSD,
-			ModelCallsPerTurn: a.Limits.ModelCallsPerTurn, ToolCallsPerTurn: a.Limits.ToolCallsPerTurn, TokensPerTurn: a.Limits.TokensPerTurn,
-		})
-		w.guard.AddFallbacks(a.Name, models.FallbackNames(specs[i].Model)...)
+		guardAgent(w.guard, a, specs[i])
 	}
 	wd := watchdog.New(watchdog.Options{Log: o.Log, Events: w.bus, Clock: o.Clock, Tripper: w.guard})
+	w.reload.watchdog = wd
 	for _, a := range cfg.Agents {
-		wd.AddAgent(a.Name, a.Watchdog.Mode, watchdog.Config{Repeat: a.Watchdog.Repeat, CycleRepeats: a.Watchdog.CycleRepeats,
-			Dominant: a.Watchdog.Dominant, Window: a.Watchdog.Window, Failures: a.Watchdog.Failures, TurnRepeat: a.Watchdog.TurnRepeat})
+		watchAgent(wd, a)
 	}
 	w.subagents = background.New(w.subagentOptions(cfg, o))
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
@@ -229,6 +234,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.metrics = metrics.NewWith(infos, gauges{w},
 		metrics.Options{PerAgent: metrics.PerAgent(cfg.Metrics.PerAgent)})
 	w.storeOps.Store(w.metrics)
+	w.metrics.SetConfigHash(ConfigHash(cfg))
 	w.stopMetrics = w.metrics.Observe(w.bus)
 	w.health.OnChange(func(up bool) {
 		if up {
@@ -353,6 +359,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, DeadLetters: w.deadLetterStore(), Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxInflightBytes: int64(cfg.API.MaxInflightBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
 		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Observer: w.metrics, Webhooks: webhooks(cfg),
+		Reload: w.apiReload,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -554,7 +561,7 @@ func (w *Worker) ReloadTokens() error {
 	if w.api == nil {
 		return errors.New("the operator API is not running")
 	}
-	tokens, err := apiTokens(w.cfg.API.Tokens)
+	tokens, err := apiTokens(w.Config().API.Tokens)
 	if err != nil {
 		return err
 	}
@@ -974,7 +981,7 @@ func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options
 			key = a.Model
 		}
 		def := cfg.Models[key]
-		parent, _ := w.driver.Agent(a.Name)
+		parent := currentAgent{w.driver, a.Name} // a reload may replace the agent
 		name := a.Name
 		newModel := func() (model.LLM, error) {
 			if o.Models != nil {

@@ -209,7 +209,7 @@ agents: [{name: a, model: f}]
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			t.Fatalf("config-reloaded data %q: %v", data, err)
 		}
-		if e.Agent != "a" || e.Data["by"] != "signal SIGHUP" || e.Data["what"] != "api.tokens" || e.Data["ok"] != true ||
+		if e.Agent != "a" || e.Data["by"] != "signal SIGHUP" || e.Data["what"] != "config" || e.Data["ok"] != true ||
 			e.Data["tokens"] != 1.0 || e.Time.Before(before.Add(-time.Second)) {
 			t.Fatalf("config-reloaded event %s", data)
 		}

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-worker/agent-worker/config"
-	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/worker"
 )
 
@@ -42,15 +42,21 @@ included.
 Signals:
   SIGINT, SIGTERM  shut down gracefully: no new turns, running turns get
                    shutdown_grace to finish; a second signal stops at once.
-  SIGHUP           re-read the operator API's token values (api.tokens
-                   value_file, value_env) and swap them in without a
-                   restart: the old values get 401 from then on. Names,
-                   roles and agents stay as the config said at start (the
-                   config file is not re-read). The log says "api tokens
-                   reloaded" with the count, or "api tokens not reloaded"
-                   with the error, and then the old tokens stay in force.
-                   Replace a value file by renaming a complete file into
-                   place, then: kill -HUP <pid>`,
+  SIGHUP           reload the config without a restart (as POST
+                   /v1/reload): re-read the config file (with these
+                   flags' overrides), validate it, and apply it — agents
+                   added, removed and changed (from their next turn),
+                   models, and the operator API's tokens, whose values
+                   are read again too (api.tokens value_file, value_env):
+                   a replaced value gets 401 from then on. A file that is
+                   invalid, or changes what needs a restart (listen
+                   addresses, store, stream, data_dir, ...), is refused
+                   whole with its file:line problems logged, and the
+                   running config stays. The log says "config reloaded"
+                   and "api tokens reloaded" with the count, or "api
+                   tokens not reloaded" with the problems. Replace a
+                   file by renaming a complete file into place, then:
+                   kill -HUP <pid>`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := c.runConfig(file, overrides{dataDir: dataDir, natsListen: listen, apiListen: apiListen})
@@ -72,6 +78,9 @@ Signals:
 			// After the first signal, stop() restores the default
 			// handling, so a second Ctrl-C ends the process at once.
 			opts.onStopping, opts.reload = stop, hup
+			// A reload reads the file again with the same overrides.
+			o := overrides{dataDir: dataDir, natsListen: listen, apiListen: apiListen}
+			opts.source = func() (*config.Config, error) { return c.runConfig(file, o) }
 			return serveWith(ctx, cfg, c.stdout, c.stderr, opts)
 		},
 	}
@@ -114,9 +123,11 @@ func (c *cli) runConfig(file string, o overrides) (*config.Config, error) {
 type serveOptions struct {
 	// onStopping is called when shutdown begins.
 	onStopping func()
-	// reload fires a reload of the API tokens (SIGHUP, in run); nil never
-	// fires.
+	// reload fires a config reload (SIGHUP, in run); nil never fires.
 	reload <-chan os.Signal
+	// source re-reads the config for a reload; nil: the config served
+	// (only the token values are then read again).
+	source func() (*config.Config, error)
 	// inContainer: warn when the API is reachable only from inside the
 	// container (containerNotice).
 	inContainer bool
@@ -153,7 +164,11 @@ func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer
 	for _, w := range cfg.Warnings() {
 		log.Warn(w.Msg, "key", w.Path, "file", w.File, "line", w.Line)
 	}
-	w, err := worker.Start(ctx, cfg, worker.Options{Log: log})
+	source := o.source
+	if source == nil {
+		source = func() (*config.Config, error) { return cfg, nil }
+	}
+	w, err := worker.Start(ctx, cfg, worker.Options{Log: log, Source: source})
 	if err != nil {
 		if errors.Is(err, worker.ErrConfig) {
 			return configError{err}
@@ -172,14 +187,7 @@ func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer
 		case <-ctx.Done():
 			running = false
 		case sig := <-o.reload:
-			by := "signal " + signalName(sig)
-			if err := w.ReloadTokens(); err != nil {
-				log.Error("api tokens not reloaded; the old tokens stay in force", "signal", fmt.Sprint(sig), "error", err, "by", by)
-				auditReload(w, by, map[string]any{"ok": false, "error": err.Error()})
-				continue
-			}
-			log.Info("api tokens reloaded", "signal", fmt.Sprint(sig), "tokens", len(cfg.API.Tokens), "by", by)
-			auditReload(w, by, map[string]any{"ok": true, "tokens": len(cfg.API.Tokens)})
+			reload(ctx, w, sig, log)
 		}
 	}
 	if o.onStopping != nil {
@@ -193,19 +201,28 @@ func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer
 	return nil
 }
 
-// auditReload publishes a config-reloaded event for every agent the worker
-// serves: a token reload changes who may act on each of them through this
-// replica's API. data says the outcome; by who asked.
-func auditReload(w *worker.Worker, by string, data map[string]any) {
-	now := time.Now()
-	for _, a := range w.Driver().Agents() {
-		d := map[string]any{"by": by, "what": "api.tokens"}
-		for k, v := range data {
-			d[k] = v
-		}
-		w.Events().Publish(events.Event{Time: now, Agent: a.Name(), Type: events.ConfigReloaded, Data: d})
+// reload reloads the config on a signal (worker.ReloadConfig, which logs
+// what changed or why it refused) and says what became of the tokens:
+// "api tokens reloaded" with the count, or "api tokens not reloaded" with
+// the problems, the old tokens staying in force; never a token's value.
+// It waits at most reloadWait for the running turns of the agents it
+// removes or changes.
+func reload(ctx context.Context, w *worker.Worker, sig os.Signal, log *slog.Logger) {
+	by := "signal " + signalName(sig)
+	ctx, cancel := context.WithTimeout(ctx, reloadWait)
+	defer cancel()
+	_, err := w.ReloadConfig(ctx, by)
+	var refusal *worker.ReloadRefusal
+	if errors.As(err, &refusal) {
+		log.Error("api tokens not reloaded; the old tokens stay in force", "signal", fmt.Sprint(sig),
+			"error", strings.Join(refusal.Problems, "; "), "by", by)
+		return
 	}
+	log.Info("api tokens reloaded", "signal", fmt.Sprint(sig), "tokens", len(w.Config().API.Tokens), "by", by)
 }
+
+// reloadWait bounds how long a signalled reload waits for running turns.
+const reloadWait = 10 * time.Minute
 
 // signalName names a signal as kill does: SIGHUP.
 func signalName(sig os.Signal) string {

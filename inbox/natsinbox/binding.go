@@ -59,11 +59,13 @@ type Options struct {
 // letters); in core NATS mode, plain subscriptions. Stop it to release
 // what it holds.
 type Binding struct {
-	opts     Options
-	nc       *nats.Conn
-	js       jetstream.JetStream // nil in core NATS mode
-	stream   jetstream.Stream    // nil in core NATS mode
-	agents   map[string]*agentLog
+	opts   Options
+	nc     *nats.Conn
+	js     jetstream.JetStream // nil in core NATS mode
+	stream jetstream.Stream    // nil in core NATS mode
+	// roster maps each configured agent to its inputs; a reload replaces
+	// it whole (roster.go).
+	roster   atomic.Pointer[map[string]*agentLog]
 	patterns []*pattern
 	records  *turnlog.Log // dead-letter records; nil without a store
 
@@ -109,7 +111,9 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	}
 	b := &Binding{opts: opts, nc: nc, js: js, subs: map[string][]*nats.Subscription{}, stopped: make(chan struct{}),
 		win: &window{max: opts.ReadAheadBytes}}
-	b.agents, b.patterns = layout(agents, opts.Subjects)
+	byName, patterns := layout(agents, opts.Subjects)
+	b.roster.Store(&byName)
+	b.patterns = patterns
 	if opts.Store != nil {
 		b.records = turnlog.New(opts.Store, opts.Log)
 	}
@@ -124,7 +128,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 		return nil, err
 	}
 	if !opts.Leased {
-		for name := range b.agents {
+		for name := range b.lineup() {
 			if err := b.Bind(ctx, name); err != nil {
 				b.Stop()
 				return nil, err
@@ -139,7 +143,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 // loop reads its log. In core NATS mode it subscribes to the agent's
 // subjects. Binding a bound agent is a no-op.
 func (b *Binding) Bind(_ context.Context, name string) error {
-	a := b.agents[name]
+	a := b.agent(name)
 	if a == nil {
 		return fmt.Errorf("bind: unknown agent %q", name)
 	}
@@ -147,7 +151,7 @@ func (b *Binding) Bind(_ context.Context, name string) error {
 		return b.subscribeCore(a)
 	}
 	if !a.owned.Swap(true) {
-		a.target.Notify() // news that came while another replica served it
+		a.to().Notify() // news that came while another replica served it
 	}
 	return nil
 }
@@ -156,7 +160,7 @@ func (b *Binding) Bind(_ context.Context, name string) error {
 // messages stay in the log for the next owner, who reads them from the
 // agent's cursors). In core NATS mode it unsubscribes.
 func (b *Binding) Unbind(name string) {
-	a := b.agents[name]
+	a := b.agent(name)
 	if a == nil {
 		return
 	}

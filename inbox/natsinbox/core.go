@@ -78,7 +78,7 @@ func (b *Binding) onCore(a *agentLog, in *input, m *nats.Msg) {
 		id = body.ID
 	}
 	via := b.via(a.name, m.Subject, m.Header, m.Data)
-	a.target.Send(inbox.Message{
+	a.to().Send(inbox.Message{
 		ID: id, Kind: in.kind, Source: source(m.Subject, via, id), Via: via, From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(),
 	})
@@ -88,7 +88,7 @@ func (b *Binding) onCore(a *agentLog, in *input, m *nats.Msg) {
 // configured; input for known agents is theirs and ignored here.
 func (b *Binding) onUnknownCore(m *nats.Msg) {
 	agent, _, ok := b.opts.Subjects.Agent(m.Subject)
-	if ok && b.agents[agent] != nil {
+	if ok && b.agent(agent) != nil {
 		return
 	}
 	why := &inbox.RejectError{Reason: RejectUnknownAgent, Detail: fmt.Sprintf("no agent %q is configured", agent)}

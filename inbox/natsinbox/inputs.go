@@ -111,8 +111,10 @@ func (r *recentIDs) oldest(since time.Time) uint64 {
 
 // agentLog is one configured agent's inputs.
 type agentLog struct {
-	name   string
-	target Target
+	name string
+	// target holds a targetRef: a reload may hand the agent a new loop
+	// (Binding.Retarget, roster.go).
+	target atomic.Value
 	owned  atomic.Bool
 	// purgeArmed: a purge after the duplicate window is armed (purger).
 	purgeArmed atomic.Bool
@@ -124,7 +126,8 @@ type agentLog struct {
 
 // newAgentLog lays out a's inputs under subjects.
 func newAgentLog(a Agent, subjects natsbus.Subjects) *agentLog {
-	al := &agentLog{name: a.Name, target: a.Target, byKey: map[string]*input{}, subscribe: a.Subscribe}
+	al := &agentLog{name: a.Name, byKey: map[string]*input{}, subscribe: a.Subscribe}
+	al.target.Store(targetRef{a.Target})
 	add := func(key string, kind inbox.Kind) {
 		in := &input{agent: al, key: key, kind: kind}
 		al.inputs = append(al.inputs, in)

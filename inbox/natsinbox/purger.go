@@ -61,7 +61,7 @@ func newPurger(b *Binding) *purger {
 // settle of dead letters): what they cover may be purged from the log.
 // It never blocks.
 func (b *Binding) Settled(agent string, c inbox.Cursors) {
-	a := b.agents[agent]
+	a := b.agent(agent)
 	if a == nil || b.purger == nil {
 		return
 	}

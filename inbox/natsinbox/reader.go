@@ -34,7 +34,7 @@ const (
 // the agent's cursors pass them.
 func (b *Binding) Read(ctx context.Context, agent string, from inbox.Cursors, room inbox.Room) (inbox.LogRead, error) {
 	out := inbox.LogRead{Through: inbox.Cursors{}}
-	a := b.agents[agent]
+	a := b.agent(agent)
 	if a == nil || b.stream == nil {
 		return out, nil
 	}

@@ -133,7 +133,7 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 		published = ""
 		b.opts.Log.Error("dead-letter publish failed", "agent", agent, "id", id, "subject", subject, "reason", reason, "error", err)
 	}
-	if b.records != nil && b.agents[agent] != nil {
+	if b.records != nil && b.agent(agent) != nil {
 		detail := why.Error()
 		if re, ok := errors.AsType[*inbox.RejectError](why); ok {
 			detail = re.Detail

@@ -90,7 +90,7 @@ const (
 // at the start, at or below which messages of subj wait.
 func (b *Binding) route(subj string, seq uint64, hint bool, idAt time.Time, m *natsbus.DirectMsg) routing {
 	if name, kind, ok := b.opts.Subjects.Agent(subj); ok {
-		a := b.agents[name]
+		a := b.agent(name)
 		if a == nil {
 			b.queueUnknown(unknownMsg{subject: subj, seq: seq, upTo: hint})
 			return unknown
@@ -134,6 +134,6 @@ func (b *Binding) saw(in *input, seq uint64, hint bool, idAt time.Time, m *natsb
 	if in.agent.owned.Load() {
 		// Deferred news too: the loop reads it into the inbox (up to its
 		// cap) without a wake, so the inbox view shows it.
-		in.agent.target.Notify()
+		in.agent.to().Notify()
 	}
 }

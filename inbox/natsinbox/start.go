@@ -34,7 +34,7 @@ func (b *Binding) startLog(ctx context.Context) error {
 	go b.purger.run()
 	// Until the hints below say otherwise, no input has anything waiting
 	// at or below last: the window holds all of each (none of it).
-	for _, a := range b.agents {
+	for _, a := range b.lineup() {
 		for _, in := range a.inputs {
 			b.win.open(in, last)
 		}

@@ -1,0 +1,116 @@
+package worker
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agent-worker/agent-worker/config"
+)
+
+// loadYAML loads a config file holding y.
+func loadYAML(t *testing.T, y string) *config.Config {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	return cfg
+}
+
+const diffBase = `data_dir: /tmp/aw
+nats: {listen: "127.0.0.1:4222"}
+api: {listen: "127.0.0.1:8080"}
+models:
+  fake: {provider: scripted, behaviour: demo}
+  other: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    instruction: "one"
+    schedules: [{name: s, cron: "@every 1h", prompt: p}]
+  - name: b
+    model: fake
+  - name: c
+    model: other
+`
+
+func TestDiffConfig(t *testing.T) {
+	t.Parallel()
+	base := loadYAML(t, diffBase)
+	cases := []struct {
+		name                    string
+		from, to                string
+		added, removed, changed []string
+		why                     map[string][]string
+		restart                 []string // regexps, one per RestartOnly entry
+		tokens                  bool
+	}{
+		{name: "unchanged", to: diffBase},
+		{name: "instruction and schedule", to: strings.Replace(strings.Replace(diffBase, `"one"`, `"two"`, 1), "@every 1h", "@every 2h", 1),
+			changed: []string{"a"}, why: map[string][]string{"a": {"instruction", "schedules"}}},
+		{name: "added and removed", to: strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: d\n    model: fake\n", 1),
+			added: []string{"d"}, removed: []string{"b"}},
+		{name: "a model's definition changes its agents only", to: strings.Replace(diffBase, "other: {provider: scripted, behaviour: demo}", "other: {provider: scripted, behaviour: demo, model: o-2}", 1),
+			changed: []string{"c"}, why: map[string][]string{"c": {"models.other"}}},
+		{name: "listen addresses and data_dir need a restart", to: strings.NewReplacer(`127.0.0.1:4222`, `127.0.0.1:4333`, `127.0.0.1:8080`, `127.0.0.1:9090`, "/tmp/aw", "/tmp/other").Replace(diffBase),
+			restart: []string{`config\.yaml:1: data_dir: cannot change`, `config\.yaml:2: nats\.listen: cannot change`, `config\.yaml:3: api\.listen: cannot change`}},
+		{name: "store and stream need a restart", to: diffBase + "store: {url: \"memory://\"}\n",
+			restart: []string{`store\.url`}},
+		{name: "subscribe needs a restart", to: strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    subscribe: [{subject: \"alerts.>\"}]\n", 1),
+			changed: []string{"b"}, why: map[string][]string{"b": {"subscribe"}}, restart: []string{`config\.yaml:\d+: agents\[1\]\.subscribe: agent b: cannot change without a restart`}},
+		{name: "an added agent with subscribe needs a restart", to: diffBase + "  - {name: e, model: fake, subscribe: [{subject: \"x.>\"}]}\n",
+			added: []string{"e"}, restart: []string{`adding agent e: it binds subscribe`}},
+		{name: "tokens", to: strings.Replace(diffBase, `api: {listen: "127.0.0.1:8080"}`, `api: {listen: "127.0.0.1:8080", tokens: [{name: ops, role: operate, value_env: X}]}`, 1),
+			tokens: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			next := loadYAML(t, c.to)
+			ch := diffConfig(base, next)
+			if !slices.Equal(ch.Added, c.added) || !slices.Equal(ch.Removed, c.removed) || !slices.Equal(ch.Changed, c.changed) {
+				t.Errorf("added %v removed %v changed %v; want %v %v %v", ch.Added, ch.Removed, ch.Changed, c.added, c.removed, c.changed)
+			}
+			for a, why := range c.why {
+				if !slices.Equal(ch.Why[a], why) {
+					t.Errorf("why %s: %v, want %v", a, ch.Why[a], why)
+				}
+			}
+			if len(ch.RestartOnly) != len(c.restart) {
+				t.Fatalf("restart-only %q, want %d matching %q", ch.RestartOnly, len(c.restart), c.restart)
+			}
+			for i, re := range c.restart {
+				if !regexp.MustCompile(re).MatchString(ch.RestartOnly[i]) {
+					t.Errorf("restart-only[%d] %q does not match %s", i, ch.RestartOnly[i], re)
+				}
+			}
+			if ch.Tokens != c.tokens {
+				t.Errorf("tokens changed %v, want %v", ch.Tokens, c.tokens)
+			}
+			if ch.Unchanged() != (c.to == diffBase) {
+				t.Errorf("unchanged %v (hashes %s %s)", ch.Unchanged(), ch.From, ch.To)
+			}
+		})
+	}
+}
+
+// TestConfigHashIgnoresThePath: the same content read from two files has
+// one hash; any change of content another.
+func TestConfigHashIgnoresThePath(t *testing.T) {
+	t.Parallel()
+	a, b := loadYAML(t, diffBase), loadYAML(t, diffBase)
+	if a.File == b.File || ConfigHash(a) != ConfigHash(b) {
+		t.Fatalf("hashes %s %s for one content", ConfigHash(a), ConfigHash(b))
+	}
+	if c := loadYAML(t, strings.Replace(diffBase, `"one"`, `"uno"`, 1)); ConfigHash(c) == ConfigHash(a) {
+		t.Fatal("a changed instruction kept the hash")
+	}
+}

@@ -239,3 +239,90 @@ agents: [{name: pay-api, model: f}, {name: web, model: f}]
 		}
 	}
 }
+
+// TestSIGHUPReloadsTheConfigFile is a reload as an operator does it: the
+// config file replaced, then a real SIGHUP. An added agent appears in the
+// API and takes messages; the --api-listen override still holds (a
+// reload does not read the listen address from the file: it would need a
+// restart); a broken file is refused with its file:line in the log and
+// the running config kept; then POST /v1/reload with an operate token
+// applies a good file again.
+func TestSIGHUPReloadsTheConfigFile(t *testing.T) { // not parallel: it signals the whole test process
+	dir := t.TempDir()
+	t.Setenv("AW_RELOAD_OPS_TOKEN", "reload-ops-5d1e")
+	head := `data_dir: ` + dir + `
+nats: {listen: "-1"}
+api: {tokens: [{name: ops, role: operate, value_env: AW_RELOAD_OPS_TOKEN}]}
+models:
+  f: {provider: scripted, behaviour: demo}
+agents:
+  - {name: ops, model: f}
+`
+	p := writeFile(t, head)
+	replace := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(p+".new", []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	code, stopped := exitOK, make(chan struct{})
+	go func() {
+		defer close(stopped)
+		code = execute(ctx, []string{"run", "--config", p, "--api-listen", "127.0.0.1:0"}, &out, &errb)
+	}()
+	url := apiURL(t, &out, &errb, stopped)
+	const token = "reload-ops-5d1e"
+
+	replace(head + "  - {name: added, model: f}\n")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, &errb, `msg="config reloaded" by="signal SIGHUP" outcome=applied`, 1)
+	if !strings.Contains(errb.String(), "added=[added]") {
+		t.Fatalf("the log does not say which agent was added:\n%s", errb.String())
+	}
+	if body := wantCall(t, "GET", url+"/v1/agents", token, "", http.StatusOK); !strings.Contains(body, `"name":"added"`) {
+		t.Fatalf("agents after the reload: %s", body)
+	}
+	wantCall(t, "POST", url+"/v1/agents/added/messages", token, `{"text": "hello"}`, http.StatusAccepted)
+
+	replace(head + "  - {name: broken, model: nosuch}\n")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, &errb, `msg="config not reloaded; the running config stays in force"`, 1)
+	if !strings.Contains(errb.String(), filepath.Base(p)+":8:") {
+		t.Fatalf("the refusal does not name the file and line:\n%s", errb.String())
+	}
+	body := wantCall(t, "GET", url+"/v1/agents", token, "", http.StatusOK)
+	if !strings.Contains(body, `"name":"added"`) || strings.Contains(body, `"name":"broken"`) {
+		t.Fatalf("a refused reload changed the agents: %s", body)
+	}
+	if got := wantCall(t, "POST", url+"/v1/reload", token, "", http.StatusUnprocessableEntity); !strings.Contains(got, filepath.Base(p)+":8:") {
+		t.Fatalf("POST /v1/reload of the broken file: %s", got)
+	}
+
+	replace(head)
+	if got := wantCall(t, "POST", url+"/v1/reload", token, "", http.StatusOK); !strings.Contains(got, `"removed":["added"]`) {
+		t.Fatalf("POST /v1/reload: %s", got)
+	}
+	if body := wantCall(t, "GET", url+"/v1/agents", token, "", http.StatusOK); strings.Contains(body, `"name":"added"`) {
+		t.Fatalf("the removed agent is still listed: %s", body)
+	}
+
+	cancel()
+	select {
+	case <-stopped:
+		if code != exitOK {
+			t.Fatalf("exit %d:\n%s", code, errb.String())
+		}
+	case <-time.After(reloadDeadline):
+		t.Fatal("run did not stop after cancellation")
+	}
+}

@@ -22,6 +22,7 @@
 //	POST /logout                                     none                  → 303 to /, the session cookie cleared
 //	GET  /status.js                                  read|operate          the status page's script (its verb buttons)
 //	GET  /v1/replicas                                read|operate          ReplicaList: live replicas and the agents each owns
+//	POST /v1/reload                                  operate (unscoped)    re-read the config file and apply it → 200 ReloadReport; 422 invalid, 409 needs a restart (problems: file:line each)
 //	GET  /v1/agents                                  read|operate          {"agents": [AgentView...]} (owners' views)
 //	GET  /v1/agents/{name}                           read|operate          AgentView (the owner's; 503 no owner)
 //	GET  /v1/agents/{name}/events                    read|operate          Server-Sent Events of one agent

@@ -51,7 +51,7 @@ func (b banner) eventsHint() string {
 	return fmt.Sprintf("nats sub '%s.*.events.>' -s %s", b.prefix, b.natsURL)
 }
 
-const signalsHint = "stop with Ctrl-C (a second Ctrl-C stops at once); reload the API tokens with SIGHUP"
+const signalsHint = "stop with Ctrl-C (a second Ctrl-C stops at once); reload the config with SIGHUP"
 
 // announce tells the operator the worker runs. In text mode the banner's
 // lines go to stdout, for a person, and a "worker started" record to the

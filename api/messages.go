@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // Message sources of what the API queues (inbox.Message.Source).
@@ -245,6 +246,9 @@ func (s *Server) fits(m inbox.Message) (int, bool) {
 const retryFull = "30"
 
 func (s *Server) deliver(w http.ResponseWriter, r *http.Request, a *driver.Agent, m inbox.Message) bool {
+	if tp := r.Header.Get(tracing.HeaderTraceParent); tracing.Valid(tp) {
+		m.TraceParent = tp // the turn that drains m links to the sender's trace
+	}
 	if s.o.Deliver == nil {
 		a.Send(m)
 		return true

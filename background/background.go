@@ -121,6 +121,7 @@ import (
 	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
+	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // Event types.
@@ -327,6 +328,9 @@ type sub struct {
 	stopBy  string        // local: who asked it to stop
 	remote  bool          // distributed: run for a job
 	job     jetstream.Msg // distributed: the job's newest delivery (under Manager.mu)
+	// link is the spawning turn's traceparent; trace the run's own, once
+	// it started (its report carries it, so the parent's turn links back).
+	link, trace string
 }
 
 // New returns a Manager. With Options.JetStream it is in distributed mode:
@@ -442,7 +446,9 @@ type spawner struct {
 	parent string
 }
 
-func (s spawner) Spawn(task, key string) (string, error) { return s.m.SpawnKeyed(s.parent, task, key) }
+func (s spawner) Spawn(ctx context.Context, task, key string) (string, error) {
+	return s.m.spawn(tracing.TraceParent(ctx), s.parent, task, key)
+}
 func (s spawner) Stop(id string) error {
 	return s.m.StopBy(context.Background(), s.parent, id, ByParent)
 }
@@ -518,6 +524,13 @@ func (m *Manager) Spawn(parent, task string) (string, error) { return m.SpawnKey
 // again: its report was lost with it), and, distributed, a respawn in the
 // moment between the job's publish and its first record.
 func (m *Manager) SpawnKeyed(parent, task, key string) (string, error) {
+	return m.spawn("", parent, task, key)
+}
+
+// spawn is SpawnKeyed for a spawn made by a traced turn: link is the
+// spawning tool call's traceparent ("" for none), which the subagent's
+// run links to (and, distributed, its job carries).
+func (m *Manager) spawn(link, parent, task, key string) (string, error) {
 	if m.o.Charger != nil {
 		if err := m.o.Charger.Admit(context.Background(), parent); err != nil {
 			return "", fmt.Errorf("no subagent can start now: %w", err)
@@ -534,7 +547,7 @@ func (m *Manager) SpawnKeyed(parent, task, key string) (string, error) {
 		return "", fmt.Errorf("agent %q may not spawn subagents", parent)
 	case m.remote != nil:
 		m.mu.Unlock()
-		return m.remote.spawn(f, task, key)
+		return m.remote.spawn(f, task, key, link)
 	case key != "" && f.keyed[key] != "":
 		id := f.keyed[key]
 		m.mu.Unlock()
@@ -551,7 +564,7 @@ func (m *Manager) SpawnKeyed(parent, task, key string) (string, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	now := m.o.Clock.Now()
-	s := &sub{id: id, task: task, cancel: cancel, run: 1, queued: now, started: now}
+	s := &sub{id: id, task: task, cancel: cancel, run: 1, queued: now, started: now, link: link}
 	f.running[id] = s
 	m.wg.Add(1)
 	m.mu.Unlock()
@@ -641,6 +654,8 @@ func (m *Manager) run(ctx context.Context, f *family, s *sub) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	ctx, span := m.startSpan(ctx, f, s)
+	defer span.End()
 	var text string
 	for ev, err := range r.Run(ctx, f.name, s.id, genai.NewContentFromText(s.task, genai.RoleUser), agent.RunConfig{}) {
 		if err != nil {
@@ -779,7 +794,7 @@ func (m *Manager) finish(f *family, s *sub, text string, err, cause error) {
 	if closing {
 		return // the parent is stopping too; nothing would take the report
 	}
-	f.parent.Report(s.id, inbox.Message{ID: s.id, Source: "subagent:" + s.id, From: s.id, Text: reportText(s.id, s.task, outcome, why, text)})
+	f.parent.Report(s.id, inbox.Message{ID: s.id, Source: "subagent:" + s.id, From: s.id, Text: reportText(s.id, s.task, outcome, why, text), TraceParent: s.trace})
 }
 
 func (m *Manager) emit(agent, typ string, data map[string]any) {

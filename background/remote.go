@@ -16,6 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // Timeouts of the distributed mode.
@@ -50,6 +51,9 @@ type job struct {
 	Parent string    `json:"parent"`
 	Task   string    `json:"task"`
 	Queued time.Time `json:"queued"`
+	// TraceParent is the spawning turn's trace context, if traced: the
+	// run links to it.
+	TraceParent string `json:"traceparent,omitempty"`
 	// Key is the spawn's idempotency key (Manager.SpawnKeyed), if any.
 	Key string `json:"key,omitempty"`
 }
@@ -342,7 +346,7 @@ func (r *remote) begin(msg jetstream.Msg) bool {
 	}
 	runCtx, stop := context.WithCancelCause(context.Background())
 	now := o.Clock.Now()
-	s := &sub{id: j.ID, task: j.Task, cancel: stop, run: run, queued: j.Queued, started: now, remote: true, job: msg}
+	s := &sub{id: j.ID, task: j.Task, cancel: stop, run: run, queued: j.Queued, started: now, remote: true, job: msg, link: j.TraceParent}
 	if rec != nil {
 		s.prior = rec.SpentUSD
 	}
@@ -420,7 +424,7 @@ func (r *remote) finish(f *family, s *sub, outcome, why, text string, err, cause
 		r.requeue(f.name, s)
 		return
 	}
-	if !r.publishReport(f.name, s.id, reportText(s.id, s.task, outcome, why, text), m.hardStop) {
+	if !r.publishReport(f.name, s.id, reportText(s.id, s.task, outcome, why, text), s.trace, m.hardStop) {
 		r.requeue(f.name, s)
 		return
 	}
@@ -464,7 +468,7 @@ func (r *remote) requeue(parent string, s *sub) {
 // stops taking jobs, the job is handed back.
 func (r *remote) giveUp(j job, msg jetstream.Msg, run int, outcome, why string) {
 	o := r.opts()
-	if !r.publishReport(j.Parent, j.ID, reportText(j.ID, j.Task, outcome, why, ""), r.take.Done()) {
+	if !r.publishReport(j.Parent, j.ID, reportText(j.ID, j.Task, outcome, why, ""), "", r.take.Done()) {
 		_ = msg.Nak()
 		return
 	}
@@ -488,9 +492,12 @@ func (r *remote) giveUp(j job, msg jetstream.Msg, run int, outcome, why string) 
 // the package documentation), retrying until JetStream has it or quit is
 // closed. It reports whether it was published (or already was: a
 // duplicate of the same id).
-func (r *remote) publishReport(parent, id, text string, quit <-chan struct{}) bool {
+func (r *remote) publishReport(parent, id, text, traceParent string, quit <-chan struct{}) bool {
 	o := r.opts()
 	msg := nats.NewMsg(o.Subjects.Inbox(parent))
+	if traceParent != "" {
+		msg.Header[tracing.HeaderTraceParent] = []string{traceParent}
+	}
 	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
 	msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(parent, id))
 	msg.Header.Set(natsinbox.HeaderVia, natsinbox.ViaSubagent)
@@ -653,7 +660,7 @@ func (r *remote) charge(_ context.Context, f *family, s *sub, call int, usd floa
 // spawn queues a subagent of f on task: the parent's cap is checked and
 // the id drawn in one compare-and-set of its registry, then the job is
 // published (Nats-Msg-Id = id) and recorded queued.
-func (r *remote) spawn(f *family, task, key string) (string, error) {
+func (r *remote) spawn(f *family, task, key, link string) (string, error) {
 	o := r.opts()
 	f.spawnMu.Lock()
 	defer f.spawnMu.Unlock()
@@ -682,7 +689,7 @@ func (r *remote) spawn(f *family, task, key string) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("cannot queue a subagent now (the state store is unavailable): %w", err)
 	}
-	j := job{ID: id, Parent: f.name, Task: task, Queued: o.Clock.Now(), Key: key}
+	j := job{ID: id, Parent: f.name, Task: task, Queued: o.Clock.Now(), Key: key, TraceParent: link}
 	msg := nats.NewMsg(o.Subjects.SubagentJobs())
 	msg.Data, _ = json.Marshal(j)
 	msg.Header.Set(nats.MsgIdHdr, id)

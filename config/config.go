@@ -45,6 +45,8 @@ type Config struct {
 
 	// Metrics is what /metrics exposes per agent (metrics.go).
 	Metrics Metrics `yaml:"metrics"`
+	// Telemetry configures OpenTelemetry traces (telemetry.go).
+	Telemetry Telemetry `yaml:"telemetry"`
 
 	// File is the path the configuration was read from ("" for the
 	// embedded default). Not a YAML key.

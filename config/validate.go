@@ -173,6 +173,7 @@ func (v *validator) config(c *Config) {
 	v.memory(c)
 	v.metrics(c)
 	v.mcp(c)
+	v.telemetry(c)
 
 	scheme, _, ok := strings.Cut(c.Store.URL, "://")
 	switch {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/agent/llmagent"
 	"google.golang.org/adk/plugin"
 	"google.golang.org/adk/runner"
@@ -112,6 +114,10 @@ type Agent struct {
 
 	// jr keeps the turn journal (journal.go); nil without a store.
 	jr *journaler
+	// tracer starts the turn spans; span is the running turn's while it
+	// is sampled, for the bus tap (trace.go).
+	tracer trace.Tracer
+	span   atomic.Pointer[trace.Span]
 	// tools are the built-in tools; expiries the timers of the pending
 	// approvals (approval.go), under mu.
 	tools    []tool.Tool
@@ -149,6 +155,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		sched:   deps.Scheduler,
 		health:  deps.Health,
 		input:   deps.Input,
+		tracer:  deps.Tracer,
 		handled: map[string]uint64{},
 		signal:  make(chan struct{}, 1),
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/plugin"
 	"google.golang.org/adk/tool"
@@ -197,6 +198,10 @@ type Deps struct {
 	// Input is the agents' durable input log (JetStream mode); nil: every
 	// message reaches the agents through Send and memory alone holds it.
 	Input Log
+	// Tracer starts each turn's span (trace.go); nil: turns are not
+	// traced. ADK's own spans under it come from the global provider,
+	// which tracing.Start sets to the same one.
+	Tracer trace.Tracer
 }
 
 // Driver owns the loops of all configured agents.
@@ -234,6 +239,12 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 		deps.Scheduler = scheduler.New(scheduler.Options{Store: deps.Store, Clock: deps.Clock, Log: deps.Log, Events: deps.Events})
 	}
 	d := &Driver{deps: deps, records: turnlog.New(deps.Store, deps.Log), agents: map[string]*Agent{}}
+	if deps.Tracer != nil {
+		deps.Events.Tap(d.spanEvent)
+	} else {
+		deps.Tracer = noTracer
+		d.deps.Tracer = noTracer
+	}
 	restoring := make(chan struct{}, restoreLanes)
 	d.restoring = restoring // agents a reload adds share the lanes (specs.go)
 	seen := map[string]bool{}

@@ -26,7 +26,7 @@ type publishLog struct {
 	ids []string
 }
 
-func (p *publishLog) Publish(subject string, data []byte, id string) error {
+func (p *publishLog) Publish(_ context.Context, subject string, data []byte, id string) error {
 	p.mu.Lock()
 	p.ids = append(p.ids, id)
 	p.mu.Unlock()

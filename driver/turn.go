@@ -100,6 +100,8 @@ func (a *Agent) turn(t turnStart) {
 	gen := a.lg.gen // the ownership the batch was read under
 	a.mu.Unlock()
 	wakes, instructions, data := coalesce(t.causes)
+	ctx, span, log := a.startTurnSpan(t.ctx, t.n, wakes, batch)
+	t.ctx = ctx
 	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch, External: data}
 	var prompt, record string
 	if t.resume != nil {
@@ -121,8 +123,8 @@ func (a *Agent) turn(t turnStart) {
 	}
 	eventIDs := messageIDs(batch.Messages) // the first MaxEventIDs
 
-	if a.log.Enabled(t.ctx, slog.LevelInfo) {
-		a.log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped, "ids", ids)
+	if log.Enabled(t.ctx, slog.LevelInfo) {
+		log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped, "ids", ids)
 	}
 	started := map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages), "ids": eventIDs}
 	if at := earliest(t.causes); !at.IsZero() {
@@ -131,7 +133,7 @@ func (a *Agent) turn(t turnStart) {
 	}
 	a.emit(events.TurnStarted, started)
 	if r := t.resume; r != nil {
-		a.log.Info("turn resumes an unfinished turn", "turn", t.n, "journal_turn", r.Turn, "steps", len(r.Steps), "resumes", r.Resumes)
+		log.Info("turn resumes an unfinished turn", "turn", t.n, "journal_turn", r.Turn, "steps", len(r.Steps), "resumes", r.Resumes)
 		a.emit(events.TurnResumed, map[string]any{"turn": t.n, "journal_turn": r.Turn, "steps": len(r.Steps), "resumes": r.Resumes})
 	}
 
@@ -173,7 +175,7 @@ func (a *Agent) turn(t turnStart) {
 	if err == nil && !a.owns() {
 		// Fenced: the lease went while the turn ran and the driver has not
 		// heard yet. Its record would land in the new owner's history.
-		a.log.Warn("turn not recorded: this replica no longer holds the agent's lease", "turn", t.n)
+		log.Warn("turn not recorded: this replica no longer holds the agent's lease", "turn", t.n)
 		err = fmt.Errorf("record turn: %w", ErrLeaseLost)
 	}
 	if err == nil {
@@ -206,6 +208,8 @@ func (a *Agent) turn(t turnStart) {
 	if a.jr != nil {
 		sum.Replayed = a.jr.end(sum.Outcome, errors.Is(err, ErrLeaseLost))
 	}
+	tid := traceID(span)
+	a.endTurnSpan(span, sum, err)
 	var done func() // announces the outcome once the next wake is set
 	if err != nil {
 		sum.Error = err.Error()
@@ -231,17 +235,17 @@ func (a *Agent) turn(t turnStart) {
 			a.health.Failed(err)
 		}
 		retryIn := a.afterFailure(t.causes, sum.Outcome)
-		a.log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages), "retry_in", retryIn)
+		log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages), "retry_in", retryIn)
 		done = func() {
-			a.emit(events.TurnFailed, map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds(),
-				"messages": len(batch.Messages), "ids": eventIDs})
+			a.emit(events.TurnFailed, withTrace(map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds(),
+				"messages": len(batch.Messages), "ids": eventIDs}, tid))
 		}
 	} else {
 		a.endCurrent()
 		a.deliveredNotices(context.WithoutCancel(t.ctx), t.causes)
-		a.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", ids), slog.String("text", clip(sum.Text, 400)))
+		log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", ids), slog.String("text", clip(sum.Text, 400)))
 		done = func() {
-			a.emit(events.TurnCompleted, map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": eventIDs, "cost_usd": sum.CostUSD})
+			a.emit(events.TurnCompleted, withTrace(map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": eventIDs, "cost_usd": sum.CostUSD}, tid))
 			a.announceHandled(t.n, batch.Messages)
 		}
 	}

@@ -143,6 +143,7 @@ type Bus struct {
 	head int
 	size int
 	subs map[*Subscription]struct{}
+	taps []func(Event)
 }
 
 // NewBus returns a bus that keeps the newest ringSize events (default
@@ -177,6 +178,24 @@ const dropLogEvery = 10 * time.Second
 // Publish stamps e with the next sequence number (and Time if unset) and
 // delivers it. It returns the stamped event.
 func (b *Bus) Publish(e Event) Event {
+	e, taps := b.publish(e)
+	for _, f := range taps {
+		f(e)
+	}
+	return e
+}
+
+// Tap registers f to be called with every event published from now on,
+// synchronously, in the publisher's goroutine, after the subscribers
+// were offered it: the driver adds a traced turn's events to its span.
+// f must be quick and must not publish on b.
+func (b *Bus) Tap(f func(Event)) {
+	b.mu.Lock()
+	b.taps = append(b.taps, f)
+	b.mu.Unlock()
+}
+
+func (b *Bus) publish(e Event) (Event, []func(Event)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
@@ -212,7 +231,7 @@ func (b *Bus) Publish(e Event) Event {
 			}
 		}
 	}
-	return e
+	return e, b.taps
 }
 
 // Subscribe returns a subscription with a buffer of n events that receives

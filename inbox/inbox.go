@@ -52,6 +52,11 @@ type Message struct {
 	Pos Position
 	// Attempts counts turns that drained the message and failed.
 	Attempts int
+	// TraceParent is the W3C traceparent the message arrived with (its
+	// NATS header, or the HTTP request's that queued it), when well
+	// formed; "". The turn that drains the message links its span to it.
+	// Untrusted: a link, never a parent.
+	TraceParent string
 }
 
 // Batch is what one Drain took: the messages, oldest first, and how many

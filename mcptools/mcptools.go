@@ -44,6 +44,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // Backoff between reconnects: the first wait, doubled after each failure
@@ -264,7 +265,9 @@ func (srv *server) connect(ctx context.Context) (*mcp.ClientSession, []*mcp.Tool
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	} else {
 		t = &mcp.StreamableClientTransport{Endpoint: srv.cfg.URL, MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: headerTransport{base: http.DefaultTransport, h: srv.headers}}}
+			// A tool call's request carries its trace context (the
+			// execute_tool span), so the MCP server's trace joins the turn's.
+			HTTPClient: &http.Client{Transport: headerTransport{base: tracing.Transport(http.DefaultTransport), h: srv.headers}}}
 	}
 	cs, err := client.Connect(cctx, t, nil)
 	if err != nil {

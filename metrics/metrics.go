@@ -276,6 +276,10 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.handler = promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		Registry:      m.reg,
 		ErrorHandling: promhttp.ContinueOnError,
+		// A scrape that asks for OpenMetrics (Prometheus with exemplar
+		// storage) gets turn_duration_seconds' exemplars: the trace id
+		// of a traced turn.
+		EnableOpenMetrics: true,
 	}))
 	return m
 }

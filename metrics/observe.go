@@ -201,11 +201,22 @@ func droppedReason(d map[string]any) string {
 	return "dropped"
 }
 
-// observeDuration records a turn event's duration_ms, if it has one.
+// observeDuration records a turn event's duration_ms, if it has one,
+// with the turn's trace id as its exemplar when the turn was traced
+// (shown to a scrape that asks for OpenMetrics).
 func (m *Metrics) observeDuration(e events.Event) {
-	if ms, ok := number(e.Data["duration_ms"]); ok && ms >= 0 {
-		m.agentObserver(m.turnDuration, e.Agent).Observe(ms / 1000)
+	ms, ok := number(e.Data["duration_ms"])
+	if !ok || ms < 0 {
+		return
 	}
+	o := m.agentObserver(m.turnDuration, e.Agent)
+	if id := text(e.Data["trace_id"]); id != "" {
+		if x, ok := o.(prometheus.ExemplarObserver); ok {
+			x.ObserveWithExemplar(ms/1000, prometheus.Labels{"trace_id": id})
+			return
+		}
+	}
+	o.Observe(ms / 1000)
 }
 
 // addPositive adds v to vec's series of labels if it is a positive

@@ -1,12 +1,14 @@
 package natsbus
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // perMessage are event types raised once per input message; they stay in
@@ -49,12 +51,15 @@ type Publisher struct{ NC *nats.Conn }
 // Publish sends data to subject (core NATS; a stream that captures the
 // subject stores it), with id as its Nats-Msg-Id when not empty: a stream
 // drops a second message with the same id within its duplicate window
-// (2 minutes by default), and core subscribers see the header.
-func (p Publisher) Publish(subject string, data []byte, id string) error {
+// (2 minutes by default), and core subscribers see the header. It carries
+// ctx's trace context as its traceparent header, so a consumer can link
+// its work to the turn that published.
+func (p Publisher) Publish(ctx context.Context, subject string, data []byte, id string) error {
 	m := nats.NewMsg(subject)
 	m.Data = data
 	if id != "" {
 		m.Header.Set(nats.MsgIdHdr, id)
 	}
+	tracing.InjectNATS(ctx, m.Header)
 	return p.NC.PublishMsg(m)
 }

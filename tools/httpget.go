@@ -13,6 +13,7 @@ import (
 	"google.golang.org/adk/tool/functiontool"
 
 	"github.com/agent-worker/agent-worker/tools/urlprefix"
+	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // HTTPGet is the tool name of a read-only HTTP fetch.
@@ -85,6 +86,7 @@ func newHTTPGet(env Env) (tool.Tool, error) {
 			return HTTPGetResult{}, err
 		}
 		req.Header.Set("User-Agent", "agent-worker")
+		tracing.InjectHTTP(ctx, req.Header) // the tool call's trace continues at the server
 		resp, err := client.Do(req)
 		if err != nil {
 			return HTTPGetResult{}, fmt.Errorf("GET %s: %w", u, refusal(err))

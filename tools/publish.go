@@ -58,7 +58,7 @@ func newPublish(env Env) (tool.Tool, error) {
 		if env.Host != nil {
 			id = env.Host.ActionID(ctx.FunctionCallID())
 		}
-		if err := env.Publisher.Publish(a.Subject, data, id); err != nil {
+		if err := env.Publisher.Publish(ctx, a.Subject, data, id); err != nil {
 			return PublishResult{}, fmt.Errorf("publish to %q failed: %w", a.Subject, err)
 		}
 		return PublishResult{Published: true, Subject: a.Subject}, nil

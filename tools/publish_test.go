@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 
 type recorder struct{ got, ids []string }
 
-func (r *recorder) Publish(subject string, data []byte, id string) error {
+func (r *recorder) Publish(_ context.Context, subject string, data []byte, id string) error {
 	r.got = append(r.got, subject+" "+string(data))
 	r.ids = append(r.ids, id)
 	return nil
@@ -71,6 +72,10 @@ type runnable interface {
 type toolCtx struct{ tool.Context }
 
 func (toolCtx) ToolConfirmation() *toolconfirmation.ToolConfirmation { return nil }
+
+// Value answers for the context the stub does not have: no values (the
+// publish tool looks for a span to propagate).
+func (toolCtx) Value(any) any { return nil }
 
 func TestPublishAllowsOnlyConfiguredSubjects(t *testing.T) {
 	t.Parallel()

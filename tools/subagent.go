@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,7 +22,9 @@ type Spawner interface {
 	// beyond the agent's caps with an error the model may read. key (the
 	// call's action id; "" for none) makes it idempotent: a second spawn
 	// under the same key returns the first's id and starts nothing.
-	Spawn(task, key string) (id string, err error)
+	// ctx is the spawning tool call's: the subagent's run links to its
+	// trace.
+	Spawn(ctx context.Context, task, key string) (id string, err error)
 	// Stop stops a running subagent of this agent.
 	Stop(id string) error
 }
@@ -63,7 +66,7 @@ func newSpawnSubagent(s Spawner, h Host) (tool.Tool, error) {
 		if h != nil {
 			key = h.ActionID(ctx.FunctionCallID())
 		}
-		id, err := s.Spawn(a.Task, key)
+		id, err := s.Spawn(ctx, a.Task, key)
 		if err != nil {
 			return SpawnResult{}, err
 		}

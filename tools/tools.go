@@ -5,6 +5,7 @@
 package tools
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -43,7 +44,9 @@ type Sleep struct {
 // the message's idempotency key (Nats-Msg-Id): a stream that captures the
 // subject stores one message per id within its duplicate window.
 type Publisher interface {
-	Publish(subject string, data []byte, id string) error
+	// Publish sends data to subject with id as its idempotency key; ctx
+	// is the tool call's, whose trace context the message carries.
+	Publish(ctx context.Context, subject string, data []byte, id string) error
 }
 
 // Env is what one agent's tools may act on: nothing beyond it.

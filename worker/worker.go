@@ -48,6 +48,7 @@ import (
 	"github.com/agent-worker/agent-worker/store/natskv"
 	redisstore "github.com/agent-worker/agent-worker/store/redis"
 	"github.com/agent-worker/agent-worker/tools"
+	"github.com/agent-worker/agent-worker/tracing"
 	"github.com/agent-worker/agent-worker/watchdog"
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	// Models, when set, supplies the model of an agent instead of
 	// models.New (tests inject scripted models with hooks).
 	Models func(agent string, def config.Model) (model.LLM, error)
+	// Tracing exports the turns' spans (tracing.Start); nil: turns are
+	// not traced. The caller shuts it down after Stop, so the last
+	// turns' spans are sent.
+	Tracing *tracing.Provider
 	// Source re-reads the config the worker was started with (the file,
 	// with the command's overrides), for ReloadConfig: SIGHUP and POST
 	// /v1/reload. Nil: ReloadConfig refuses (Reload still applies a
@@ -214,7 +219,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.subagents = background.New(w.subagentOptions(cfg, o))
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
 		Publisher: natsbus.Publisher{NC: w.conn.NC}, SubjectPrefix: cfg.NATS.SubjectPrefix, Scheduler: sched, Guards: []driver.Guard{w.guard, wd, w.subagents.Guard()},
-		Subagents: w.subagents, Leased: true, Health: w.health}, specs)
+		Subagents: w.subagents, Leased: true, Health: w.health, Tracer: o.tracer()}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -407,6 +412,9 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	msg.Data = data
 	if m.ID != "" {
 		msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, m.ID))
+	}
+	if m.TraceParent != "" {
+		msg.Header[tracing.HeaderTraceParent] = []string{m.TraceParent}
 	}
 	if m.Via != "" {
 		msg.Header.Set(natsinbox.HeaderVia, m.Via)

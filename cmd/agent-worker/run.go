@@ -164,11 +164,16 @@ func serveWith(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer
 	for _, w := range cfg.Warnings() {
 		log.Warn(w.Msg, "key", w.Path, "file", w.File, "line", w.Line)
 	}
+	traces, err := startTracing(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(traces, log) // after Stop: the last turns' spans go out
 	source := o.source
 	if source == nil {
 		source = func() (*config.Config, error) { return cfg, nil }
 	}
-	w, err := worker.Start(ctx, cfg, worker.Options{Log: log, Source: source})
+	w, err := worker.Start(ctx, cfg, worker.Options{Log: log, Tracing: traces, Source: source})
 	if err != nil {
 		if errors.Is(err, worker.ErrConfig) {
 			return configError{err}

@@ -80,7 +80,7 @@ func (b *Binding) onCore(a *agentLog, in *input, m *nats.Msg) {
 	via := b.via(a.name, m.Subject, m.Header, m.Data)
 	a.to().Send(inbox.Message{
 		ID: id, Kind: in.kind, Source: source(m.Subject, via, id), Via: via, From: body.From,
-		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(),
+		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(), TraceParent: traceParent(m.Header),
 	})
 }
 

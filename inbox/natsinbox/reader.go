@@ -156,7 +156,7 @@ func (b *Binding) message(a *agentLog, in *input, dm natsbus.DirectMsg) (inbox.M
 	return inbox.Message{
 		ID: id, Kind: in.kind, Source: source(dm.Subject, via, id), Via: via, From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: dm.Time,
-		Pos: inbox.Position{Input: in.key, Seq: dm.Seq},
+		Pos: inbox.Position{Input: in.key, Seq: dm.Seq}, TraceParent: traceParent(h),
 	}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/agent"
 	"google.golang.org/adk/agent/llmagent"
 	"google.golang.org/adk/model"
@@ -50,6 +51,12 @@ type benchAgent struct {
 // newBenchAgent returns an agent with the given history window. record,
 // when set, says which turns (from 1) to keep the prompt of.
 func newBenchAgent(tb testing.TB, history int, record func(turn int) bool) *benchAgent {
+	return newBenchAgentWith(tb, history, record, nil)
+}
+
+// newBenchAgentWith is newBenchAgent whose turns tracer traces (nil: not
+// traced).
+func newBenchAgentWith(tb testing.TB, history int, record func(turn int) bool, tracer trace.Tracer) *benchAgent {
 	ba := &benchAgent{}
 	m, err := scripted.New("bench", config.Model{Script: benchScript, Loop: true}, scripted.WithHook(
 		func(_ context.Context, req *model.LLMRequest, _ int) error {
@@ -74,7 +81,7 @@ func newBenchAgent(tb testing.TB, history int, record func(turn int) bool) *benc
 	ba.sub = bus.Subscribe(64, func(e events.Event) bool {
 		return e.Type == events.TurnCompleted || e.Type == events.TurnFailed
 	})
-	ba.d, err = New(Deps{Clock: c, Store: memory.New(c), Events: bus}, []Spec{{
+	ba.d, err = New(Deps{Clock: c, Store: memory.New(c), Events: bus, Tracer: tracer}, []Spec{{
 		Name: "bench", Instruction: benchInstruction, Model: m,
 		Tools: []string{tools.ScheduleNextTurn, tools.ReportDone},
 		Sleep: tools.Sleep{Max: 24 * time.Hour}, HistoryTurns: history,

@@ -66,10 +66,13 @@ var noTracer = noop.NewTracerProvider().Tracer("")
 func (a *Agent) startTurnSpan(ctx context.Context, n uint64, wakes []string, batch inbox.Batch) (context.Context, trace.Span, *slog.Logger) {
 	var links []trace.Link
 	dropped := 0
-	seen := map[string]bool{}
+	var seen map[string]bool // made for the first message that has a context
 	for _, m := range batch.Messages {
 		if m.TraceParent == "" || seen[m.TraceParent] {
 			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
 		}
 		seen[m.TraceParent] = true
 		sc, ok := tracing.Remote(m.TraceParent)

@@ -60,11 +60,7 @@ func Start(ctx context.Context, s Settings, instance, version string) (*Provider
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	sdk := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sampler(s)),
-	)
+	sdk := SDK(exp, res, s)
 	// ADK's set-up would add an OTLP log exporter of its own when
 	// OTEL_EXPORTER_OTLP_ENDPOINT is set; the worker's logs go to its
 	// log output, so a provider without processors stands in for it.
@@ -76,6 +72,23 @@ func Start(ctx context.Context, s Settings, instance, version string) (*Provider
 	}
 	adk.SetGlobalOtelProviders()
 	return &Provider{tp: sdk, sdk: sdk, adk: adk, settings: s}, nil
+}
+
+// SDK is the tracer provider Start builds around exp: a batch span
+// processor that sends at least every second, the resource, and the
+// sampler s names. Exported for benchmarks that measure it without
+// registering it globally.
+func SDK(exp sdktrace.SpanExporter, res *resource.Resource, s Settings) *sdktrace.TracerProvider {
+	return sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sampler(s)),
+	)
+}
+
+// Exporter is the OTLP span exporter Start builds for s.
+func Exporter(ctx context.Context, s Settings) (sdktrace.SpanExporter, error) {
+	return exporter(ctx, s)
 }
 
 // Tracer is the worker's own tracer.

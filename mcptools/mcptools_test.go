@@ -142,7 +142,7 @@ type agentRig struct {
 	a    *driver.Agent
 }
 
-func newAgent(t *testing.T, s *mcptools.Servers, grants []config.AgentMCP, script []config.ScriptStep) *agentRig {
+func newAgent(t *testing.T, s *mcptools.Servers, grants []config.AgentMCP, script []config.ScriptStep, deps ...func(*driver.Deps)) *agentRig {
 	t.Helper()
 	r := &agentRig{}
 	m, err := scripted.New("fake", config.Model{Provider: "scripted", Script: script, Loop: true},
@@ -157,8 +157,11 @@ func newAgent(t *testing.T, s *mcptools.Servers, grants []config.AgentMCP, scrip
 	}
 	bus := events.NewBus(1024, nil)
 	r.sub = bus.Subscribe(1024, nil)
-	d, err := driver.New(driver.Deps{Clock: clock.Real(), Store: memory.New(nil), Events: bus},
-		[]driver.Spec{{Name: "oncall", Model: m, HistoryTurns: 5, Toolsets: []tool.Toolset{s.Toolset("oncall", grants, nil)}}})
+	dd := driver.Deps{Clock: clock.Real(), Store: memory.New(nil), Events: bus}
+	for _, f := range deps {
+		f(&dd)
+	}
+	d, err := driver.New(dd, []driver.Spec{{Name: "oncall", Model: m, HistoryTurns: 5, Toolsets: []tool.Toolset{s.Toolset("oncall", grants, nil)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

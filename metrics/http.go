@@ -56,7 +56,7 @@ func (m *Metrics) HTTPRequest(route string, code int, elapsed time.Duration) {
 // configured are not counted (agent_worker_events_dropped_total
 // {reason="unconfigured"}), nor is any other outcome.
 func (m *Metrics) AlertmanagerNotification(agent, outcome string) {
-	if m.agents[agent] == nil {
+	if m.agents.get(agent) == nil {
 		m.drops.unconfigured.Add(1)
 		return
 	}

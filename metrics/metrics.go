@@ -53,8 +53,10 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	handler http.Handler
 	// lazy: per-agent series appear with their first event (mode.go).
-	lazy   bool
-	agents map[string]*agent
+	lazy bool
+	// agents are the configured agents; a config reload replaces them
+	// (reload.go).
+	agents roster
 	drops  *dropCollector
 
 	turns          *prometheus.CounterVec
@@ -123,15 +125,12 @@ func New(agents []AgentInfo, src Source) *Metrics {
 	return NewWith(agents, src, Options{})
 }
 
-// NewWith is New with opts.
-func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
-	m := &Metrics{
-		reg:    prometheus.NewRegistry(),
-		agents: make(map[string]*agent, len(agents)),
-		drops:  newDropCollector(),
-	}
-	for _, info := range agents {
-		a := m.agents[info.Name]
+// agentsOf indexes the agents' infos by name; a name given twice is
+// merged, the first one's Model and Priced win.
+func agentsOf(infos []AgentInfo) map[string]*agent {
+	out := make(map[string]*agent, len(infos))
+	for _, info := range infos {
+		a := out[info.Name]
 		if a == nil {
 			a = &agent{model: info.Model, priced: "false", tools: map[string]bool{}, schedules: map[string]bool{}}
 			if a.model == "" {
@@ -142,7 +141,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 			}
 			a.chain, a.models = []string{a.model}, map[string]string{a.model: a.priced}
 			a.addFallbacks(info.Fallbacks)
-			m.agents[info.Name] = a
+			out[info.Name] = a
 		}
 		for _, t := range info.Tools {
 			a.tools[t] = true
@@ -151,8 +150,19 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 			a.schedules[s] = true
 		}
 	}
+	return out
+}
 
-	m.lazy = opts.PerAgent.resolve(len(m.agents)) == PerAgentLazy
+// NewWith is New with opts.
+func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
+	m := &Metrics{
+		reg:   prometheus.NewRegistry(),
+		drops: newDropCollector(),
+	}
+	byName := agentsOf(agents)
+	m.agents.set(byName)
+
+	m.lazy = opts.PerAgent.resolve(len(byName)) == PerAgentLazy
 
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
@@ -264,7 +274,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		m.modelRequests, m.modelTokens, m.modelCost, m.modelFallbacks, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
 		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
-		newGaugeCollector(m.agents, src, m.lazy),
+		newGaugeCollector(&m.agents, src, m.lazy),
 		m.drops,
 	)
 	m.precreate()
@@ -288,84 +298,90 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 // rate() and absent-or-zero alerts work from the first scrape; in lazy
 // mode only the worker's own (the histograms, "_unknown"'s rejections).
 func (m *Metrics) precreate() {
-	agents := m.agents
+	agents := m.agents.all()
 	if m.lazy {
 		m.turnDuration.WithLabelValues()
 		m.wakeLatency.WithLabelValues()
 		agents = nil
 	}
 	for name, a := range agents {
-		for _, o := range turnOutcomes {
-			m.turns.WithLabelValues(name, o)
-		}
-		m.turnDuration.WithLabelValues(name)
-		for _, s := range wakeSources {
-			m.wakes.WithLabelValues(name, s)
-		}
-		m.wakeLatency.WithLabelValues(name)
-		for _, k := range messageKinds {
-			m.received.WithLabelValues(name, k)
-			m.redelivered.WithLabelValues(name, k)
-		}
-		for _, r := range retryReasons {
-			m.retries.WithLabelValues(name, r)
-		}
-		m.resumed.WithLabelValues(name)
-		for _, o := range approvalOutcomes {
-			m.approvals.WithLabelValues(name, o)
-		}
-		for _, r := range journalReasons {
-			m.abandoned.WithLabelValues(name, r)
-		}
-		for _, r := range throttleReasons {
-			m.throttled.WithLabelValues(name, r)
-		}
-		for _, s := range wakeSources {
-			m.wakesDropped.WithLabelValues(name, s)
-		}
-		for _, r := range rejectReasons {
-			m.rejected.WithLabelValues(name, r)
-		}
-		m.unsealed.WithLabelValues(name)
-		for _, o := range modelOutcomes {
-			m.modelRequests.WithLabelValues(name, a.model, o)
-		}
-		for _, t := range tokenTypes {
-			m.modelTokens.WithLabelValues(name, a.model, t.label)
-		}
-		m.modelCost.WithLabelValues(name, a.model, a.priced)
-		m.precreateFallbacks(name, a)
-		for t := range a.tools {
-			for _, o := range toolOutcomes {
-				m.toolCalls.WithLabelValues(name, t, o)
-			}
-		}
-		for _, g := range guardrails {
-			m.guardrailTrips.WithLabelValues(name, g)
-		}
-		for _, s := range watchdogSignals {
-			m.watchdogAlerts.WithLabelValues(name, s)
-		}
-		for _, o := range subagentOutcomes {
-			m.subagents.WithLabelValues(name, o)
-		}
-		m.subagentReruns.WithLabelValues(name)
-		for s := range a.schedules {
-			for _, o := range scheduleOutcomes {
-				m.scheduleRuns.WithLabelValues(name, s, o)
-			}
-		}
-		for _, o := range alertmanagerOutcomes {
-			m.amNotifications.WithLabelValues(name, o)
-		}
-		for _, r := range ownershipReasons {
-			m.ownership.WithLabelValues(name, r)
-		}
-		m.memory.precreate(name)
+		m.precreateAgent(name, a)
 	}
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(unknownAgent, r)
 	}
+}
+
+// precreateAgent makes the agent's series of the fixed label sets exist
+// at 0 (full mode).
+func (m *Metrics) precreateAgent(name string, a *agent) {
+	for _, o := range turnOutcomes {
+		m.turns.WithLabelValues(name, o)
+	}
+	m.turnDuration.WithLabelValues(name)
+	for _, s := range wakeSources {
+		m.wakes.WithLabelValues(name, s)
+	}
+	m.wakeLatency.WithLabelValues(name)
+	for _, k := range messageKinds {
+		m.received.WithLabelValues(name, k)
+		m.redelivered.WithLabelValues(name, k)
+	}
+	for _, r := range retryReasons {
+		m.retries.WithLabelValues(name, r)
+	}
+	m.resumed.WithLabelValues(name)
+	for _, o := range approvalOutcomes {
+		m.approvals.WithLabelValues(name, o)
+	}
+	for _, r := range journalReasons {
+		m.abandoned.WithLabelValues(name, r)
+	}
+	for _, r := range throttleReasons {
+		m.throttled.WithLabelValues(name, r)
+	}
+	for _, s := range wakeSources {
+		m.wakesDropped.WithLabelValues(name, s)
+	}
+	for _, r := range rejectReasons {
+		m.rejected.WithLabelValues(name, r)
+	}
+	m.unsealed.WithLabelValues(name)
+	for _, o := range modelOutcomes {
+		m.modelRequests.WithLabelValues(name, a.model, o)
+	}
+	for _, t := range tokenTypes {
+		m.modelTokens.WithLabelValues(name, a.model, t.label)
+	}
+	m.modelCost.WithLabelValues(name, a.model, a.priced)
+	m.precreateFallbacks(name, a)
+	for t := range a.tools {
+		for _, o := range toolOutcomes {
+			m.toolCalls.WithLabelValues(name, t, o)
+		}
+	}
+	for _, g := range guardrails {
+		m.guardrailTrips.WithLabelValues(name, g)
+	}
+	for _, s := range watchdogSignals {
+		m.watchdogAlerts.WithLabelValues(name, s)
+	}
+	for _, o := range subagentOutcomes {
+		m.subagents.WithLabelValues(name, o)
+	}
+	m.subagentReruns.WithLabelValues(name)
+	for s := range a.schedules {
+		for _, o := range scheduleOutcomes {
+			m.scheduleRuns.WithLabelValues(name, s, o)
+		}
+	}
+	for _, o := range alertmanagerOutcomes {
+		m.amNotifications.WithLabelValues(name, o)
+	}
+	for _, r := range ownershipReasons {
+		m.ownership.WithLabelValues(name, r)
+	}
+	m.memory.precreate(name)
 }
 
 // Registry returns the registry every metric is registered on. Callers may

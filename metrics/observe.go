@@ -74,7 +74,7 @@ func (m *Metrics) record(e events.Event) {
 		m.recordRejected(e)
 		return
 	}
-	a := m.agents[e.Agent]
+	a := m.agents.get(e.Agent)
 	if a == nil {
 		m.drops.unconfigured.Add(1)
 		return

@@ -10,7 +10,7 @@ var ownershipReasons = []string{"acquired", "released", "lost", "handed_over"}
 // (agent_worker_events_dropped_total{reason="unconfigured"}), nor is any
 // other reason.
 func (m *Metrics) OwnershipChange(agent, reason string) {
-	if m.agents[agent] == nil {
+	if m.agents.get(agent) == nil {
 		m.drops.unconfigured.Add(1)
 		return
 	}

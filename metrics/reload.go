@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -53,4 +54,45 @@ func (m *Metrics) SetConfigHash(hash string) {
 	}
 	c.hash = hash
 	c.info.WithLabelValues(hash).Set(1)
+}
+
+// roster is the configured agents, by name: replaced whole (copy on
+// write) when a reload changes them, so every reader sees one set or the
+// next. Entries are never modified once stored.
+type roster struct {
+	p atomic.Pointer[map[string]*agent]
+}
+
+func (r *roster) set(m map[string]*agent) { r.p.Store(&m) }
+
+// get returns the named agent, or nil for an agent not configured.
+func (r *roster) get(name string) *agent {
+	if m := r.p.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
+}
+
+// all returns the agents; callers must not modify the map.
+func (r *roster) all() map[string]*agent {
+	if m := r.p.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// SetAgents replaces the configured agents after a config reload: the
+// label values of an added agent, or of a changed one's new model,
+// tools and schedules, are accepted from now on (and their series made
+// at 0 in full mode); a removed agent's events are counted as
+// unconfigured from now on, and its series keep their last values until
+// the process restarts.
+func (m *Metrics) SetAgents(infos []AgentInfo) {
+	next := agentsOf(infos)
+	if !m.lazy {
+		for name, a := range next {
+			m.precreateAgent(name, a)
+		}
+	}
+	m.agents.set(next)
 }

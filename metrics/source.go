@@ -72,7 +72,7 @@ type WindowSpend struct {
 
 // gaugeCollector turns a Source into gauges at scrape time.
 type gaugeCollector struct {
-	agents                               map[string]*agent
+	agents                               *roster
 	src                                  Source
 	lazy                                 bool // PerAgentLazy: no zeros
 	pending, state, subagents, nextRunAt *prometheus.Desc
@@ -82,7 +82,7 @@ type gaugeCollector struct {
 	spend, ceiling                       *prometheus.Desc
 }
 
-func newGaugeCollector(agents map[string]*agent, src Source, lazy bool) *gaugeCollector {
+func newGaugeCollector(agents *roster, src Source, lazy bool) *gaugeCollector {
 	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
 	return &gaugeCollector{
 		agents: agents,
@@ -144,7 +144,7 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	seen := map[string]bool{}
 	for _, g := range c.src.Gauges() {
-		a := c.agents[g.Name]
+		a := c.agents.get(g.Name)
 		if a == nil || seen[g.Name] {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/metrics"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/watchdog"
 )
@@ -76,6 +78,9 @@ type reloadState struct {
 	current  atomic.Pointer[config.Config]
 	opts     Options
 	watchdog *watchdog.Watchdog
+	// infos are the agents' label sets for the metrics, by name, under
+	// mu once Start has returned (metricInfo).
+	infos map[string]metrics.AgentInfo
 }
 
 func (r *reloadState) init(cfg *config.Config, o Options) {
@@ -182,6 +187,7 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 	}
 	applied, failures := w.applyAgents(ctx, cur, next, ch, specs)
 	w.reload.current.Store(applied)
+	w.relabel(applied, next, specs)
 	outcome := ReloadApplied
 	switch {
 	case len(failures) > 0:
@@ -384,6 +390,51 @@ func guardAgent(g *guard.Guard, a config.Agent, spec driver.Spec) {
 func watchAgent(wd *watchdog.Watchdog, a config.Agent) {
 	wd.AddAgent(a.Name, a.Watchdog.Mode, watchdog.Config{Repeat: a.Watchdog.Repeat, CycleRepeats: a.Watchdog.CycleRepeats,
 		Dominant: a.Watchdog.Dominant, Window: a.Watchdog.Window, Failures: a.Watchdog.Failures, TurnRepeat: a.Watchdog.TurnRepeat})
+}
+
+// metricInfo is agent a's label set for the metrics (its model and
+// fallbacks, tools and schedules), as its spec was built; it is kept for
+// the reloads to come.
+func (w *Worker) metricInfo(cfg *config.Config, a config.Agent, spec driver.Spec) metrics.AgentInfo {
+	var fallbacks []metrics.FallbackInfo
+	for _, fb := range models.FallbackNames(spec.Model) {
+		fallbacks = append(fallbacks, metrics.FallbackInfo{Model: fb, Priced: w.guard.PricedModel(fb)})
+	}
+	var scheds []string
+	for _, s := range spec.Schedules {
+		scheds = append(scheds, s.Name)
+	}
+	info := metrics.AgentInfo{Name: a.Name, Model: spec.Model.Name(), Priced: w.guard.Priced(a.Name),
+		Fallbacks: fallbacks, Tools: metricTools(cfg, a), Schedules: scheds}
+	if w.reload.infos == nil {
+		w.reload.infos = map[string]metrics.AgentInfo{}
+	}
+	w.reload.infos[a.Name] = info
+	return info
+}
+
+// relabel gives the metrics the label sets of the agents in force: the
+// added and changed ones' anew (specs; those that failed to apply are in
+// applied as they were, not as next has them), the others' as they were.
+func (w *Worker) relabel(applied, next *config.Config, specs map[string]driver.Spec) {
+	infos := make([]metrics.AgentInfo, 0, len(applied.Agents))
+	kept := map[string]metrics.AgentInfo{}
+	for _, a := range applied.Agents {
+		info, ok := w.reload.infos[a.Name]
+		if spec, built := specs[a.Name]; built {
+			if want, _ := next.Agent(a.Name); want != nil && reflect.DeepEqual(*want, a) {
+				info, ok = w.metricInfo(applied, a, spec), true
+			}
+		}
+		if ok {
+			infos = append(infos, info)
+			kept[a.Name] = info
+		}
+	}
+	w.reload.infos = kept
+	if w.metrics != nil {
+		w.metrics.SetAgents(infos)
+	}
 }
 
 // currentAgent is a subagent's parent by name: the driver's agent of that

@@ -237,6 +237,14 @@ func TestReloadWithMessagesInFlight(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	for _, want := range []string{
+		`agent_worker_turns_total{agent="fresh",outcome="completed"} 1`,
+		`agent_worker_schedule_runs_total{agent="triage",outcome="fired",schedule="nightly"} 0`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s (the reloaded agents' series)", want)
+		}
+	}
 	if n := strings.Count(string(body), "agent_worker_config_info{"); n != 1 {
 		t.Errorf("%d config_info series, want 1 (the old ones deleted)", n)
 	}

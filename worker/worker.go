@@ -228,13 +228,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	}
 	var infos []metrics.AgentInfo
 	for i, a := range cfg.Agents {
-		ag, _ := w.driver.Agent(a.Name)
-		var fallbacks []metrics.FallbackInfo
-		for _, fb := range models.FallbackNames(specs[i].Model) {
-			fallbacks = append(fallbacks, metrics.FallbackInfo{Model: fb, Priced: w.guard.PricedModel(fb)})
-		}
-		infos = append(infos, metrics.AgentInfo{Name: a.Name, Model: ag.ModelName(), Priced: w.guard.Priced(a.Name),
-			Fallbacks: fallbacks, Tools: metricTools(cfg, a), Schedules: ag.Schedules()})
+		infos = append(infos, w.metricInfo(cfg, a, specs[i]))
 	}
 	w.metrics = metrics.NewWith(infos, gauges{w},
 		metrics.Options{PerAgent: metrics.PerAgent(cfg.Metrics.PerAgent)})

@@ -177,7 +177,10 @@ type call struct {
 // ledger's mu, then wmu (the worker-wide ledger), then mu (the agents map
 // and their controls, a leaf). No lock is held across a store call.
 type Guard struct {
-	o      Options
+	o Options
+	// priced is the pricing table in force (o.Prices at start; a config
+	// reload replaces it: reprice.go).
+	priced atomic.Pointer[Prices]
 	mu     sync.RWMutex
 	agents map[string]*ledger
 	ctls   map[string]driver.Control
@@ -261,6 +264,7 @@ func New(o Options) *Guard {
 		o.Prices = NewPrices(nil)
 	}
 	g := &Guard{o: o, agents: map[string]*ledger{}, ctls: map[string]driver.Control{}}
+	g.priced.Store(&o.Prices)
 	g.ccond = sync.NewCond(&g.cmu)
 	return g
 }
@@ -268,7 +272,7 @@ func New(o Options) *Guard {
 // AddAgent registers an agent, its model's name (for pricing) and its
 // limits. An unpriced model is logged as a warning here.
 func (g *Guard) AddAgent(agent, model string, l Limits) {
-	price, ok := g.o.Prices.Lookup(model)
+	price, ok := g.prices().Lookup(model)
 	if !ok {
 		g.o.Log.Warn("model has no price: it costs $0 here and no cost ceiling binds it; token and turn caps still apply", "agent", agent, "model", model)
 	}
@@ -307,7 +311,7 @@ func (g *Guard) ctl(agent string) driver.Control {
 // their own names (see ServedByKey) whether or not they were added here.
 func (g *Guard) AddFallbacks(agent string, models ...string) {
 	for _, m := range models {
-		if _, ok := g.o.Prices.Lookup(m); !ok {
+		if _, ok := g.prices().Lookup(m); !ok {
 			g.o.Log.Warn("fallback model has no price: its responses cost $0 here and no cost ceiling binds them; token and turn caps still apply", "agent", agent, "model", m)
 		}
 	}
@@ -315,7 +319,7 @@ func (g *Guard) AddFallbacks(agent string, models ...string) {
 
 // PricedModel reports whether model has a price.
 func (g *Guard) PricedModel(model string) bool {
-	_, ok := g.o.Prices.Lookup(model)
+	_, ok := g.prices().Lookup(model)
 	return ok
 }
 

@@ -159,7 +159,7 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 	if s, _ := resp.CustomMetadata[ServedByKey].(string); s != "" && s != l.model {
 		// A fallback answered: its own price, under its own name.
 		served = s
-		price, priced = g.o.Prices.Lookup(s)
+		price, priced = g.prices().Lookup(s)
 	}
 	cost := 0.0
 	if priced {

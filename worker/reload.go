@@ -30,7 +30,8 @@ import (
 // take effect; removed agents stop once their running turn has finished
 // and let their lease go (their stored state stays); changed agents run
 // their next turn with the new spec (driver.Replace: the running turn
-// keeps the old one); added agents are placed, leased, bound to their
+// keeps the old one; a new pricing table changes every agent so);
+// added agents are placed, leased, bound to their
 // input and scheduled as the agents of the start are. No message is lost
 // or run twice: an agent's messages stay in the input log until its
 // cursors pass them, and whoever serves it next reads from the cursors.
@@ -122,7 +123,9 @@ func (w *Worker) apiReload(ctx context.Context, by string) (api.ReloadReport, er
 	var refusal *ReloadRefusal
 	switch {
 	case errors.As(err, &refusal):
+		// Nothing changed: the hash is the config still in force.
 		rep.Outcome, rep.Problems = ReloadRefused, refusal.Problems
+		rep.Hash, rep.Previous = ConfigHash(w.Config()), ""
 		rep.Added, rep.Removed, rep.Changed = []string{}, []string{}, []string{}
 		if errors.Is(err, ErrRestartRequired) {
 			return rep, fmt.Errorf("%w: %w", api.ErrReloadRestart, err)
@@ -184,6 +187,9 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 			w.refuse(by, refusal)
 			return ch, refusal
 		}
+	}
+	if !reflect.DeepEqual(cur.Pricing, next.Pricing) {
+		w.guard.SetPrices(guard.NewPrices(next.Pricing)) // the changed agents' ledgers take it up
 	}
 	applied, failures := w.applyAgents(ctx, cur, next, ch, specs)
 	w.reload.current.Store(applied)

@@ -63,6 +63,7 @@ var reloadable = map[string]bool{
 	"models":     true,
 	"memory":     true,
 	"agents":     true,
+	"pricing":    true,
 }
 
 // agentRestartOnly are the keys of an agent that a reload cannot change
@@ -92,6 +93,7 @@ func diffConfig(old, next *config.Config) Change {
 
 	models := changedModels(old, next)
 	memory := !reflect.DeepEqual(old.Memory, next.Memory)
+	pricing := !reflect.DeepEqual(old.Pricing, next.Pricing)
 	for i, a := range next.Agents {
 		path := fmt.Sprintf("agents[%d]", i)
 		prev, ok := old.Agent(a.Name)
@@ -116,6 +118,9 @@ func diffConfig(old, next *config.Config) Change {
 		}
 		if memory {
 			why = append(why, "memory")
+		}
+		if pricing { // the ledger and the memory's cost keep the prices they were built with
+			why = append(why, "pricing")
 		}
 		if len(why) > 0 {
 			ch.Changed = append(ch.Changed, a.Name)

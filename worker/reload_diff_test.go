@@ -68,6 +68,10 @@ func TestDiffConfig(t *testing.T) {
 			changed: []string{"b"}, why: map[string][]string{"b": {"subscribe"}}, restart: []string{`config\.yaml:\d+: agents\[1\]\.subscribe: agent b: cannot change without a restart`}},
 		{name: "an added agent with subscribe needs a restart", to: diffBase + "  - {name: e, model: fake, subscribe: [{subject: \"x.>\"}]}\n",
 			added: []string{"e"}, restart: []string{`adding agent e: it binds subscribe`}},
+		{name: "pricing changes every agent", to: diffBase + "pricing: {fake-1: {input_per_mtok: 1}}\n",
+			changed: []string{"a", "b", "c"}, why: map[string][]string{"a": {"pricing"}, "c": {"pricing"}}},
+		{name: "mcp servers need a restart", to: diffBase + "mcp_servers: {fs: {command: [/bin/true]}}\n",
+			restart: []string{`mcp_servers`}},
 		{name: "tokens", to: strings.Replace(diffBase, `api: {listen: "127.0.0.1:8080"}`, `api: {listen: "127.0.0.1:8080", tokens: [{name: ops, role: operate, value_env: X}]}`, 1),
 			tokens: true},
 	}

@@ -249,3 +249,45 @@ func TestReloadWithMessagesInFlight(t *testing.T) {
 		t.Errorf("%d config_info series, want 1 (the old ones deleted)", n)
 	}
 }
+
+// TestReloadPricing: a new pricing table prices the agents' next turns
+// (the ledger is built again with it) and the metrics' priced label
+// follows; the spend already charged is kept.
+func TestReloadPricing(t *testing.T) {
+	dataDir := t.TempDir()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	const agents = "  - {name: triage, model: fake}\n"
+	reloadFile(t, path, dataDir, "", agents)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Start(context.Background(), cfg, Options{Log: debugLog(),
+		Source: func() (*config.Config, error) { return config.Load(path) },
+		Models: func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	waitFor(t, "triage owned", func() bool { return w.Leases().Held("triage") })
+	if w.Guard().Priced("triage") {
+		t.Fatal("priced before the pricing table")
+	}
+	reloadFile(t, path, dataDir, "pricing: {fake: {input_per_mtok: 10, output_per_mtok: 10}}", agents)
+	ch, err := w.ReloadConfig(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(ch.Why["triage"], ",") != "pricing" {
+		t.Fatalf("why: %v", ch.Why)
+	}
+	if !w.Guard().Priced("triage") {
+		t.Fatal("not priced after the reload")
+	}
+	rec := httptest.NewRecorder()
+	w.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if body := rec.Body.String(); !strings.Contains(body, `agent_worker_model_cost_usd_total{agent="triage",model="fake",priced="true"} 0`) {
+		t.Fatal("the metrics do not say the model is priced now")
+	}
+}

@@ -9,10 +9,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 run:
 	$(GO) run ./cmd/agent-worker run
 
-## test: the whole suite, with the race detector (installs what it needs first)
+## test: the whole suite, with the race detector (installs what it needs first).
+## -timeout 20m: on a fresh machine e2e/tracing first builds Jaeger (minutes on
+## two cores) into the user's cache directory; later runs reuse it.
 test: deps check-large-files
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 ## deps: what the tests need beyond Go (redis-server, promtool, chromium), from Debian's packages when missing; quiet when all is there
 deps:

@@ -257,12 +257,12 @@
 //
 // # Token rotation
 //
-// SetTokens swaps the token set atomically while the server runs. The
-// command calls it on SIGHUP (kill -HUP <pid>) through
-// worker.ReloadTokens, which re-reads each token's value_file (names,
-// roles and agents stay as the config said at start: the config file is
-// not re-read) and logs "api tokens reloaded" with their count, or the
-// error, never a value. After the swap a removed token gets
+// SetTokens swaps the token set atomically while the server runs. A
+// config reload (SIGHUP, kill -HUP <pid>, or POST /v1/reload: reload.go)
+// calls it through the worker with the tokens of the file re-read — their
+// names, roles and agents as the file says now, each value read again
+// from its value_file or value_env — and the command logs "api tokens
+// reloaded" with their count, or the problems, never a value. After the swap a removed token gets
 // 401, a token present before and after is never refused, and an event
 // stream opened with a removed token ends. An empty set is refused
 // beyond loopback, as New refuses it. A bad set (a token without a value,

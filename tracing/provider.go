@@ -80,7 +80,7 @@ func Start(ctx context.Context, s Settings, instance, version string) (*Provider
 // registering it globally.
 func SDK(exp sdktrace.SpanExporter, res *resource.Resource, s Settings) *sdktrace.TracerProvider {
 	return sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithBatcher(trimmed{SpanExporter: exp, content: s.CaptureContent}, sdktrace.WithBatchTimeout(time.Second)),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler(s)),
 	)

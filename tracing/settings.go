@@ -25,6 +25,10 @@ type Settings struct {
 	SamplerArg float64
 	// Headers go with every export.
 	Headers map[string]string
+	// CaptureContent keeps the tool calls' arguments and results on the
+	// spans (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true, which
+	// also makes ADK log prompts and answers); off, they are left out.
+	CaptureContent bool
 }
 
 // Defaults of Settings.
@@ -112,6 +116,9 @@ func Resolve(c config.Telemetry, lookup func(string) (string, bool)) (Settings, 
 			s.Headers = map[string]string{}
 		}
 		s.Headers[k] = v
+	}
+	if v, _ := env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"); strings.EqualFold(v, "true") {
+		s.CaptureContent = true
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Settings{}, fmt.Errorf("telemetry: %w", err)

@@ -25,8 +25,9 @@ func TestResolve(t *testing.T) {
 		{name: "the standard variables", env: map[string]string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_SERVICE_NAME": "triage",
 			"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=s3cret, tenant=a",
+			"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
 		}, want: Settings{Endpoint: "http://collector:4317", Protocol: "grpc", ServiceName: "triage", Sampler: "traceidratio", SamplerArg: 0.1,
-			Headers: map[string]string{"api-key": "s3cret", "tenant": "a"}}},
+			Headers: map[string]string{"api-key": "s3cret", "tenant": "a"}, CaptureContent: true}},
 		{name: "the traces variables before the general ones", env: map[string]string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://general:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces:4318/v1/traces",
 			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
@@ -72,5 +73,5 @@ OTEL_EXPORTER_OTLP_HEADERS: want k1=v1,k2=v2; got "novalue"`},
 // describe prints s for comparison (fmt sorts the map's keys; a nil and
 // an empty map print alike).
 func describe(s Settings) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%g|%v", s.Endpoint, s.Protocol, s.ServiceName, s.Sampler, s.SamplerArg, s.Headers)
+	return fmt.Sprintf("%s|%s|%s|%s|%g|%v|content=%v", s.Endpoint, s.Protocol, s.ServiceName, s.Sampler, s.SamplerArg, s.Headers, s.CaptureContent)
 }

@@ -264,8 +264,12 @@ func TestMessageToJaeger(t *testing.T) {
 	if !linked {
 		t.Errorf("turn span has no link to the message's trace %s/%s: %+v", senderTraceID, senderSpanID, ts.References)
 	}
-	// Every other span descends from the turn.
+	// Every other span descends from the turn, and no span holds what a
+	// tool read (content is captured only on request).
 	for _, s := range got.Spans {
+		if s.tag("gcp.vertex.agent.tool_response") != nil || s.tag("gcp.vertex.agent.tool_call_args") != nil {
+			t.Errorf("span %q exports tool content", s.OperationName)
+		}
 		if s.SpanID == ts.SpanID {
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -74,13 +73,13 @@ func Start(ctx context.Context, s Settings, instance, version string) (*Provider
 	return &Provider{tp: sdk, sdk: sdk, adk: adk, settings: s}, nil
 }
 
-// SDK is the tracer provider Start builds around exp: a batch span
-// processor that sends at least every second, the resource, and the
-// sampler s names. Exported for benchmarks that measure it without
-// registering it globally.
+// SDK is the tracer provider Start builds around exp: a batching span
+// processor (batch.go) that sends at least every second, the resource,
+// and the sampler s names. Exported for benchmarks that measure it
+// without registering it globally.
 func SDK(exp sdktrace.SpanExporter, res *resource.Resource, s Settings) *sdktrace.TracerProvider {
 	return sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(trimmed{SpanExporter: exp, content: s.CaptureContent}, sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithSpanProcessor(newBatcher(trimmed{SpanExporter: exp, content: s.CaptureContent}, batchInterval)),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler(s)),
 	)

@@ -19,7 +19,7 @@ var dashboardVars = strings.NewReplacer("$__rate_interval", "1m", "$__range", "1
 var mustAnswer = []string{
 	"API requests by route and code",
 	"API latency p50 / p99 by route",
-	"Alertmanager notifications by outcome",
+	"Alertmanager and webhook notifications by outcome",
 	"Model error ratio",
 	"Resident memory",
 	"CPU",

@@ -2,6 +2,7 @@ package alerting
 
 import (
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -273,6 +274,29 @@ func TestAlertmanagerToAgent(t *testing.T) {
 		for _, f := range failing {
 			t.Error(f)
 		}
+	})
+
+	t.Run("a CI webhook wakes a turn, counted in Prometheus", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, aw.url+"/v1/webhooks/ci", strings.NewReader(`{"repository": "payments", "build": 812, "status": "failed"}`))
+		req.Header.Set("Authorization", "Bearer "+aw.tokens["operate"])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("POST /v1/webhooks/ci: %s", resp.Status)
+		}
+		tl.now("test → worker: CI webhook, build 812 failed → %s", resp.Status)
+		waitFor(t, "a turn that saw the rendered webhook", stepDeadline, func() bool {
+			return countPrompts(aw.rec.turns(), "build 812 of payments: failed") == 1
+		})
+		waitFor(t, "Prometheus to count the webhook", stepDeadline, func() bool {
+			v, ok, err := prom.scalar(`sum(increase(agent_worker_webhook_notifications_total{webhook="ci",outcome="accepted"}[1m]))`)
+			return err == nil && ok && v > 0
+		})
+		tl.now("prometheus: agent_worker_webhook_notifications_total{webhook=ci,outcome=accepted} increased")
 	})
 
 	t.Run("the dashboard's queries answer", func(t *testing.T) {

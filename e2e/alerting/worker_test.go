@@ -53,6 +53,8 @@ models:
     provider: scripted
     script: [{text: "noted", usage: {input: 100, output: 10}}]
     loop: true
+webhooks:
+  ci: {agent: oncall, text: "build {{.build}} of {{.repository}}: {{.status}}", id: "{{.repository}}-{{.build}}"}
 agents:
   - name: oncall
     model: fake

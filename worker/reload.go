@@ -177,6 +177,11 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 		w.refuse(by, refusal)
 		return ch, refusal
 	}
+	if err := w.prepareSubscribe(ctx, cur, next); err != nil {
+		refusal := &ReloadRefusal{Err: ErrConfigInvalid, Problems: []string{next.Where("agents") + ": " + err.Error()}}
+		w.refuse(by, refusal)
+		return ch, refusal
+	}
 	if w.api != nil {
 		tokens, err := apiTokens(next.API.Tokens)
 		if err == nil {
@@ -192,6 +197,7 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 		w.guard.SetPrices(guard.NewPrices(next.Pricing)) // the changed agents' ledgers take it up
 	}
 	applied, failures := w.applyAgents(ctx, cur, next, ch, specs)
+	w.settleSubscribe(ctx, cur, applied)
 	w.reload.current.Store(applied)
 	w.relabel(applied, next, specs)
 	outcome := ReloadApplied
@@ -246,7 +252,7 @@ func (w *Worker) applyAgents(ctx context.Context, cur, next *config.Config, ch C
 	}
 	for _, name := range ch.Changed {
 		a, _ := next.Agent(name)
-		if err := w.changeAgent(ctx, *a, specs[name], lane); err != nil {
+		if err := w.changeAgent(ctx, *a, specs[name], lane, subscribeChanged(ch, name)); err != nil {
 			failures = append(failures, fmt.Errorf("change agent %s: %w", name, err))
 			failed[name], _ = cur.Agent(name)
 			continue
@@ -255,7 +261,7 @@ func (w *Worker) applyAgents(ctx context.Context, cur, next *config.Config, ch C
 	}
 	for _, name := range ch.Added {
 		a, _ := next.Agent(name)
-		if err := w.addAgent(*a, specs[name]); err != nil {
+		if err := w.addAgent(ctx, *a, specs[name]); err != nil {
 			failures = append(failures, fmt.Errorf("add agent %s: %w", name, err))
 			failed[name] = nil
 		}
@@ -291,9 +297,11 @@ func (w *Worker) removeAgent(ctx context.Context, name string, lane driver.Lane)
 }
 
 // changeAgent gives the agent its new spec from its next turn, with its
-// new budgets and watchdog settings.
-func (w *Worker) changeAgent(ctx context.Context, a config.Agent, spec driver.Spec, lane driver.Lane) error {
-	return w.driver.Replace(ctx, spec, driver.Handover{
+// new budgets and watchdog settings, and with rebind its new subscribe:
+// subjects (natsinbox.Binding.Rebind: between the two turns).
+func (w *Worker) changeAgent(ctx context.Context, a config.Agent, spec driver.Spec, lane driver.Lane, rebind bool) error {
+	var rebound error
+	err := w.driver.Replace(ctx, spec, driver.Handover{
 		Lane: lane,
 		Before: func() {
 			guardAgent(w.guard, a, spec)
@@ -306,20 +314,33 @@ func (w *Worker) changeAgent(ctx context.Context, a config.Agent, spec driver.Sp
 				}
 			}
 		},
-		Swapped: func(ag *driver.Agent) { w.binding.Retarget(a.Name, ag) },
+		Swapped: func(ag *driver.Agent) {
+			if !rebind {
+				w.binding.Retarget(a.Name, ag)
+				return
+			}
+			// Its next turn reads the new subjects (in core NATS mode
+			// Rebind may fail to subscribe: said in the reload's outcome).
+			rebound = w.binding.Rebind(ctx, natsinbox.Agent{Name: a.Name, Target: ag, Subscribe: a.Subscribe})
+			w.log.Info("agent's subscribe: subjects changed: its next turn reads them", "agent", a.Name, "subscribe", a.Subscribe)
+		},
 	})
+	if err != nil {
+		return err
+	}
+	return rebound
 }
 
 // addAgent starts the agent in standby, binds its input, and lets the
 // lease manager seek it: it runs here once this replica holds its lease.
-func (w *Worker) addAgent(a config.Agent, spec driver.Spec) error {
+func (w *Worker) addAgent(ctx context.Context, a config.Agent, spec driver.Spec) error {
 	guardAgent(w.guard, a, spec)
 	watchAgent(w.reload.watchdog, a)
 	ag, err := w.driver.Add(spec)
 	if err != nil {
 		return err
 	}
-	if err := w.binding.AddAgent(natsinbox.Agent{Name: a.Name, Target: ag, Subscribe: a.Subscribe}); err != nil {
+	if err := w.binding.AddAgent(ctx, natsinbox.Agent{Name: a.Name, Target: ag, Subscribe: a.Subscribe}); err != nil {
 		return err
 	}
 	w.leases.Learn(a.Name)

@@ -67,12 +67,10 @@ var reloadable = map[string]bool{
 }
 
 // agentRestartOnly are the keys of an agent that a reload cannot change
-// in place: its bound subjects (the input stream's subjects and the log's
-// purge floors are laid out at start), its subagents (their work queue
-// and charges consumer), where it may run, and the Alertmanager
-// receiver's resolved-wake table.
+// in place: its subagents (their work queue and charges consumer), where
+// it may run, and the Alertmanager receiver's resolved-wake table. Its
+// subscribe: subjects can change (reload_subscribe.go).
 var agentRestartOnly = map[string]string{
-	"subscribe":                    "the input stream's subjects and purge floors are laid out at start",
 	"subagents":                    "the subagent work queue is set up at start",
 	"replica_affinity":             "the placement over the replicas is set up at start",
 	"wake_on_resolved":             "the Alertmanager receiver's table is set up at start",
@@ -142,8 +140,6 @@ func diffConfig(old, next *config.Config) Change {
 // restart ("" when it can).
 func addRestartOnly(a config.Agent) string {
 	switch {
-	case len(a.Subscribe) > 0:
-		return "it binds subscribe: subjects (" + agentRestartOnly["subscribe"] + ")"
 	case slices.Contains(a.Tools, tools.SpawnSubagent):
 		return "it is granted " + tools.SpawnSubagent + " (" + agentRestartOnly["subagents"] + ")"
 	case a.ReplicaAffinity != "":

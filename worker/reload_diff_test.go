@@ -42,6 +42,9 @@ agents:
     model: other
 `
 
+// subscribed is diffBase with agent b bound to two subjects.
+var subscribed = strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    subscribe: [{subject: \"alerts.>\"}, {subject: \"ops.x\", mode: deferred}]\n", 1)
+
 func TestDiffConfig(t *testing.T) {
 	t.Parallel()
 	base := loadYAML(t, diffBase)
@@ -64,10 +67,17 @@ func TestDiffConfig(t *testing.T) {
 			restart: []string{`config\.yaml:1: data_dir: cannot change`, `config\.yaml:2: nats\.listen: cannot change`, `config\.yaml:3: api\.listen: cannot change`}},
 		{name: "store and stream need a restart", to: diffBase + "store: {url: \"memory://\"}\n",
 			restart: []string{`store\.url`}},
-		{name: "subscribe needs a restart", to: strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    subscribe: [{subject: \"alerts.>\"}]\n", 1),
-			changed: []string{"b"}, why: map[string][]string{"b": {"subscribe"}}, restart: []string{`config\.yaml:\d+: agents\[1\]\.subscribe: agent b: cannot change without a restart`}},
-		{name: "an added agent with subscribe needs a restart", to: diffBase + "  - {name: e, model: fake, subscribe: [{subject: \"x.>\"}]}\n",
-			added: []string{"e"}, restart: []string{`adding agent e: it binds subscribe`}},
+		{name: "a subject bound by a reload", to: strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    subscribe: [{subject: \"alerts.>\"}]\n", 1),
+			changed: []string{"b"}, why: map[string][]string{"b": {"subscribe"}}},
+		{name: "a subject dropped, one added, a mode changed", from: subscribed,
+			to:      strings.Replace(subscribed, `[{subject: "alerts.>"}, {subject: "ops.x", mode: deferred}]`, `[{subject: "alerts.>", mode: deferred}, {subject: "ops.y"}]`, 1),
+			changed: []string{"b"}, why: map[string][]string{"b": {"subscribe"}}},
+		{name: "an agent with subscribe: added", to: diffBase + "  - {name: e, model: fake, subscribe: [{subject: \"x.>\"}]}\n",
+			added: []string{"e"}},
+		{name: "an agent with subscribe: removed", from: subscribed, to: strings.Replace(subscribed, "  - name: b\n    model: fake\n    subscribe: [{subject: \"alerts.>\"}, {subject: \"ops.x\", mode: deferred}]\n", "", 1),
+			removed: []string{"b"}},
+		{name: "an agent with subagents added still needs a restart", to: diffBase + "  - {name: e, model: fake, tools: [spawn_subagent], subscribe: [{subject: \"x.>\"}]}\n",
+			added: []string{"e"}, restart: []string{`adding agent e: it is granted spawn_subagent`}},
 		{name: "pricing changes every agent", to: diffBase + "pricing: {fake-1: {input_per_mtok: 1}}\n",
 			changed: []string{"a", "b", "c"}, why: map[string][]string{"a": {"pricing"}, "c": {"pricing"}}},
 		{name: "mcp servers need a restart", to: diffBase + "mcp_servers: {fs: {command: [/bin/true]}}\n",
@@ -78,8 +88,12 @@ func TestDiffConfig(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			from := base
+			if c.from != "" {
+				from = loadYAML(t, c.from)
+			}
 			next := loadYAML(t, c.to)
-			ch := diffConfig(base, next)
+			ch := diffConfig(from, next)
 			if !slices.Equal(ch.Added, c.added) || !slices.Equal(ch.Removed, c.removed) || !slices.Equal(ch.Changed, c.changed) {
 				t.Errorf("added %v removed %v changed %v; want %v %v %v", ch.Added, ch.Removed, ch.Changed, c.added, c.removed, c.changed)
 			}
@@ -99,7 +113,7 @@ func TestDiffConfig(t *testing.T) {
 			if ch.Tokens != c.tokens {
 				t.Errorf("tokens changed %v, want %v", ch.Tokens, c.tokens)
 			}
-			if ch.Unchanged() != (c.to == diffBase) {
+			if ch.Unchanged() != (c.to == diffBase || c.to == c.from) {
 				t.Errorf("unchanged %v (hashes %s %s)", ch.Unchanged(), ch.From, ch.To)
 			}
 		})

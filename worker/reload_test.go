@@ -73,6 +73,39 @@ func (h *handledCounter) run(sub *events.Subscription) {
 	}
 }
 
+// startReloading starts a worker on the config file at path, which its
+// reloads read again, with a count of the messages its agents handle and
+// a JetStream client on its NATS; all stop when the test ends.
+func startReloading(t *testing.T, path string) (*Worker, *handledCounter, jetstream.JetStream) {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Start(context.Background(), cfg, Options{Log: debugLog(),
+		Source: func() (*config.Config, error) { return config.Load(path) },
+		Models: func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	handled := &handledCounter{n: map[string]int{}}
+	sub := w.Events().Subscribe(1000000, nil)
+	go handled.run(sub)
+	t.Cleanup(sub.Close)
+	nc, err := nats.Connect(w.NATS().ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, handled, js
+}
+
 // TestReloadWithMessagesInFlight is the operator's day: while a stream of
 // messages flows to a running agent, the config is reloaded four times —
 // an agent added, a schedule (and instruction) changed, an agent removed,
@@ -93,31 +126,7 @@ func TestReloadWithMessagesInFlight(t *testing.T) {
     model: fake
 `
 	reloadFile(t, path, dataDir, "", triageV1+ops)
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := Start(context.Background(), cfg, Options{Log: debugLog(),
-		Source: func() (*config.Config, error) { return config.Load(path) },
-		Models: func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop(context.Background())
-	handled := &handledCounter{n: map[string]int{}}
-	sub := w.Events().Subscribe(100000, nil)
-	go handled.run(sub)
-	defer sub.Close()
-	nc, err := nats.Connect(w.NATS().ClientURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, handled, js := startReloading(t, path)
 	send := func(agent, id string) {
 		t.Helper()
 		msg := nats.NewMsg("agents." + agent + ".inbox")

@@ -247,6 +247,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, logAgents(cfg, w.driver), natsinbox.Options{
 		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes, DuplicateWindow: cfg.NATS.DuplicateWindow.D(),
 		Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true, Seal: w.seal, ReadAheadBytes: cfg.NATS.ReadAheadBytes,
+		Holder: holderName(cfg), Live: w.replicaLive,
 	})
 	if err != nil {
 		return nil, err

@@ -47,6 +47,13 @@ type Options struct {
 	// Seal is the deployment's key: only a message sealed with it has its
 	// HeaderVia claim granted. The zero Key grants none.
 	Seal seal.Key
+	// Holder names this replica in the record of who binds which
+	// subscribe: subject (binders.go); "" is "default".
+	Holder string
+	// Live reports whether the named replica still runs (its lease
+	// record); a replica that does not has its section of the binders
+	// record dropped. Nil: sections are never dropped.
+	Live func(ctx context.Context, holder string) (bool, error)
 	// ReadAheadBytes bounds the window of routed messages kept for the
 	// agents' next reads (nats.read_ahead_bytes): 0 is
 	// DefaultReadAheadBytes, negative keeps none (every read asks the
@@ -63,11 +70,13 @@ type Binding struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream // nil in core NATS mode
 	stream jetstream.Stream    // nil in core NATS mode
-	// roster maps each configured agent to its inputs; a reload replaces
-	// it whole (roster.go).
-	roster   atomic.Pointer[map[string]*agentLog]
-	patterns []*pattern
-	records  *turnlog.Log // dead-letter records; nil without a store
+	// roster maps each configured agent to its inputs, with the
+	// subscribe: patterns; a reload replaces it whole (roster.go).
+	roster  atomic.Pointer[roster]
+	records *turnlog.Log // dead-letter records; nil without a store
+	// binders is the replicas' shared record of who binds which
+	// subscribe: subject since when (binders.go); nil without a store.
+	binders *binders
 
 	router jetstream.ConsumeContext // nil in core NATS mode
 	// routed is the newest sequence the router has routed (from the
@@ -111,11 +120,10 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, agents []
 	}
 	b := &Binding{opts: opts, nc: nc, js: js, subs: map[string][]*nats.Subscription{}, stopped: make(chan struct{}),
 		win: &window{max: opts.ReadAheadBytes}}
-	byName, patterns := layout(agents, opts.Subjects)
-	b.roster.Store(&byName)
-	b.patterns = patterns
+	b.roster.Store(layout(agents, opts.Subjects))
 	if opts.Store != nil {
 		b.records = turnlog.New(opts.Store, opts.Log)
+		b.binders = newBinders(opts.Store, opts.Holder, opts.Live, opts.Log, opts.Clock.Now)
 	}
 	var err error
 	if js == nil {

@@ -9,7 +9,6 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/natsbus"
-	"github.com/agent-worker/agent-worker/natsbus/subject"
 )
 
 // Target is what the log tells of an agent's input; the driver's agent
@@ -51,9 +50,11 @@ type input struct {
 	cursor, purged atomic.Uint64
 	// dirty: the log may hold messages of the input below its cursor.
 	dirty atomic.Bool
-	// overlaps are the other agents' inputs whose subjects can meet this
-	// one's: the input is purged only below their cursors too.
-	overlaps []*input
+	// since is where the agent's reading of the input starts when its
+	// stored cursor is below it: the stream's last sequence when a reload
+	// bound the input anew (binders.go), 0 for a binding older than that.
+	// The agent's cursor on the input counts as max(cursor, since).
+	since atomic.Uint64
 	// ids holds, oldest first, the messages with a Nats-Msg-Id the router
 	// saw on the input within the stream's duplicate window: they are not
 	// purged before it passes, so a publisher's retry is recognised as a
@@ -153,36 +154,13 @@ type pattern struct {
 }
 
 // layout indexes the agents' inputs: each agent by name, and the
-// subscribe: patterns; it links the inputs whose subjects overlap.
-func layout(agents []Agent, subjects natsbus.Subjects) (map[string]*agentLog, []*pattern) {
-	byName := map[string]*agentLog{}
-	byPattern := map[string]*pattern{}
-	var patterns []*pattern
-	var bound []*input
+// subscribe: patterns with the inputs that overlap (roster.go).
+func layout(agents []Agent, subjects natsbus.Subjects) *roster {
+	byName := make(map[string]*agentLog, len(agents))
 	for _, a := range agents {
-		al := newAgentLog(a, subjects)
-		byName[a.Name] = al
-		for _, in := range al.inputs[2:] {
-			p := byPattern[in.key]
-			if p == nil {
-				p = &pattern{subject: in.key}
-				byPattern[in.key] = p
-				patterns = append(patterns, p)
-			}
-			p.inputs = append(p.inputs, in)
-			bound = append(bound, in)
-		}
+		byName[a.Name] = newAgentLog(a, subjects)
 	}
-	// The agents' own subjects are under the prefix, which subscribe:
-	// subjects may not be (config), so only subscribe: inputs overlap.
-	for _, in := range bound {
-		for _, o := range bound {
-			if o.agent != in.agent && subject.Overlap(in.key, o.key) {
-				in.overlaps = append(in.overlaps, o)
-			}
-		}
-	}
-	return byName, patterns
+	return newRoster(byName)
 }
 
 // raise sets v to n if n is larger, and reports whether it did.

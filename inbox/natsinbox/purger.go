@@ -3,12 +3,14 @@ package natsinbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/natsbus/subject"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -19,8 +21,10 @@ import (
 // subscribe: subjects that can meet it (the same subject, or overlapping
 // patterns such as alerts.> and alerts.prod.>), below the lowest of their
 // cursors too, so no agent loses a message another has handled. Only
-// configured agents' bindings count: an agent removed from the config
-// pins nothing.
+// configured agents' bindings count — this replica's, and while the
+// replicas' config files disagree those the others' files have
+// (binders.go) — and an agent's cursor counts as at least its binding's
+// since: an agent removed from every file pins nothing.
 //
 // An overlapping input holds nothing back once its agent has settled all
 // the router saw on it: an agent that is never sent anything on its
@@ -107,9 +111,18 @@ func (p *purger) run() {
 // purgeAgent purges each of a's inputs that may hold settled messages.
 func (p *purger) purgeAgent(ctx context.Context, a *agentLog) {
 	b := p.b
+	r := b.roster.Load()
+	if r.agents[a.name] != a {
+		return // rebound or removed since it was marked: its successor is purged
+	}
+	foreign, err := p.foreign(ctx, r, a)
+	if err != nil {
+		b.opts.Log.Warn("cannot read which subjects other replicas bind; the agent's subscribe: subjects are not purged now", "agent", a.name, "error", err)
+		p.again(a, mirrorFresh)
+	}
 	shared := false
 	for _, in := range a.inputs {
-		shared = shared || len(in.overlaps) > 0
+		shared = shared || len(r.overlaps[in]) > 0 || len(foreign[in]) > 0
 	}
 	if shared && b.opts.Store != nil && a.owned.Load() {
 		c := inbox.Cursors{}
@@ -121,15 +134,19 @@ func (p *purger) purgeAgent(ctx context.Context, a *agentLog) {
 			b.opts.Log.Warn("cannot store the copy of the agent's cursors other replicas purge by; shared subjects are purged later", "agent", a.name, "error", err)
 		}
 	}
-	for _, in := range a.inputs {
-		if !in.dirty.Load() {
+	for i, in := range a.inputs {
+		if !in.dirty.Load() || (err != nil && i >= 2) {
 			continue
 		}
-		floor := in.cursor.Load()
-		for _, o := range in.overlaps {
+		own := max(in.cursor.Load(), in.since.Load())
+		floor := own
+		for _, f := range foreign[in] {
+			floor = min(floor, max(p.mirrorCursor(ctx, f.agent, f.subject), f.since))
+		}
+		for _, o := range r.overlaps[in] {
 			f, lagging := p.floorOf(ctx, o)
 			floor = min(floor, f)
-			if lagging && f < in.cursor.Load() {
+			if lagging && f < own {
 				// The agent read past what the router has routed (reads
 				// from the window or the stream can be ahead of it): look
 				// again once it has.
@@ -151,7 +168,7 @@ func (p *purger) purgeAgent(ctx context.Context, a *agentLog) {
 			continue
 		}
 		raise(&in.purged, floor+1)
-		if floor == in.cursor.Load() && floor >= in.seen.Load() && floor >= in.hint.Load() {
+		if floor == own && floor >= in.seen.Load() && floor >= in.hint.Load() {
 			in.dirty.Store(false)
 		}
 	}
@@ -176,7 +193,7 @@ func (p *purger) again(a *agentLog, d time.Duration) {
 func (p *purger) floorOf(ctx context.Context, o *input) (floor uint64, lagging bool) {
 	routed := p.b.routed.Load() // first: see the note below
 	seen := max(o.seen.Load(), o.hint.Load())
-	c := p.cursorOf(ctx, o)
+	c := max(p.cursorOf(ctx, o), o.since.Load())
 	// Every message at or below routed reached o's seen before routed
 	// moved past it; read in this order, c at or past seen covers them.
 	if c >= seen {
@@ -191,24 +208,58 @@ func (p *purger) cursorOf(ctx context.Context, o *input) uint64 {
 	if o.agent.owned.Load() {
 		return o.cursor.Load()
 	}
+	return p.mirrorCursor(ctx, o.agent.name, o.key)
+}
+
+// mirrorCursor returns agent's cursor on key as its copy in the store has
+// it (0 when there is none, or it cannot be read).
+func (p *purger) mirrorCursor(ctx context.Context, agent, key string) uint64 {
 	b := p.b
 	if b.opts.Store == nil {
 		return 0
 	}
 	now := b.opts.Clock.Now()
 	p.mu.Lock()
-	m, ok := p.mirrors[o.agent.name]
+	m, ok := p.mirrors[agent]
 	p.mu.Unlock()
 	if !ok || now.Sub(m.at) > mirrorFresh {
 		var c inbox.Cursors
-		if _, err := store.GetJSON(ctx, b.opts.Store, MirrorKey(o.agent.name), &c); err != nil {
-			b.opts.Log.Warn("cannot read another agent's cursors; a subject it shares is not purged now", "agent", o.agent.name, "error", err)
+		if _, err := store.GetJSON(ctx, b.opts.Store, MirrorKey(agent), &c); err != nil && !errors.Is(err, store.ErrNotFound) {
+			b.opts.Log.Warn("cannot read another agent's cursors; a subject it shares is not purged now", "agent", agent, "error", err)
 			return 0
 		}
 		m = mirror{cursors: c, at: now}
 		p.mu.Lock()
-		p.mirrors[o.agent.name] = m
+		p.mirrors[agent] = m
 		p.mu.Unlock()
 	}
-	return m.cursors[o.key]
+	return m.cursors[key]
+}
+
+// foreign returns, for each of a's subscribe: inputs, the bindings other
+// replicas' files have of subjects that can meet it and r lacks: while
+// the replicas' files disagree the input is purged only below those
+// agents' cursors (or their since) too (binders.go).
+func (p *purger) foreign(ctx context.Context, r *roster, a *agentLog) (map[*input][]foreignBinder, error) {
+	b := p.b
+	if b.binders == nil || len(a.inputs) <= 2 {
+		return nil, nil
+	}
+	local := func(subj, agent string) bool {
+		o := r.agents[agent]
+		return o != nil && o.byKey[subj] != nil
+	}
+	all, err := b.binders.others(ctx, local, mirrorFresh)
+	if err != nil || len(all) == 0 {
+		return nil, err
+	}
+	out := map[*input][]foreignBinder{}
+	for _, in := range a.inputs[2:] {
+		for _, f := range all {
+			if f.agent != a.name && subject.Overlap(in.key, f.subject) {
+				out[in] = append(out[in], f)
+			}
+		}
+	}
+	return out, nil
 }

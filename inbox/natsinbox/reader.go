@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,17 @@ func (b *Binding) Read(ctx context.Context, agent string, from inbox.Cursors, ro
 	a := b.agent(agent)
 	if a == nil || b.stream == nil {
 		return out, nil
+	}
+	// A subscribe: subject bound by a reload is read from its since on
+	// (binders.go): Through then carries the cursor past what came before.
+	for _, in := range a.inputs[2:] {
+		if s := in.since.Load(); s > from[in.key] {
+			from = maps.Clone(from)
+			if from == nil {
+				from = inbox.Cursors{}
+			}
+			from[in.key] = s
+		}
 	}
 	for _, kind := range []inbox.Kind{inbox.Wake, inbox.Deferred} {
 		left := room.Wake

@@ -103,7 +103,7 @@ func (b *Binding) route(subj string, seq uint64, hint bool, idAt time.Time, m *n
 		return routed
 	}
 	r := unrouted
-	for _, p := range b.patterns {
+	for _, p := range b.roster.Load().patterns {
 		if subject.Match(p.subject, subj) {
 			for _, in := range p.inputs {
 				b.saw(in, seq, hint, idAt, m)

@@ -32,6 +32,16 @@ func (b *Binding) startLog(ctx context.Context) error {
 	b.purger = newPurger(b)
 	b.work.Add(1)
 	go b.purger.run()
+	// The subscribe: bindings new since the last start begin after last;
+	// the others keep where they begin (binders.go).
+	if b.binders != nil {
+		if err := b.binders.started(ctx, b.rosterBindings(), last); err != nil {
+			return fmt.Errorf("stream %s: record the subscribe: bindings: %w", b.opts.Stream, err)
+		}
+		for _, a := range b.lineup() {
+			b.startAt(a)
+		}
+	}
 	// Until the hints below say otherwise, no input has anything waiting
 	// at or below last: the window holds all of each (none of it).
 	for _, a := range b.lineup() {

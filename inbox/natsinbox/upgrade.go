@@ -72,7 +72,7 @@ func Upgrade(ctx context.Context, js jetstream.JetStream, stream string, agents 
 		return fmt.Errorf("upgrade stream %s: list consumers: %w", stream, err)
 	}
 	if cfg.Retention == jetstream.InterestPolicy {
-		byName, _ := layout(agents, subjects)
+		byName := layout(agents, subjects).agents
 		for _, a := range agents {
 			c, err := firstCursors(ctx, s, byName[a.Name])
 			if err != nil {

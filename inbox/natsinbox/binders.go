@@ -35,6 +35,14 @@ import (
 //     of another once that replica is not live (Options.Live) and its
 //     section is older than holderGrace.
 //
+// A purge reads the record from the store each time (one read per purge
+// round of an agent with subscribe: subjects), after it took the agent's
+// own cursors: a message those cover was published after every binding
+// recorded before, so it sees them all. A new binding's since is taken
+// again after the record is written (Prepare), so a message a replica
+// may have purged before reading the record is never one the binding
+// starts before.
+//
 // Since entries are never removed: one number per (subject, agent) ever
 // configured.
 
@@ -221,6 +229,21 @@ func (b *binders) placed(ctx context.Context, old, next Bindings, last uint64) (
 	return fresh, err
 }
 
+// restart moves the since of the bindings in fresh that placed started
+// after was to after now (see Prepare): a message between the two may
+// have been purged by a replica that had not read the record yet.
+func (b *binders) restart(ctx context.Context, fresh Bindings, was, now uint64) error {
+	return b.update(ctx, func(rec *bindersRecord, _ bool) {
+		for subj, agents := range fresh {
+			for _, a := range agents {
+				if rec.Since[subj][a] == was {
+					setSince(rec, subj, a, now)
+				}
+			}
+		}
+	})
+}
+
 // settled records the bindings in force after a reload as this
 // replica's.
 func (b *binders) settled(ctx context.Context, mine Bindings) error {
@@ -263,22 +286,17 @@ type foreignBinder struct {
 }
 
 // others returns the bindings of other replicas' sections that local
-// (this replica's roster) lacks, reading the record again when the copy
-// here is older than fresh. On an error the caller must purge no shared
-// subject.
-func (b *binders) others(ctx context.Context, local func(subj, agent string) bool, fresh time.Duration) ([]foreignBinder, error) {
-	b.mu.Lock()
-	stale := b.clock().Sub(b.at) > fresh
-	b.mu.Unlock()
-	if stale {
-		var rec bindersRecord
-		if _, err := store.GetJSON(ctx, b.st, BindersKey, &rec); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("read %s: %w", BindersKey, err)
-		}
-		b.mu.Lock()
-		b.rec, b.at = rec, b.clock()
-		b.mu.Unlock()
+// (this replica's roster) lacks, read from the store now: a purge must
+// see every binding recorded before the cursors it purges by were read.
+// On an error the caller must purge no shared subject.
+func (b *binders) others(ctx context.Context, local func(subj, agent string) bool) ([]foreignBinder, error) {
+	var rec bindersRecord
+	if _, err := store.GetJSON(ctx, b.st, BindersKey, &rec); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("read %s: %w", BindersKey, err)
 	}
+	b.mu.Lock()
+	b.rec, b.at = rec, b.clock()
+	b.mu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []foreignBinder

@@ -115,6 +115,14 @@ func (p *purger) purgeAgent(ctx context.Context, a *agentLog) {
 	if r.agents[a.name] != a {
 		return // rebound or removed since it was marked: its successor is purged
 	}
+	// The agent's own floors are taken before the record of the other
+	// replicas' bindings is read: a message they cover was handled, so
+	// published, after every binding recorded before it (Prepare), and
+	// the record read below has that binding.
+	owns := make([]uint64, len(a.inputs))
+	for i, in := range a.inputs {
+		owns[i] = max(in.cursor.Load(), in.since.Load())
+	}
 	foreign, err := p.foreign(ctx, r, a)
 	if err != nil {
 		b.opts.Log.Warn("cannot read which subjects other replicas bind; the agent's subscribe: subjects are not purged now", "agent", a.name, "error", err)
@@ -138,7 +146,7 @@ func (p *purger) purgeAgent(ctx context.Context, a *agentLog) {
 		if !in.dirty.Load() || (err != nil && i >= 2) {
 			continue
 		}
-		own := max(in.cursor.Load(), in.since.Load())
+		own := owns[i]
 		floor := own
 		for _, f := range foreign[in] {
 			floor = min(floor, max(p.mirrorCursor(ctx, f.agent, f.subject), f.since))
@@ -249,7 +257,7 @@ func (p *purger) foreign(ctx context.Context, r *roster, a *agentLog) (map[*inpu
 		o := r.agents[agent]
 		return o != nil && o.byKey[subj] != nil
 	}
-	all, err := b.binders.others(ctx, local, mirrorFresh)
+	all, err := b.binders.others(ctx, local)
 	if err != nil || len(all) == 0 {
 		return nil, err
 	}

@@ -91,6 +91,22 @@ func (b *Binding) Prepare(ctx context.Context, old, next Bindings) (Bindings, er
 	if err != nil {
 		return nil, fmt.Errorf("record the subscribe: bindings: %w", err)
 	}
+	// A message that came between last and the write above may have been
+	// purged by a replica that read the record before it: the new
+	// bindings start after what the stream holds once the record is
+	// written (every purge that covers a later message reads it).
+	if len(fresh) > 0 {
+		now, err := b.lastSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if now > last {
+			if err := b.binders.restart(ctx, fresh, last, now); err != nil {
+				return nil, fmt.Errorf("record the subscribe: bindings: %w", err)
+			}
+			last = now
+		}
+	}
 	for subj, agents := range fresh {
 		b.opts.Log.Info("subscribe: binding starts after the stream's last sequence: only messages that arrive from now on", "subject", subj, "agents", agents, "after_seq", last)
 	}

@@ -14,9 +14,9 @@ import (
 
 // gate is an exporter that counts the spans it is given and can be held.
 type gate struct {
-	mu    sync.Mutex
-	spans int
-	sizes []int
+	mu      sync.Mutex
+	spans   int
+	sizes   []int
 	hold    chan struct{} // non-nil: exports wait until it is closed
 	entered chan struct{} // receives as each export begins
 	got     chan int      // receives each export's size

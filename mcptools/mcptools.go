@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -71,12 +72,15 @@ type Options struct {
 	FirstRetry time.Duration
 }
 
-// Servers are the worker's MCP server connections.
+// Servers are the worker's MCP server connections. The set is replaced
+// whole by a reload (reload.go): readers see one set or the next.
 type Servers struct {
 	opts    Options
-	servers map[string]*server
+	servers atomic.Pointer[map[string]*server]
+	ctx     context.Context // every server's run loop ends with it
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	reload  sync.Mutex // one reload at a time
 }
 
 // Status is one server's state.
@@ -106,6 +110,20 @@ type server struct {
 	err     error       // why it is down
 	since   time.Time
 	down    chan struct{} // closed to make the loop reconnect at once
+
+	// stop ends this server's run loop (launch); tried is closed when its
+	// first connection attempt has ended, either way.
+	stop      context.CancelFunc
+	tried     chan struct{}
+	triedOnce sync.Once
+	// calls counts the calls running on it; retired, set by a reload
+	// that removed or replaced it, refuses new ones (or, with next, hands
+	// them to the replacement); idle is closed once it is retired and no
+	// call runs (reload.go).
+	calls   int
+	retired error
+	next    *server
+	idle    chan struct{}
 }
 
 // Start connects to every server in the background and returns at once. A
@@ -119,26 +137,29 @@ func Start(servers map[string]config.MCPServer, opts Options) (*Servers, error) 
 		opts.FirstRetry = firstRetry
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Servers{opts: opts, servers: map[string]*server{}, cancel: cancel}
+	s := &Servers{opts: opts, ctx: ctx, cancel: cancel}
+	set := map[string]*server{}
 	for name, cfg := range servers {
 		srv, err := newServer(name, cfg, opts)
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("mcp_servers.%s: %w", name, err)
 		}
-		s.servers[name] = srv
-		if opts.OnState != nil {
-			opts.OnState(name, false)
-		}
-		s.wg.Go(func() { srv.run(ctx) })
+		set[name] = srv
+	}
+	s.servers.Store(&set)
+	for _, srv := range set {
+		s.launch(srv)
 	}
 	return s, nil
 }
 
 // Close disconnects every server (stopping command servers) and waits.
 func (s *Servers) Close() {
+	s.reload.Lock() // no reload launches a server after this
+	defer s.reload.Unlock()
 	s.cancel()
-	for _, srv := range s.servers {
+	for _, srv := range s.all() {
 		srv.mu.Lock()
 		cs := srv.session
 		srv.mu.Unlock()
@@ -151,9 +172,10 @@ func (s *Servers) Close() {
 
 // Status reports every server, by name.
 func (s *Servers) Status() []Status {
-	out := make([]Status, 0, len(s.servers))
-	for _, name := range slices.Sorted(maps.Keys(s.servers)) {
-		out = append(out, s.servers[name].status())
+	set := s.all()
+	out := make([]Status, 0, len(set))
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		out = append(out, set[name].status())
 	}
 	return out
 }
@@ -194,7 +216,7 @@ func newServer(name string, cfg config.MCPServer, opts Options) (*server, error)
 		return nil, err
 	}
 	return &server{name: name, cfg: cfg, log: opts.Log.With("mcp_server", name), opts: opts, headers: h, env: env,
-		err: errors.New("not connected yet"), since: time.Now()}, nil
+		err: errors.New("not connected yet"), since: time.Now(), tried: make(chan struct{})}, nil
 }
 
 // run keeps the server connected until ctx ends.
@@ -204,6 +226,7 @@ func (srv *server) run(ctx context.Context) {
 		cs, tools, err := srv.connect(ctx)
 		if err != nil {
 			srv.setDown(err)
+			srv.triedOnce.Do(func() { close(srv.tried) })
 			srv.log.Warn("MCP server unavailable; its tools answer with an error until it is back", "error", err, "retry_in", wait)
 			select {
 			case <-time.After(wait):
@@ -215,6 +238,7 @@ func (srv *server) run(ctx context.Context) {
 		}
 		wait = srv.opts.FirstRetry
 		down := srv.setUp(cs, tools)
+		srv.triedOnce.Do(func() { close(srv.tried) })
 		srv.log.Info("MCP server connected", "tools", len(tools))
 		ended := make(chan error, 1)
 		go func() { ended <- cs.Wait() }()
@@ -357,6 +381,12 @@ func (srv *server) lost(cs *mcp.ClientSession, err error) {
 
 // call runs tool with args on the server, bounded by its timeout.
 func (srv *server) call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	if next, err := srv.enter(); err != nil {
+		return nil, err
+	} else if next != nil { // replaced by a reload: the new connection answers
+		return next.call(ctx, tool, args)
+	}
+	defer srv.leave()
 	srv.mu.Lock()
 	cs, why := srv.session, srv.err
 	srv.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,16 +141,29 @@ type agentRig struct {
 	reqs []*model.LLMRequest
 	sub  *events.Subscription
 	a    *driver.Agent
+	// armed holds the next model call, once ADK has listed the tools
+	// for it, until release is closed; entered tells it is held.
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
 }
 
 func newAgent(t *testing.T, s *mcptools.Servers, grants []config.AgentMCP, script []config.ScriptStep, deps ...func(*driver.Deps)) *agentRig {
 	t.Helper()
-	r := &agentRig{}
+	r := &agentRig{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	m, err := scripted.New("fake", config.Model{Provider: "scripted", Script: script, Loop: true},
-		scripted.WithHook(func(_ context.Context, req *model.LLMRequest, _ int) error {
+		scripted.WithHook(func(ctx context.Context, req *model.LLMRequest, _ int) error {
 			r.mu.Lock()
 			r.reqs = append(r.reqs, req)
 			r.mu.Unlock()
+			if r.armed.CompareAndSwap(true, false) {
+				r.entered <- struct{}{}
+				select {
+				case <-r.release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			return nil
 		}))
 	if err != nil {
@@ -176,7 +190,16 @@ func newAgent(t *testing.T, s *mcptools.Servers, grants []config.AgentMCP, scrip
 // turn sends a message and waits for the turn to complete.
 func (r *agentRig) turn(t *testing.T) {
 	t.Helper()
-	r.a.Send(inbox.Message{Kind: inbox.Wake, Text: "go", Source: "test"})
+	r.wake()
+	r.completed(t)
+}
+
+// wake sends the agent a message.
+func (r *agentRig) wake() { r.a.Send(inbox.Message{Kind: inbox.Wake, Text: "go", Source: "test"}) }
+
+// completed waits for a turn to complete.
+func (r *agentRig) completed(t *testing.T) {
+	t.Helper()
 	timeout := time.After(deadline)
 	for {
 		select {

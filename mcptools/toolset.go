@@ -22,6 +22,11 @@ import (
 // offered with an open schema, and their calls say the server is
 // unavailable; a "*" grant offers nothing until the server lists its
 // tools. The tools a server listed last stay offered while it is down.
+//
+// A grant follows its server by name: when a reload adds, changes or
+// removes the server (Plan), the tool set offers the new connection's
+// tools, or none, from its next Tools call on; the tool set itself need
+// not be rebuilt.
 func (s *Servers) Toolset(agentName string, grants []config.AgentMCP, taken []string) tool.Toolset {
 	return &toolset{s: s, agent: agentName, grants: grants, taken: taken, built: map[string]built{}, warned: map[string]bool{}}
 }
@@ -38,6 +43,7 @@ type toolset struct {
 }
 
 type built struct {
+	srv     *server // the connection the tools call
 	version int
 	tools   []tool.Tool
 	names   []string
@@ -46,7 +52,7 @@ type built struct {
 func (t *toolset) Name() string { return "mcp" }
 
 // Tools is asked by ADK before each model call; it rebuilds a server's
-// tools only when the server listed them anew.
+// tools only when the server listed them anew or a reload replaced it.
 func (t *toolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -56,7 +62,7 @@ func (t *toolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
 	}
 	var out []tool.Tool
 	for _, g := range t.grants {
-		srv := t.s.servers[g.Server]
+		srv := t.s.server(g.Server) // by name: a reload's replacement from its next call on
 		if srv == nil {
 			continue
 		}
@@ -64,7 +70,7 @@ func (t *toolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
 		listed, version := srv.tools, srv.version
 		srv.mu.Unlock()
 		b, ok := t.built[g.Server]
-		if !ok || b.version != version {
+		if !ok || b.srv != srv || b.version != version {
 			b = t.build(srv, g, listed, version)
 			t.built[g.Server] = b
 		}
@@ -87,7 +93,7 @@ func (t *toolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
 // build makes the grant's tools from the server's listing.
 func (t *toolset) build(srv *server, g config.AgentMCP, listed []*mcp.Tool, version int) built {
 	all := slices.Contains(g.Tools, "*")
-	b := built{version: version}
+	b := built{srv: srv, version: version}
 	add := func(remote, description string, schema any) {
 		name := config.ModelToolName(srv.cfg.ToolPrefix, remote)
 		tl, err := newTool(srv, name, remote, description, schema)

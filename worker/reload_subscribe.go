@@ -36,7 +36,7 @@ func subscribeBindings(cfg *config.Config) natsinbox.Bindings {
 // the stream may hold more subjects then, which is harmless.
 func (w *Worker) prepareSubscribe(ctx context.Context, cur, next *config.Config) error {
 	old, want := subscribeBindings(cur), subscribeBindings(next)
-	if same(old, want) {
+	if same(old, want) && slices.Equal(agentNames(cur), agentNames(next)) {
 		return nil
 	}
 	var subjects []string
@@ -47,7 +47,7 @@ func (w *Worker) prepareSubscribe(ctx context.Context, cur, next *config.Config)
 	if err := w.binding.Capture(ctx, subjects); err != nil {
 		return fmt.Errorf("subscribe: %w; the running config stays in force", err)
 	}
-	if _, err := w.binding.Prepare(ctx, old, want); err != nil {
+	if _, err := w.binding.Prepare(ctx, old, want, agentNames(next)); err != nil {
 		return fmt.Errorf("subscribe: %w; the running config stays in force", err)
 	}
 	return nil
@@ -59,12 +59,24 @@ func (w *Worker) prepareSubscribe(ctx context.Context, cur, next *config.Config)
 // reload or start (late, never lost).
 func (w *Worker) settleSubscribe(ctx context.Context, cur, applied *config.Config) {
 	old, now := subscribeBindings(cur), subscribeBindings(applied)
-	if same(old, now) {
+	if same(old, now) && slices.Equal(agentNames(cur), agentNames(applied)) {
 		return
 	}
 	if err := w.binding.Settle(ctx, now); err != nil {
 		w.log.Warn("subscribe: bindings dropped by the reload still hold their subjects' purges back until the next reload or restart", "error", err)
 	}
+}
+
+// agentNames are cfg's agents' names, sorted: the binders record lists
+// them per replica, so that no replica dead-letters the input of an agent
+// another replica's file has.
+func agentNames(cfg *config.Config) []string {
+	out := make([]string, 0, len(cfg.Agents))
+	for _, a := range cfg.Agents {
+		out = append(out, a.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // same reports whether a and b hold the same bindings.

@@ -27,7 +27,10 @@ import (
 //     cursor, as before. A start never moves a since, so a restart resumes
 //     a binding from the agent's stored cursor.
 //   - holders: for each replica, the bindings its config file has (during
-//     a reload: those of the old and the new file). A replica's purger
+//     a reload: those of the old and the new file), and the agents it has
+//     (likewise: both files'), so that a replica whose file lacks an
+//     agent leaves the agent's input in the log while another replica's
+//     file has it (unknown.go), instead of dead-lettering it. A replica's purger
 //     holds a shared subject back for the bindings other replicas' files
 //     have and its own does not — max(that agent's cursor copy, since) —
 //     so while the replicas' files disagree none purges what another's
@@ -62,10 +65,12 @@ type bindersRecord struct {
 	Holders map[string]holderSection `json:"holders"`
 }
 
-// holderSection is one replica's bindings: subject → agents.
+// holderSection is one replica's bindings: subject → agents, and the
+// names of the agents its file has.
 type holderSection struct {
-	At    time.Time           `json:"at"`
-	Binds map[string][]string `json:"binds"`
+	At     time.Time           `json:"at"`
+	Binds  map[string][]string `json:"binds"`
+	Agents []string            `json:"agents,omitempty"`
 }
 
 // Bindings are subscribe: bindings: subject → agents.
@@ -181,7 +186,7 @@ func (b *binders) prune(ctx context.Context, rec *bindersRecord) {
 // record has keeps its since; one it lacks starts after last — or at
 // its cursor (0) when there is no record yet (the first start that
 // keeps one: every binding is older than it).
-func (b *binders) started(ctx context.Context, mine Bindings, last uint64) error {
+func (b *binders) started(ctx context.Context, mine Bindings, agents []string, last uint64) error {
 	return b.update(ctx, func(rec *bindersRecord, fresh bool) {
 		for subj, agents := range mine {
 			for _, a := range agents {
@@ -195,7 +200,7 @@ func (b *binders) started(ctx context.Context, mine Bindings, last uint64) error
 				}
 			}
 		}
-		rec.Holders[b.holder] = holderSection{At: b.clock(), Binds: mine}
+		rec.Holders[b.holder] = holderSection{At: b.clock(), Binds: mine, Agents: agents}
 	})
 }
 
@@ -203,7 +208,7 @@ func (b *binders) started(ctx context.Context, mine Bindings, last uint64) error
 // (old and next) as this replica's, and starts each binding next adds
 // that no live replica has after last. It returns the bindings it
 // started anew.
-func (b *binders) placed(ctx context.Context, old, next Bindings, last uint64) (Bindings, error) {
+func (b *binders) placed(ctx context.Context, old, next Bindings, agents []string, last uint64) (Bindings, error) {
 	var fresh Bindings
 	err := b.update(ctx, func(rec *bindersRecord, _ bool) {
 		fresh = Bindings{}
@@ -224,7 +229,7 @@ func (b *binders) placed(ctx context.Context, old, next Bindings, last uint64) (
 				fresh.add(subj, a)
 			}
 		}
-		rec.Holders[b.holder] = holderSection{At: b.clock(), Binds: both}
+		rec.Holders[b.holder] = holderSection{At: b.clock(), Binds: both, Agents: agents}
 	})
 	return fresh, err
 }
@@ -246,10 +251,34 @@ func (b *binders) restart(ctx context.Context, fresh Bindings, was, now uint64) 
 
 // settled records the bindings in force after a reload as this
 // replica's.
-func (b *binders) settled(ctx context.Context, mine Bindings) error {
+func (b *binders) settled(ctx context.Context, mine Bindings, agents []string) error {
 	return b.update(ctx, func(rec *bindersRecord, _ bool) {
-		rec.Holders[b.holder] = holderSection{At: b.clock(), Binds: mine}
+		rec.Holders[b.holder] = holderSection{At: b.clock(), Binds: mine, Agents: agents}
 	})
+}
+
+// knownElsewhere returns a replica other than this one whose file has
+// agent, read from the store now; "" when none has. A section of a
+// replica that is not live counts only while it is younger than
+// holderGrace (it is starting), as prune keeps it.
+func (b *binders) knownElsewhere(ctx context.Context, agent string) (string, error) {
+	var rec bindersRecord
+	if _, err := store.GetJSON(ctx, b.st, BindersKey, &rec); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("read %s: %w", BindersKey, err)
+	}
+	for _, h := range slices.Sorted(maps.Keys(rec.Holders)) {
+		s := rec.Holders[h]
+		if h == b.holder || !slices.Contains(s.Agents, agent) {
+			continue
+		}
+		if b.live != nil && b.clock().Sub(s.At) >= holderGrace {
+			if live, err := b.live(ctx, h); err == nil && !live {
+				continue
+			}
+		}
+		return h, nil
+	}
+	return "", nil
 }
 
 // boundElsewhere reports whether another replica's section has agent

@@ -92,9 +92,12 @@ type Binding struct {
 	// unknown takes what the router found for agents that are not
 	// configured, to dead-letter off the router's callback.
 	unknown chan unknownMsg
-	work    sync.WaitGroup
-	stopped chan struct{}
-	once    sync.Once
+	// leftSaid is when input left for another replica's agent was last
+	// said, per agent (unknown.go; its goroutine only).
+	leftSaid map[string]time.Time
+	work     sync.WaitGroup
+	stopped  chan struct{}
+	once     sync.Once
 
 	mu   sync.Mutex
 	subs map[string][]*nats.Subscription // core mode: each bound agent's

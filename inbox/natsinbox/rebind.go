@@ -3,6 +3,7 @@ package natsinbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -79,7 +80,11 @@ func (b *Binding) Capture(ctx context.Context, subjects []string) error {
 // starts each binding next adds that no live replica has at the stream's
 // last sequence. It returns those it started anew. Without a store or in
 // core NATS mode it does nothing.
-func (b *Binding) Prepare(ctx context.Context, old, next Bindings) (Bindings, error) {
+//
+// agents are the agents next has: with those this replica runs now, they
+// are recorded as this replica's, so that no replica dead-letters the
+// input of an agent a file being reloaded adds or removes (unknown.go).
+func (b *Binding) Prepare(ctx context.Context, old, next Bindings, agents []string) (Bindings, error) {
 	if b.binders == nil || b.stream == nil {
 		return Bindings{}, nil
 	}
@@ -87,7 +92,7 @@ func (b *Binding) Prepare(ctx context.Context, old, next Bindings) (Bindings, er
 	if err != nil {
 		return nil, err
 	}
-	fresh, err := b.binders.placed(ctx, old, next, last)
+	fresh, err := b.binders.placed(ctx, old, next, union(b.rosterAgents(), agents), last)
 	if err != nil {
 		return nil, fmt.Errorf("record the subscribe: bindings: %w", err)
 	}
@@ -120,7 +125,7 @@ func (b *Binding) Settle(ctx context.Context, applied Bindings) error {
 	if b.binders == nil || b.stream == nil {
 		return nil
 	}
-	if err := b.binders.settled(ctx, applied); err != nil {
+	if err := b.binders.settled(ctx, applied, b.rosterAgents()); err != nil {
 		return fmt.Errorf("record the subscribe: bindings: %w", err)
 	}
 	return nil
@@ -229,7 +234,19 @@ func (b *Binding) repurge() {
 	}
 }
 
-// rosterBindings are the subscribe: bindings of the roster.
+// rosterAgents are the names of the agents in the roster, sorted.
+func (b *Binding) rosterAgents() []string {
+	return slices.Sorted(maps.Keys(b.lineup()))
+}
+
+// union is the sorted names in a or b.
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// rosterBindings are the subscribe: bindings of the agents in the roster.
 func (b *Binding) rosterBindings() Bindings {
 	out := Bindings{}
 	for name, a := range b.lineup() {

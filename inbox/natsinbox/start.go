@@ -35,7 +35,7 @@ func (b *Binding) startLog(ctx context.Context) error {
 	// The subscribe: bindings new since the last start begin after last;
 	// the others keep where they begin (binders.go).
 	if b.binders != nil {
-		if err := b.binders.started(ctx, b.rosterBindings(), last); err != nil {
+		if err := b.binders.started(ctx, b.rosterBindings(), b.rosterAgents(), last); err != nil {
 			return fmt.Errorf("stream %s: record the subscribe: bindings: %w", b.opts.Stream, err)
 		}
 		for _, a := range b.lineup() {

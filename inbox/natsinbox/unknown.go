@@ -18,6 +18,15 @@ import (
 // stream keeps it once and only the replica whose publish stored it logs
 // and announces it: exactly once across replicas, within the stream's
 // duplicate window (2 minutes by default).
+//
+// An agent one replica's file lacks may be another's: while replicas
+// reload their files one by one, an agent added or removed by the reload
+// is known to some and not to others. A replica dead-letters input for
+// an agent only when no other replica's file has it (the binders record,
+// binders.go); otherwise it leaves the input in the log for the replica
+// that runs the agent, and says so once a minute per agent. Input left
+// so for an agent that every replica then drops stays in the log until
+// the next start, which dead-letters it.
 
 // unknownMsg is input for an agent that is not configured: the message
 // at seq on subject, or with upTo every message of subject at or below
@@ -43,6 +52,22 @@ func (b *Binding) queueUnknown(u unknownMsg) {
 	}
 }
 
+// leftForOther says, at most once every leftLogEvery per agent, that
+// input for agent was left in the log for replica holder. Called by the
+// dead-lettering goroutine only.
+func (b *Binding) leftForOther(agent, holder string, u unknownMsg) {
+	if b.leftSaid == nil {
+		b.leftSaid = map[string]time.Time{}
+	}
+	now := b.opts.Clock.Now()
+	if now.Sub(b.leftSaid[agent]) < leftLogEvery {
+		return
+	}
+	b.leftSaid[agent] = now
+	b.opts.Log.Info("input for an agent this replica's config does not have, but another replica's does (a reload not yet done everywhere?): left in the log for it",
+		"agent", agent, "replica", holder, "subject", u.subject, "seq", u.seq)
+}
+
 // deadLetterUnknown dead-letters input for unknown agents until Stop.
 func (b *Binding) deadLetterUnknown() {
 	defer b.work.Done()
@@ -60,9 +85,24 @@ func (b *Binding) deadLetterUnknown() {
 	}
 }
 
-// removeUnknown dead-letters u's messages and deletes them from the log.
+// leftLogEvery is how often input left in the log for an agent another
+// replica's file has is said, per agent.
+const leftLogEvery = time.Minute
+
+// removeUnknown dead-letters u's messages and deletes them from the log,
+// unless another replica's file has the agent.
 func (b *Binding) removeUnknown(ctx context.Context, u unknownMsg) error {
 	name, _, _ := b.opts.Subjects.Agent(u.subject)
+	if b.binders != nil {
+		holder, err := b.binders.knownElsewhere(ctx, name)
+		if err != nil {
+			return err
+		}
+		if holder != "" {
+			b.leftForOther(name, holder, u)
+			return nil
+		}
+	}
 	from := u.seq
 	if u.upTo {
 		from = 0

@@ -224,7 +224,7 @@
 //     key, so that a NATS publisher cannot claim it); an
 //     all-resolved one is deferred to the next turn unless ResolvedWakes
 //     is set or WakeOnResolved names the agent
-//     (agents[].wake_on_resolved).
+//     (agents[].wake_on_resolved; SetWebhooks replaces the table).
 //   - Attributes: via=alertmanager, receiver, group_key, status, alertname
 //     when all alerts share one, truncated when alerts were left out.
 //   - Observer: each request naming a configured agent is counted
@@ -236,7 +236,9 @@
 // # Generic webhooks
 //
 // POST /v1/webhooks/{name} serves the webhooks of Options.Webhooks
-// (config webhooks.<name>; webhooks.go): anything that POSTs JSON — a CI
+// (config webhooks.<name>; webhooks.go), replaced whole by SetWebhooks on
+// a config reload (webhooks_swap.go: a request in flight keeps the table
+// it started with): anything that POSTs JSON — a CI
 // system, Grafana, a custom watcher — queues one message for the
 // webhook's agent. The route needs ingest or operate, and the token's
 // agent scope applies to the webhook's agent (403 outside it; an unknown

@@ -146,7 +146,7 @@ func (s *Server) postAlertmanager(w http.ResponseWriter, r *http.Request) {
 	}
 	b := n.Body
 	kind := inbox.Wake
-	if b.AllResolved && !s.o.ResolvedWakes && !s.o.WakeOnResolved[a.Name()] {
+	if b.AllResolved && !s.o.ResolvedWakes && !s.webhooks().wakeOnResolved[a.Name()] {
 		kind = inbox.Deferred
 	}
 	id, dup := s.notificationID(a.Name(), n.GroupKey, b.ID)

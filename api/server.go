@@ -203,7 +203,7 @@ type Options struct {
 	ResolvedWakes bool
 	// WakeOnResolved names the agents an all-resolved Alertmanager
 	// notification wakes (agents[].wake_on_resolved), besides
-	// ResolvedWakes.
+	// ResolvedWakes. SetWebhooks replaces it.
 	WakeOnResolved map[string]bool
 	// Deliver, when set, queues messages that arrive over HTTP (messages,
 	// Alertmanager) — for example by publishing them to the agent's NATS
@@ -218,6 +218,7 @@ type Options struct {
 	// Webhooks are the generic webhooks by name (webhooks.<name>),
 	// served at POST /v1/webhooks/{name} (webhooks.go). New refuses one
 	// whose agent the driver lacks or whose templates do not parse.
+	// SetWebhooks replaces them.
 	Webhooks map[string]Webhook
 	// Control carries the operator verbs and the agent views to each
 	// agent's owner (control.Control.Do): the worker's forwards them over
@@ -265,7 +266,7 @@ type Server struct {
 	needs   map[string]access.Need // route pattern → the roles it needs
 	seen    *idWindow
 	groups  *groupWindow
-	hooks   map[string]*hook // Options.Webhooks, parsed
+	routing atomic.Pointer[webhookTable] // Options.Webhooks, parsed; replaced by SetWebhooks
 	page    *template.Template
 
 	// inflight is the budget of request body bytes held at once.
@@ -365,9 +366,11 @@ func New(o Options) (*Server, error) {
 		closing: make(chan struct{}),
 	}
 	s.inflight = &inflight{limit: o.MaxInflightBytes}
-	if s.hooks, err = newHooks(o.Driver, o.Webhooks); err != nil {
+	table, err := s.newWebhookTable(o.Webhooks, o.WakeOnResolved)
+	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	s.routing.Store(table)
 	for _, p := range o.OpenPaths {
 		s.open[p] = true
 	}
@@ -655,6 +658,9 @@ type requestRecord struct {
 	// truncated counts the alerts an accepted Alertmanager notification
 	// left out.
 	truncated int
+	// webhooks is the webhook table a request to a generic webhook was
+	// served by (nil until its handler ran).
+	webhooks *webhookTable
 	// reserved is the in-flight bytes its body holds (reserveBody),
 	// given back when the request ends.
 	reserved int64

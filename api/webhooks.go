@@ -128,12 +128,13 @@ type webhookAnswer struct {
 // template that fails on the body.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	h, ok := s.hooks[name]
+	rec := record(r)
+	rec.webhooks = s.webhooks() // this request's table to its end
+	h, ok := rec.webhooks.hooks[name]
 	if !ok {
 		fail(w, r, http.StatusNotFound, "unknown webhook %q", name)
 		return
 	}
-	rec := record(r)
 	rec.agent = h.Agent
 	if !rec.who.MayAccess(h.Agent) {
 		forbidAgent(w, r, rec.who, h.Agent)
@@ -148,7 +149,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	m, groupKey, werr := s.renderWebhook(h, data)
+	m, groupKey, werr := s.renderWebhook(h, rec.webhooks.wakeOnResolved[h.Agent], data)
 	if werr != nil {
 		fail(w, r, werr.status, "%s", werr.msg)
 		return
@@ -203,10 +204,11 @@ const attrTruncatedBytes = "truncated_bytes"
 
 // renderWebhook makes the message a body becomes: its text, the id its
 // content derives (or the id template's), its kind and attributes,
-// within MaxMessageBytes. groupKey is the key of the notification's group
+// within MaxMessageBytes; an all-resolved Grafana or Alertmanager
+// notification wakes the agent when wakeOnResolved. groupKey is the key of the notification's group
 // for the Alertmanager receiver's id rules (notificationID), "" when the
 // id is not a notification's.
-func (s *Server) renderWebhook(h *hook, data []byte) (inbox.Message, string, *webhookError) {
+func (s *Server) renderWebhook(h *hook, wakeOnResolved bool, data []byte) (inbox.Message, string, *webhookError) {
 	m := inbox.Message{Kind: inbox.Wake, Source: SourceWebhook, From: "webhook:" + h.name,
 		Attributes: map[string]string{"webhook": h.name, "format": h.Format}}
 	var n inbox.AlertmanagerNotification
@@ -226,7 +228,7 @@ func (s *Server) renderWebhook(h *hook, data []byte) (inbox.Message, string, *we
 		}
 		m.Text, m.ID = n.Body.Text, "webhook:"+h.name+":"+n.Body.ID
 		maps.Copy(m.Attributes, n.Body.Attributes)
-		if n.Body.AllResolved && !s.o.ResolvedWakes && !s.o.WakeOnResolved[h.Agent] {
+		if n.Body.AllResolved && !s.o.ResolvedWakes && !wakeOnResolved {
 			m.Kind = inbox.Deferred
 		}
 	}
@@ -351,7 +353,11 @@ func (s *Server) cutToFit(m *inbox.Message) (int, bool) {
 // ran, a 401, counts too).
 func (s *Server) observeWebhook(obs Observer, r *http.Request, rec *requestRecord, status int) {
 	name, _ := strings.CutPrefix(r.URL.Path, "/v1/webhooks/")
-	if _, ok := s.hooks[name]; !ok {
+	table := rec.webhooks
+	if table == nil { // refused before the handler ran (401, 503)
+		table = s.webhooks()
+	}
+	if _, ok := table.hooks[name]; !ok {
 		return // not a configured webhook: its name is the client's, not ours
 	}
 	for _, o := range outcomes(status, rec.truncated) {

@@ -32,7 +32,10 @@ import (
 // their next turn with the new spec (driver.Replace: the running turn
 // keeps the old one; a new pricing table changes every agent so);
 // added agents are placed, leased, bound to their
-// input and scheduled as the agents of the start are. No message is lost
+// input and scheduled as the agents of the start are; MCP servers are
+// connected before the agents change and disconnected after
+// (reload_mcp.go); the webhooks and wake_on_resolved agents are swapped
+// in the API at once (reload_webhooks.go). No message is lost
 // or run twice: an agent's messages stay in the input log until its
 // cursors pass them, and whoever serves it next reads from the cursors.
 //
@@ -177,6 +180,11 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 		w.refuse(by, refusal)
 		return ch, refusal
 	}
+	mcp, refusal := w.planMCP(next) // before prepareSubscribe: it changes nothing
+	if refusal != nil {
+		w.refuse(by, refusal)
+		return ch, refusal
+	}
 	if err := w.prepareSubscribe(ctx, cur, next); err != nil {
 		refusal := &ReloadRefusal{Err: ErrConfigInvalid, Problems: []string{next.Where("agents") + ": " + err.Error()}}
 		w.refuse(by, refusal)
@@ -196,8 +204,13 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 	if !reflect.DeepEqual(cur.Pricing, next.Pricing) {
 		w.guard.SetPrices(guard.NewPrices(next.Pricing)) // the changed agents' ledgers take it up
 	}
+	w.connectMCP(ctx, mcp) // before the agents: their next turns find the servers
 	applied, failures := w.applyAgents(ctx, cur, next, ch, specs)
 	w.settleSubscribe(ctx, cur, applied)
+	mcp.Retire()
+	if err := w.swapWebhooks(cur, applied); err != nil {
+		failures = append(failures, err)
+	}
 	w.reload.current.Store(applied)
 	w.relabel(applied, next, specs)
 	outcome := ReloadApplied
@@ -370,7 +383,8 @@ func (w *Worker) announce(by, outcome string, ch Change, failures []error) {
 		level = slog.LevelError
 	}
 	w.log.Log(context.Background(), level, "config reloaded", "by", by, "outcome", outcome, "hash", ch.To, "previous", ch.From,
-		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "tokens_changed", ch.Tokens, "failures", len(failures))
+		"added", ch.Added, "removed", ch.Removed, "changed", ch.Changed, "tokens_changed", ch.Tokens,
+		"mcp_servers", ch.MCPServers.data(), "webhooks", ch.Webhooks.data(), "failures", len(failures))
 	for _, err := range failures {
 		w.log.Error("config reload: not applied", "error", err, "by", by)
 	}
@@ -379,7 +393,8 @@ func (w *Worker) announce(by, outcome string, ch Change, failures []error) {
 		w.metrics.SetConfigHash(ch.To)
 	}
 	data := map[string]any{"by": by, "what": "config", "ok": len(failures) == 0, "outcome": outcome, "hash": ch.To, "previous": ch.From,
-		"added": nonNil(ch.Added), "removed": nonNil(ch.Removed), "changed": nonNil(ch.Changed), "tokens": len(w.Config().API.Tokens)}
+		"added": nonNil(ch.Added), "removed": nonNil(ch.Removed), "changed": nonNil(ch.Changed), "tokens": len(w.Config().API.Tokens),
+		"mcp_servers": ch.MCPServers.data(), "webhooks": ch.Webhooks.data()}
 	if len(failures) > 0 {
 		data["error"] = errors.Join(failures...).Error()
 	}
@@ -454,6 +469,7 @@ func (w *Worker) relabel(applied, next *config.Config, specs map[string]driver.S
 			}
 		}
 		if ok {
+			info.Tools = metricTools(applied, a) // an unchanged agent's too: a server's tool_prefix may have changed
 			infos = append(infos, info)
 			kept[a.Name] = info
 		}

@@ -29,6 +29,9 @@ type Change struct {
 	// Tokens: api.tokens changed (names, roles, scopes or where values
 	// are read from); the values themselves are re-read on every reload.
 	Tokens bool
+	// MCPServers and Webhooks name the mcp_servers and webhooks entries
+	// added, removed and changed (reload_mcp.go, reload_webhooks.go).
+	MCPServers, Webhooks Keys
 	// RestartOnly lists the changed keys that cannot change without a
 	// restart, each as "file:line: key: why". Non-empty: the reload is
 	// refused whole (ErrRestartRequired).
@@ -59,21 +62,23 @@ func ConfigHash(cfg *config.Config) string {
 // and a change of it refuses the reload. A key added to config.Config is
 // restart-only until it is listed here and applied in reload.go.
 var reloadable = map[string]bool{
-	"api.tokens": true,
-	"models":     true,
-	"memory":     true,
-	"agents":     true,
-	"pricing":    true,
+	"api.tokens":  true,
+	"models":      true,
+	"memory":      true,
+	"agents":      true,
+	"pricing":     true,
+	"mcp_servers": true,
+	"webhooks":    true,
 }
 
 // agentRestartOnly are the keys of an agent that a reload cannot change
 // in place: its subagents (their work queue and charges consumer), where
-// it may run, and the Alertmanager receiver's resolved-wake table. Its
-// subscribe: subjects can change (reload_subscribe.go).
+// it may run. Its subscribe: subjects can change (reload_subscribe.go),
+// and its wake_on_resolved (the API's table is swapped with the webhooks:
+// reload_webhooks.go).
 var agentRestartOnly = map[string]string{
 	"subagents":                    "the subagent work queue is set up at start",
 	"replica_affinity":             "the placement over the replicas is set up at start",
-	"wake_on_resolved":             "the Alertmanager receiver's table is set up at start",
 	"tools." + tools.SpawnSubagent: "the subagent work queue is set up at start",
 }
 
@@ -88,6 +93,7 @@ func diffConfig(old, next *config.Config) Change {
 		ch.RestartOnly = append(ch.RestartOnly, next.Where(p)+": cannot change without a restart")
 	}
 	ch.Tokens = !reflect.DeepEqual(old.API.Tokens, next.API.Tokens)
+	ch.MCPServers, ch.Webhooks = diffKeys(old.MCPServers, next.MCPServers), diffKeys(old.Webhooks, next.Webhooks)
 
 	models := changedModels(old, next)
 	memory := !reflect.DeepEqual(old.Memory, next.Memory)
@@ -144,8 +150,6 @@ func addRestartOnly(a config.Agent) string {
 		return "it is granted " + tools.SpawnSubagent + " (" + agentRestartOnly["subagents"] + ")"
 	case a.ReplicaAffinity != "":
 		return "it has a replica_affinity (" + agentRestartOnly["replica_affinity"] + ")"
-	case a.WakeOnResolved:
-		return "it has wake_on_resolved (" + agentRestartOnly["wake_on_resolved"] + ")"
 	}
 	return ""
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -45,6 +46,10 @@ agents:
 // subscribed is diffBase with agent b bound to two subjects.
 var subscribed = strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    subscribe: [{subject: \"alerts.>\"}, {subject: \"ops.x\", mode: deferred}]\n", 1)
 
+// mcpBase is diffBase with two MCP servers, fs granted to b.
+var mcpBase = strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    mcp: [{server: fs, tools: [read]}]\n", 1) +
+	"mcp_servers: {fs: {url: \"http://a.example/mcp\"}, gh: {url: \"http://gh.example/mcp\"}}\n"
+
 func TestDiffConfig(t *testing.T) {
 	t.Parallel()
 	base := loadYAML(t, diffBase)
@@ -55,6 +60,7 @@ func TestDiffConfig(t *testing.T) {
 		why                     map[string][]string
 		restart                 []string // regexps, one per RestartOnly entry
 		tokens                  bool
+		mcp, hooks              Keys
 	}{
 		{name: "unchanged", to: diffBase},
 		{name: "instruction and schedule", to: strings.Replace(strings.Replace(diffBase, `"one"`, `"two"`, 1), "@every 1h", "@every 2h", 1),
@@ -80,8 +86,21 @@ func TestDiffConfig(t *testing.T) {
 			added: []string{"e"}, restart: []string{`adding agent e: it is granted spawn_subagent`}},
 		{name: "pricing changes every agent", to: diffBase + "pricing: {fake-1: {input_per_mtok: 1}}\n",
 			changed: []string{"a", "b", "c"}, why: map[string][]string{"a": {"pricing"}, "c": {"pricing"}}},
-		{name: "mcp servers need a restart", to: diffBase + "mcp_servers: {fs: {command: [/bin/true]}}\n",
-			restart: []string{`mcp_servers`}},
+		{name: "an added mcp server changes no agent", to: diffBase + "mcp_servers: {fs: {command: [/bin/true]}}\n",
+			mcp: Keys{Added: []string{"fs"}}},
+		{name: "an mcp server added and granted changes its agent", to: strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    mcp: [{server: fs, tools: [read]}]\n", 1) + "mcp_servers: {fs: {command: [/bin/true]}}\n",
+			changed: []string{"b"}, why: map[string][]string{"b": {"mcp"}}, mcp: Keys{Added: []string{"fs"}}},
+		{name: "an mcp server changed under an unchanged agent", from: mcpBase, to: strings.Replace(mcpBase, "http://a.example/mcp", "http://b.example/mcp", 1),
+			mcp: Keys{Changed: []string{"fs"}}},
+		{name: "an mcp server removed with its grant", from: mcpBase, to: strings.NewReplacer("mcp_servers: {fs: {url: \"http://a.example/mcp\"}, gh: {url: \"http://gh.example/mcp\"}}\n", "mcp_servers: {gh: {url: \"http://gh.example/mcp\"}}\n", "    mcp: [{server: fs, tools: [read]}]\n", "").Replace(mcpBase),
+			changed: []string{"b"}, why: map[string][]string{"b": {"mcp"}}, mcp: Keys{Removed: []string{"fs"}}},
+		{name: "webhooks added, changed and removed", from: diffBase + "webhooks: {ci: {agent: a, text: \"{{.x}}\"}, old: {agent: b, text: \"{{.x}}\"}}\n",
+			to:    diffBase + "webhooks: {ci: {agent: a, text: \"CI {{.x}}\"}, new: {agent: c, format: grafana}}\n",
+			hooks: Keys{Added: []string{"new"}, Removed: []string{"old"}, Changed: []string{"ci"}}},
+		{name: "wake_on_resolved changes its agent", to: strings.Replace(diffBase, "  - name: b\n    model: fake\n", "  - name: b\n    model: fake\n    wake_on_resolved: true\n", 1),
+			changed: []string{"b"}, why: map[string][]string{"b": {"wake_on_resolved"}}},
+		{name: "an added agent with wake_on_resolved", to: diffBase + "  - {name: e, model: fake, wake_on_resolved: true}\n",
+			added: []string{"e"}},
 		{name: "tokens", to: strings.Replace(diffBase, `api: {listen: "127.0.0.1:8080"}`, `api: {listen: "127.0.0.1:8080", tokens: [{name: ops, role: operate, value_env: X}]}`, 1),
 			tokens: true},
 	}
@@ -112,6 +131,9 @@ func TestDiffConfig(t *testing.T) {
 			}
 			if ch.Tokens != c.tokens {
 				t.Errorf("tokens changed %v, want %v", ch.Tokens, c.tokens)
+			}
+			if !reflect.DeepEqual(ch.MCPServers, c.mcp) || !reflect.DeepEqual(ch.Webhooks, c.hooks) {
+				t.Errorf("mcp_servers %+v webhooks %+v; want %+v %+v", ch.MCPServers, ch.Webhooks, c.mcp, c.hooks)
 			}
 			if ch.Unchanged() != (c.to == diffBase || c.to == c.from) {
 				t.Errorf("unchanged %v (hashes %s %s)", ch.Unchanged(), ch.From, ch.To)

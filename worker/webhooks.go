@@ -22,3 +22,20 @@ func webhooks(cfg *config.Config) map[string]api.Webhook {
 func webhookNames(cfg *config.Config) []string {
 	return slices.Sorted(maps.Keys(cfg.Webhooks))
 }
+
+// wakeOnResolved are the agents an all-resolved Alertmanager or Grafana
+// notification wakes (agents[].wake_on_resolved).
+func wakeOnResolved(cfg *config.Config) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range cfg.Agents {
+		if a.WakeOnResolved {
+			out[a.Name] = true
+		}
+	}
+	return out
+}
+
+// wakeOnResolvedNames are wakeOnResolved's agents, sorted (for the log).
+func wakeOnResolvedNames(cfg *config.Config) []string {
+	return slices.Sorted(maps.Keys(wakeOnResolved(cfg)))
+}

@@ -89,7 +89,7 @@ type Worker struct {
 	binding     *natsinbox.Binding
 	guard       *guard.Guard
 	subagents   *background.Manager
-	mcp         *mcptools.Servers      // nil without mcp_servers
+	mcp         *mcptools.Servers      // set by Start, with or without mcp_servers (a reload may add some)
 	deadLetters *natsinbox.DeadLetters // nil in core NATS mode
 	leases      *lease.Manager
 	health      *health.Monitor
@@ -191,11 +191,10 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 		o.Log.Warn("without JetStream dead letters are published on <prefix>.<agent>.dlq but not kept: only a subscriber at that moment sees them")
 	}
 
-	if len(cfg.MCPServers) > 0 {
-		w.mcp, err = mcptools.Start(cfg.MCPServers, mcptools.Options{Log: o.Log})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
+	// Started without servers too: a reload may add some.
+	w.mcp, err = mcptools.Start(cfg.MCPServers, mcptools.Options{Log: o.Log})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	specs, err := buildSpecs(ctx, cfg, o, w.bus, w.mcp)
 	if err != nil {
@@ -346,19 +345,13 @@ func (w *Worker) startLeases(ctx context.Context, cfg *config.Config, o Options)
 // startAPI starts the operator HTTP API on cfg.API.Listen.
 func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 	var err error
-	wakeOnResolved := map[string]bool{}
-	for _, a := range cfg.Agents {
-		if a.WakeOnResolved {
-			wakeOnResolved[a.Name] = true
-		}
-	}
 	w.api, err = api.New(api.Options{
 		Listen: cfg.API.Listen, Access: w.tokens, OpenPaths: cfg.API.OpenPaths,
 		Driver: w.driver, Guard: w.guard, Scheduler: w.driver.Scheduler(), Events: w.bus, EventFeed: w.eventFeed(),
 		Control: w.ctl, Subagents: w.subagents, Holder: w.ctl.Holder(), Replicas: w.spread.replicas,
 		Metrics: w.metrics.Handler(), Ready: w.notReady, Degraded: w.degraded, DeadLetters: w.deadLetterStore(), Log: o.Log, Clock: o.Clock,
 		AlertmanagerMaxBytes: int64(cfg.API.AlertmanagerMaxBytes), MaxInflightBytes: int64(cfg.API.MaxInflightBytes), MaxMessageBytes: cfg.NATS.MaxMessageBytes,
-		WakeOnResolved: wakeOnResolved, Deliver: w.deliver, Observer: w.metrics, Webhooks: webhooks(cfg),
+		WakeOnResolved: wakeOnResolved(cfg), Deliver: w.deliver, Observer: w.metrics, Webhooks: webhooks(cfg),
 		Reload: w.apiReload,
 	})
 	if err != nil {

@@ -391,13 +391,16 @@ func (m *Manager) cancelParent(parent string, cause error) {
 	}
 }
 
+// defaultTimeout is Spec.Timeout's default.
+const defaultTimeout = 10 * time.Minute
+
 // Add registers a parent agent and how its subagents run.
 func (m *Manager) Add(name string, p Parent, s Spec) {
 	if s.Max <= 0 {
 		s.Max = 3
 	}
 	if s.Timeout <= 0 {
-		s.Timeout = 10 * time.Minute
+		s.Timeout = defaultTimeout
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -726,7 +729,7 @@ func (m *Manager) meter(f *family, s *sub) *plugin.Plugin {
 // completed, why.
 func outcomeOf(err, cause error) (outcome, why string) {
 	switch {
-	case errors.Is(cause, errStopped), errors.Is(cause, errParentHalted), errors.Is(cause, ErrShutdown):
+	case errors.Is(cause, errStopped), errors.Is(cause, errParentHalted), errors.Is(cause, ErrShutdown), errors.Is(cause, errParentRemoved):
 		return OutcomeStopped, cause.Error()
 	case errors.Is(cause, context.DeadlineExceeded):
 		return OutcomeTimeout, "it ran longer than its timeout"

@@ -180,6 +180,12 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 		w.refuse(by, refusal)
 		return ch, refusal
 	}
+	subagents, err := w.subagentSpecs(ctx, next, w.reload.opts)
+	if err != nil {
+		refusal := &ReloadRefusal{Err: ErrConfigInvalid, Problems: []string{err.Error()}}
+		w.refuse(by, refusal)
+		return ch, refusal
+	}
 	mcp, refusal := w.planMCP(next) // before prepareSubscribe: it changes nothing
 	if refusal != nil {
 		w.refuse(by, refusal)
@@ -205,7 +211,9 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 		w.guard.SetPrices(guard.NewPrices(next.Pricing)) // the changed agents' ledgers take it up
 	}
 	w.connectMCP(ctx, mcp) // before the agents: their next turns find the servers
+	w.setSubagents(subagents)
 	applied, failures := w.applyAgents(ctx, cur, next, ch, specs)
+	w.dropSubagents(cur, applied)
 	w.settleSubscribe(ctx, cur, applied)
 	mcp.Retire()
 	if err := w.swapWebhooks(cur, applied); err != nil {

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/agent-worker/agent-worker/config"
-	"github.com/agent-worker/agent-worker/tools"
 )
 
 // Change is what a reload changed, or would change: the diff of the
@@ -72,14 +71,12 @@ var reloadable = map[string]bool{
 }
 
 // agentRestartOnly are the keys of an agent that a reload cannot change
-// in place: its subagents (their work queue and charges consumer), where
-// it may run. Its subscribe: subjects can change (reload_subscribe.go),
+// in place: where it may run. Its subagents and spawn_subagent grant can
+// change (reload_subagents.go). Its subscribe: subjects can change (reload_subscribe.go),
 // and its wake_on_resolved (the API's table is swapped with the webhooks:
 // reload_webhooks.go).
 var agentRestartOnly = map[string]string{
-	"subagents":                    "the subagent work queue is set up at start",
-	"replica_affinity":             "the placement over the replicas is set up at start",
-	"tools." + tools.SpawnSubagent: "the subagent work queue is set up at start",
+	"replica_affinity": "the placement over the replicas is set up at start",
 }
 
 // diffConfig compares the running config with next: what a reload would
@@ -145,10 +142,7 @@ func diffConfig(old, next *config.Config) Change {
 // addRestartOnly says why agent a cannot be added or removed without a
 // restart ("" when it can).
 func addRestartOnly(a config.Agent) string {
-	switch {
-	case slices.Contains(a.Tools, tools.SpawnSubagent):
-		return "it is granted " + tools.SpawnSubagent + " (" + agentRestartOnly["subagents"] + ")"
-	case a.ReplicaAffinity != "":
+	if a.ReplicaAffinity != "" {
 		return "it has a replica_affinity (" + agentRestartOnly["replica_affinity"] + ")"
 	}
 	return ""
@@ -159,9 +153,6 @@ func addRestartOnly(a config.Agent) string {
 func restartOnlyAgentKey(p string, prev, next config.Agent) string {
 	if why, ok := agentRestartOnly[topKey(p)]; ok {
 		return why
-	}
-	if topKey(p) == "tools" && slices.Contains(prev.Tools, tools.SpawnSubagent) != slices.Contains(next.Tools, tools.SpawnSubagent) {
-		return agentRestartOnly["tools."+tools.SpawnSubagent]
 	}
 	return ""
 }

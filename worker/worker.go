@@ -967,40 +967,12 @@ const serverMaxConsumers = 1000
 // and only the tools subagents.tools grants. Then it starts the manager
 // (with JetStream: the jobs stream, and taking jobs here).
 func (w *Worker) addSubagents(ctx context.Context, cfg *config.Config, o Options) error {
-	prices := guard.NewPrices(cfg.Pricing)
-	for _, a := range cfg.Agents {
-		if !slices.Contains(a.Tools, tools.SpawnSubagent) {
-			continue
-		}
-		key := a.Subagents.Model
-		if key == "" {
-			key = a.Model
-		}
-		def := cfg.Models[key]
-		parent := currentAgent{w.driver, a.Name} // a reload may replace the agent
-		name := a.Name
-		newModel := func() (model.LLM, error) {
-			if o.Models != nil {
-				return o.Models(name, def)
-			}
-			return models.New(ctx, key, def, models.Env{Agent: name, Events: w.bus, Log: o.Log, Clock: o.Clock})
-		}
-		probe, err := newModel()
-		if err != nil {
-			return fmt.Errorf("agent %q subagents: %w", name, err)
-		}
-		price, priced := prices.Lookup(probe.Name())
-		subTools := a.Subagents.Tools
-		publishAllow, httpAllow, httpPrivate := a.Publish, a.HTTPGet, a.HTTPGetAllowPrivate
-		w.subagents.Add(name, parent, background.Spec{
-			Max: a.Subagents.Max, BudgetUSD: a.Subagents.BudgetUSD, Timeout: a.Subagents.Timeout.D(),
-			Instruction: a.Subagents.Instruction, Model: newModel, Price: price, Priced: priced,
-			Tools: func() ([]tool.Tool, error) {
-				return tools.Build(subTools, tools.Env{Agent: name, Host: subagentHost{w.bus, name, o.Clock},
-					Publisher: natsbus.Publisher{NC: w.conn.NC}, PublishAllow: publishAllow, SubjectPrefix: cfg.NATS.SubjectPrefix,
-					HTTPAllow: httpAllow, HTTPAllowPrivate: httpPrivate})
-			},
-		})
+	specs, err := w.subagentSpecs(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	for name, spec := range specs {
+		w.subagents.Add(name, currentAgent{w.driver, name}, spec) // a reload may replace the agent
 	}
 	return w.subagents.Start(ctx)
 }

@@ -394,18 +394,8 @@ func (m *Manager) cancelParent(parent string, cause error) {
 // defaultTimeout is Spec.Timeout's default.
 const defaultTimeout = 10 * time.Minute
 
-// Add registers a parent agent and how its subagents run.
-func (m *Manager) Add(name string, p Parent, s Spec) {
-	if s.Max <= 0 {
-		s.Max = 3
-	}
-	if s.Timeout <= 0 {
-		s.Timeout = defaultTimeout
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.parents[name] = &family{name: name, parent: p, spec: s, running: map[string]*sub{}}
-}
+// Add registers a parent agent and how its subagents run (Set).
+func (m *Manager) Add(name string, p Parent, s Spec) { m.Set(name, p, s) }
 
 // Start, in distributed mode, ensures the stream and the runners'
 // consumer, answers admit requests and notices, and starts taking jobs

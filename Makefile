@@ -10,9 +10,11 @@ run:
 	$(GO) run ./cmd/agent-worker run
 
 ## test: the whole suite, with the race detector (installs what it needs first).
-## -timeout 20m: on a fresh machine e2e/tracing first builds Jaeger (minutes on
-## two cores) into the user's cache directory; later runs reuse it.
+## On a fresh machine e2e/tracing needs Jaeger built (minutes on two cores)
+## into the user's cache directory: scripts/jaeger starts that in the
+## background first, the test waits for it (-timeout 20m); later runs reuse it.
 test: deps check-large-files
+	@command -v flock >/dev/null 2>&1 && { ./scripts/jaeger >/dev/null 2>&1 & } || true
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 

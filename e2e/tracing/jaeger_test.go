@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,7 +26,9 @@ const (
 // the one in the user's cache directory, else one built there now from
 // the module proxy (go get -tool in a scratch module, then go build:
 // several minutes on a small machine, once; GOCACHE makes a rebuild
-// after the binary was removed take seconds).
+// after the binary was removed take seconds). It holds the directory's
+// lock, which scripts/jaeger (started by make test) holds while it
+// builds, so a build under way is waited for, not repeated.
 func jaegerBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("JAEGER_BIN"); p != "" {
@@ -37,15 +40,28 @@ func jaegerBinary(t *testing.T) string {
 	}
 	dir := filepath.Join(cache, "agent-worker", "jaeger-"+jaegerVersion)
 	bin := filepath.Join(dir, "jaeger")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	waited := time.Now()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	if _, err := os.Stat(bin); err == nil {
+		if w := time.Since(waited); w > time.Second {
+			t.Logf("waited %v for scripts/jaeger to build Jaeger", w.Round(time.Second))
+		}
 		return bin
 	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("no Jaeger at %s and no go to build it: %v", bin, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
 	}
 	scratch := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

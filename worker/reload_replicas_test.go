@@ -20,38 +20,10 @@ func TestReloadOnTwoReplicas(t *testing.T) {
 	c := newFleet(t, 2, "1s")
 	r1, r2 := c.start("r1"), c.start("r2")
 	c.waitSpread("at start", 20*time.Second, 1, 1)
-	ctx := context.Background()
-	with := func(r *fleetReplica, edit func([]config.Agent) []config.Agent) *config.Config {
-		cfg := *r.w.Config()
-		cfg.Agents = edit(slices.Clone(cfg.Agents))
-		return &cfg
-	}
 	reloadBoth := func(edit func([]config.Agent) []config.Agent) {
 		t.Helper()
 		for _, r := range []*fleetReplica{r1, r2} {
-			if _, err := r.w.Reload(ctx, with(r, edit), "test"); err != nil {
-				t.Fatalf("%s: %v", r.holder, err)
-			}
-		}
-	}
-	handledOnce := func(ids []string) {
-		t.Helper()
-		waitFor(t, "every message handled", func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			for _, id := range ids {
-				if len(c.handled[id]) == 0 {
-					return false
-				}
-			}
-			return true
-		})
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, id := range ids {
-			if n := len(c.handled[id]); n != 1 {
-				t.Errorf("%s handled %d times", id, n)
-			}
+			r.reload(t, edit)
 		}
 	}
 
@@ -70,7 +42,7 @@ func TestReloadOnTwoReplicas(t *testing.T) {
 	for _, a := range c.agents {
 		ids = append(ids, c.publish(a))
 	}
-	handledOnce(ids)
+	c.waitHandledOnce(t, "every message handled", ids)
 
 	gone := []string{"a00", "a03"}
 	reloadBoth(func(as []config.Agent) []config.Agent {
@@ -89,7 +61,7 @@ func TestReloadOnTwoReplicas(t *testing.T) {
 	for _, a := range c.agents {
 		ids = append(ids, c.publish(a))
 	}
-	handledOnce(ids)
+	c.waitHandledOnce(t, "every message handled", ids)
 }
 
 // TestReloadSubscribeOnOneReplicaFirst: replica "new" reloads a file in
@@ -125,16 +97,14 @@ func TestReloadSubscribeOnOneReplicaFirst(t *testing.T) {
 	ctx := context.Background()
 	bind := func(r *fleetReplica, agents ...string) {
 		t.Helper()
-		cfg := *r.w.Config()
-		cfg.Agents = slices.Clone(cfg.Agents)
-		for i, a := range cfg.Agents {
-			if slices.Contains(agents, a.Name) {
-				cfg.Agents[i].Subscribe = []config.Subscription{{Subject: "alerts.>", Mode: "inbox"}}
+		r.reload(t, func(as []config.Agent) []config.Agent {
+			for i, a := range as {
+				if slices.Contains(agents, a.Name) {
+					as[i].Subscribe = []config.Subscription{{Subject: "alerts.>", Mode: "inbox"}}
+				}
 			}
-		}
-		if _, err := r.w.Reload(ctx, &cfg, "test"); err != nil {
-			t.Fatalf("%s: %v", r.holder, err)
-		}
+			return as
+		})
 	}
 	bind(old, y)
 	bind(fresh, y)

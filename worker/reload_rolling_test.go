@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -34,15 +33,6 @@ func TestReloadOneReplicaAtATime(t *testing.T) {
 			}
 		}()
 	}
-	ctx := context.Background()
-	reload := func(r *fleetReplica, edit func([]config.Agent) []config.Agent) {
-		t.Helper()
-		cfg := *r.w.Config()
-		cfg.Agents = edit(slices.Clone(cfg.Agents))
-		if _, err := r.w.Reload(ctx, &cfg, "test"); err != nil {
-			t.Fatalf("%s: %v", r.holder, err)
-		}
-	}
 	add := func(as []config.Agent) []config.Agent {
 		a := as[0]
 		a.Name = "a09"
@@ -51,42 +41,22 @@ func TestReloadOneReplicaAtATime(t *testing.T) {
 	drop := func(as []config.Agent) []config.Agent {
 		return slices.DeleteFunc(as, func(a config.Agent) bool { return a.Name == "a09" })
 	}
-	handledOnce := func(what string, ids []string) {
-		t.Helper()
-		waitFor(t, what, func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			for _, id := range ids {
-				if len(c.handled[id]) == 0 {
-					return false
-				}
-			}
-			return true
-		})
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, id := range ids {
-			if n := len(c.handled[id]); n != 1 {
-				t.Errorf("%s handled %d times", id, n)
-			}
-		}
-	}
 
-	reload(r1, add) // r2 does not know a09 yet
+	r1.reload(t, add) // r2 does not know a09 yet
 	var ids []string
 	for range 10 {
 		ids = append(ids, c.publish("a09"))
 	}
-	handledOnce("a09's messages handled while only r1 has it", ids)
-	reload(r2, add)
+	c.waitHandledOnce(t, "a09's messages handled while only r1 has it", ids)
+	r2.reload(t, add)
 
-	reload(r2, drop) // r1 still runs a09
+	r2.reload(t, drop) // r1 still runs a09
 	ids = ids[:0]
 	for range 10 {
 		ids = append(ids, c.publish("a09"))
 	}
-	handledOnce("a09's messages handled while only r1 still has it", ids)
-	reload(r1, drop)
+	c.waitHandledOnce(t, "a09's messages handled while only r1 still has it", ids)
+	r1.reload(t, drop)
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,21 +13,9 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 )
 
-// subagentsFile writes a config whose agent boss has the given tools; its
-// model spawns a subagent on every turn, and the subagents' model hangs
-// until stopped.
-func subagentsFile(t *testing.T, path, dataDir, bossTools string) {
-	t.Helper()
-	y := fmt.Sprintf(`data_dir: %s
-shutdown_grace: 5s
-api: {listen: "127.0.0.1:0"}
-nats: {listen: "-1"}
-models:
-  fake:
-    provider: scripted
-    script: [{text: "noted"}]
-    loop: true
-  spawner:
+// subagentModels are boss's model, which spawns a subagent on every
+// turn, and the subagents' model, which hangs until stopped.
+const subagentModels = `  spawner:
     provider: scripted
     script:
       - call: {name: spawn_subagent, args: {task: "index the wiki"}}
@@ -37,19 +24,12 @@ models:
   slow:
     provider: scripted
     script: [{hang: true}]
-agents:
-  - {name: ops, model: fake}
-  - name: boss
-    model: spawner
-    tools: %s
-    subagents: {model: slow}
-`, dataDir, bossTools)
-	if err := os.WriteFile(path+".new", []byte(y), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".new", path); err != nil {
-		t.Fatal(err)
-	}
+`
+
+// subagentsFile writes a config whose agent boss has the given tools.
+func subagentsFile(t *testing.T, path, dataDir, bossTools string) {
+	t.Helper()
+	reloadFile(t, path, dataDir, "", "  - {name: ops, model: fake}\n  - name: boss\n    model: spawner\n    tools: "+bossTools+"\n    subagents: {model: slow}\n", subagentModels)
 }
 
 // TestReloadGrantsAndWithdrawsSubagents: a reload that grants an agent

@@ -24,8 +24,9 @@ import (
 
 // reloadFile writes the config of the reload tests: the agents' YAML
 // under a fixed head, so that only the agents differ between versions
-// (top adds top-level YAML, e.g. a restart-only change).
-func reloadFile(t *testing.T, path, dataDir, top, agents string) {
+// (top adds top-level YAML, e.g. a restart-only change; models adds
+// model definitions, indented under models:, besides fake).
+func reloadFile(t *testing.T, path, dataDir, top, agents string, models ...string) {
 	t.Helper()
 	y := fmt.Sprintf(`data_dir: %s
 shutdown_grace: 5s
@@ -37,9 +38,10 @@ models:
     provider: scripted
     script: [{text: "noted", usage: {input: 100, output: 10}}]
     loop: true
+%s
 agents:
 %s
-`, dataDir, top, agents)
+`, dataDir, top, strings.Join(models, ""), agents)
 	tmp := path + ".new"
 	if err := os.WriteFile(tmp, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
@@ -267,18 +269,7 @@ func TestReloadPricing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	const agents = "  - {name: triage, model: fake}\n"
 	reloadFile(t, path, dataDir, "", agents)
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := Start(context.Background(), cfg, Options{Log: debugLog(),
-		Source: func() (*config.Config, error) { return config.Load(path) },
-		Models: func(_ string, def config.Model) (model.LLM, error) { return scripted.New("fake", def) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop(context.Background())
+	w, _, _ := startReloading(t, path)
 	waitFor(t, "triage owned", func() bool { return w.Leases().Held("triage") })
 	if w.Guard().Priced("triage") {
 		t.Fatal("priced before the pricing table")

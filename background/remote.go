@@ -495,9 +495,7 @@ func (r *remote) giveUp(j job, msg jetstream.Msg, run int, outcome, why string) 
 func (r *remote) publishReport(parent, id, text, traceParent string, quit <-chan struct{}) bool {
 	o := r.opts()
 	msg := nats.NewMsg(o.Subjects.Inbox(parent))
-	if traceParent != "" {
-		msg.Header[tracing.HeaderTraceParent] = []string{traceParent}
-	}
+	tracing.SetNATS(msg.Header, traceParent)
 	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
 	msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(parent, id))
 	msg.Header.Set(natsinbox.HeaderVia, natsinbox.ViaSubagent)

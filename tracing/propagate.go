@@ -52,6 +52,14 @@ func InjectHTTP(ctx context.Context, h http.Header) {
 	w3c.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
+// SetNATS sets h's traceparent to a traceparent carried along (a
+// message's, a subagent run's), under the W3C name; "" sets nothing.
+func SetNATS(h nats.Header, traceparent string) {
+	if traceparent != "" {
+		h[HeaderTraceParent] = []string{traceparent}
+	}
+}
+
 // FromNATS is the traceparent of a NATS message's headers, in either
 // case; "" when it has none.
 func FromNATS(h nats.Header) string {

@@ -401,9 +401,7 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	if m.ID != "" {
 		msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, m.ID))
 	}
-	if m.TraceParent != "" {
-		msg.Header[tracing.HeaderTraceParent] = []string{m.TraceParent}
-	}
+	tracing.SetNATS(msg.Header, m.TraceParent)
 	if m.Via != "" {
 		msg.Header.Set(natsinbox.HeaderVia, m.Via)
 		natsinbox.SealVia(w.seal, msg)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/background"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
@@ -174,13 +175,12 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 	}
 	// Everything that can fail without touching the running worker is
 	// done first: the new agents' specs, and the tokens' values.
-	specs, err := w.reloadSpecs(ctx, next, append(slices.Clone(ch.Added), ch.Changed...))
-	if err != nil {
-		refusal := &ReloadRefusal{Err: ErrConfigInvalid, Problems: []string{err.Error()}}
-		w.refuse(by, refusal)
-		return ch, refusal
+	touched := onlyAgents(next, append(slices.Clone(ch.Added), ch.Changed...))
+	specs, err := w.reloadSpecs(ctx, touched)
+	var subagents map[string]background.Spec
+	if err == nil {
+		subagents, err = w.subagentSpecs(ctx, touched, w.reload.opts)
 	}
-	subagents, err := w.subagentSpecs(ctx, next, w.reload.opts)
 	if err != nil {
 		refusal := &ReloadRefusal{Err: ErrConfigInvalid, Problems: []string{err.Error()}}
 		w.refuse(by, refusal)
@@ -236,16 +236,21 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 	return ch, nil
 }
 
-// reloadSpecs builds the driver specs of the named agents of next.
-func (w *Worker) reloadSpecs(ctx context.Context, next *config.Config, names []string) (map[string]driver.Spec, error) {
-	sub := *next
+// onlyAgents is cfg with only its named agents.
+func onlyAgents(cfg *config.Config, names []string) *config.Config {
+	sub := *cfg
 	sub.Agents = nil
-	for _, a := range next.Agents {
+	for _, a := range cfg.Agents {
 		if slices.Contains(names, a.Name) {
 			sub.Agents = append(sub.Agents, a)
 		}
 	}
-	specs, err := buildSpecs(ctx, &sub, w.reload.opts, w.bus, w.mcp)
+	return &sub
+}
+
+// reloadSpecs builds the driver specs of next's agents.
+func (w *Worker) reloadSpecs(ctx context.Context, next *config.Config) (map[string]driver.Spec, error) {
+	specs, err := buildSpecs(ctx, next, w.reload.opts, w.bus, w.mcp)
 	if err != nil {
 		return nil, err
 	}

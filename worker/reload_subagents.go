@@ -60,9 +60,9 @@ func (w *Worker) subagentSpecs(ctx context.Context, cfg *config.Config, o Option
 	return out, nil
 }
 
-// setSubagents gives every agent granted spawn_subagent in the next
-// config its subagents' Spec before the agents change, so an added or
-// changed agent's first turn can spawn; running subagents go on.
+// setSubagents gives the agents a reload adds or changes (a pricing
+// change changes every agent) their subagents' Spec before the agents
+// change, so their first turn can spawn; running subagents go on.
 func (w *Worker) setSubagents(specs map[string]background.Spec) {
 	for name, spec := range specs {
 		w.subagents.Set(name, currentAgent{w.driver, name}, spec)

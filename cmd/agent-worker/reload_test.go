@@ -86,6 +86,44 @@ func apiURL(t *testing.T, out, errb *syncBuffer, stopped <-chan struct{}) string
 	}
 }
 
+// runningWorker is `agent-worker args...` run in the test until stop.
+type runningWorker struct {
+	out, errb syncBuffer
+	url       string // the operator API, from the banner
+	code      int
+	stopped   chan struct{}
+	cancel    context.CancelFunc
+}
+
+// runWorker runs execute with args and waits for its API URL.
+func runWorker(t *testing.T, args ...string) *runningWorker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &runningWorker{code: exitOK, stopped: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(r.stopped)
+		r.code = execute(ctx, args, &r.out, &r.errb)
+	}()
+	// The banner comes after run installed its signal handling.
+	r.url = apiURL(t, &r.out, &r.errb, r.stopped)
+	return r
+}
+
+// stop cancels the run and checks it exits 0 within reloadDeadline.
+func (r *runningWorker) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.stopped:
+		if r.code != exitOK {
+			t.Fatalf("exit %d:\n%s", r.code, r.errb.String())
+		}
+	case <-time.After(reloadDeadline):
+		t.Fatal("run did not stop after cancellation")
+	}
+}
+
 // waitLog waits until the log holds want n times.
 func waitLog(t *testing.T, errb *syncBuffer, want string, n int) {
 	t.Helper()
@@ -115,16 +153,8 @@ models:
   f: {provider: scripted, behaviour: demo}
 agents: [{name: ops, model: f}]
 `)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb syncBuffer
-	code, stopped := exitOK, make(chan struct{})
-	go func() {
-		defer close(stopped)
-		code = execute(ctx, []string{"run", "--config", p}, &out, &errb)
-	}()
-	// The banner comes after run installed its signal handling.
-	url := apiURL(t, &out, &errb, stopped)
+	w := runWorker(t, "run", "--config", p)
+	url, out, errb := w.url, &w.out, &w.errb
 	wantCall(t, "GET", url+"/v1/agents", oldToken, "", http.StatusOK)
 	wantCall(t, "GET", url+"/v1/agents", newToken, "", http.StatusUnauthorized)
 
@@ -132,7 +162,7 @@ agents: [{name: ops, model: f}]
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, &errb, `msg="api tokens reloaded" signal=hangup tokens=1`, 1)
+	waitLog(t, errb, `msg="api tokens reloaded" signal=hangup tokens=1`, 1)
 
 	wantCall(t, "GET", url+"/v1/agents", oldToken, "", http.StatusUnauthorized)
 	if body := wantCall(t, "GET", url+"/v1/agents", newToken, "", http.StatusOK); !strings.Contains(body, `"name":"ops"`) {
@@ -146,15 +176,7 @@ agents: [{name: ops, model: f}]
 		}
 	}
 
-	cancel()
-	select {
-	case <-stopped:
-		if code != exitOK {
-			t.Fatalf("exit %d:\n%s", code, errb.String())
-		}
-	case <-time.After(reloadDeadline):
-		t.Fatal("run did not stop after cancellation")
-	}
+	w.stop(t)
 }
 
 // TestReloadKeepsTheOldTokensOnError drives serveReloading's reload
@@ -268,22 +290,15 @@ agents:
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb syncBuffer
-	code, stopped := exitOK, make(chan struct{})
-	go func() {
-		defer close(stopped)
-		code = execute(ctx, []string{"run", "--config", p, "--api-listen", "127.0.0.1:0"}, &out, &errb)
-	}()
-	url := apiURL(t, &out, &errb, stopped)
+	w := runWorker(t, "run", "--config", p, "--api-listen", "127.0.0.1:0")
+	url, errb := w.url, &w.errb
 	const token = "reload-ops-5d1e"
 
 	replace(head + "  - {name: added, model: f}\n")
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, &errb, `msg="config reloaded" by="signal SIGHUP" outcome=applied`, 1)
+	waitLog(t, errb, `msg="config reloaded" by="signal SIGHUP" outcome=applied`, 1)
 	if !strings.Contains(errb.String(), "added=[added]") {
 		t.Fatalf("the log does not say which agent was added:\n%s", errb.String())
 	}
@@ -296,7 +311,7 @@ agents:
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, &errb, `msg="config not reloaded; the running config stays in force"`, 1)
+	waitLog(t, errb, `msg="config not reloaded; the running config stays in force"`, 1)
 	if !strings.Contains(errb.String(), filepath.Base(p)+":8:") {
 		t.Fatalf("the refusal does not name the file and line:\n%s", errb.String())
 	}
@@ -316,13 +331,5 @@ agents:
 		t.Fatalf("the removed agent is still listed: %s", body)
 	}
 
-	cancel()
-	select {
-	case <-stopped:
-		if code != exitOK {
-			t.Fatalf("exit %d:\n%s", code, errb.String())
-		}
-	case <-time.After(reloadDeadline):
-		t.Fatal("run did not stop after cancellation")
-	}
+	w.stop(t)
 }

@@ -238,12 +238,13 @@ func New(deps Deps, specs []Spec) (*Driver, error) {
 	if deps.Scheduler == nil {
 		deps.Scheduler = scheduler.New(scheduler.Options{Store: deps.Store, Clock: deps.Clock, Log: deps.Log, Events: deps.Events})
 	}
-	d := &Driver{deps: deps, records: turnlog.New(deps.Store, deps.Log), agents: map[string]*Agent{}}
-	if deps.Tracer != nil {
-		deps.Events.Tap(d.spanEvent)
-	} else {
+	traced := deps.Tracer != nil
+	if !traced {
 		deps.Tracer = noTracer
-		d.deps.Tracer = noTracer
+	}
+	d := &Driver{deps: deps, records: turnlog.New(deps.Store, deps.Log), agents: map[string]*Agent{}}
+	if traced {
+		deps.Events.Tap(d.spanEvent)
 	}
 	restoring := make(chan struct{}, restoreLanes)
 	d.restoring = restoring // agents a reload adds share the lanes (specs.go)

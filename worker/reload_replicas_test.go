@@ -162,3 +162,13 @@ func TestReloadSubscribeOnOneReplicaFirst(t *testing.T) {
 		}
 	}
 }
+
+// reload applies r's config in force with its agents edited.
+func (r *fleetReplica) reload(t *testing.T, edit func([]config.Agent) []config.Agent) {
+	t.Helper()
+	cfg := *r.w.Config()
+	cfg.Agents = edit(slices.Clone(cfg.Agents))
+	if _, err := r.w.Reload(context.Background(), &cfg, "test"); err != nil {
+		t.Fatalf("%s: %v", r.holder, err)
+	}
+}

@@ -297,6 +297,35 @@ func (c *fleet) publish(agent string) string {
 	return id
 }
 
+// waitHandled waits until every message of ids was handled by a
+// completed turn.
+func (c *fleet) waitHandled(t *testing.T, what string, ids []string) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, id := range ids {
+			if len(c.handled[id]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitHandledOnce is waitHandled, then checks none was handled twice.
+func (c *fleet) waitHandledOnce(t *testing.T, what string, ids []string) {
+	t.Helper()
+	c.waitHandled(t, what, ids)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if n := len(c.handled[id]); n != 1 {
+			t.Errorf("%s handled %d times", id, n)
+		}
+	}
+}
+
 // load publishes one message every gap, round-robin over the agents,
 // until stop is closed.
 func (c *fleet) load(gap time.Duration, stop <-chan struct{}) <-chan struct{} {
@@ -457,16 +486,7 @@ func TestAgentsSpreadAcrossReplicasAndMoveGracefully(t *testing.T) {
 	}
 	c.mu.Unlock()
 	sort.Strings(joinPhase)
-	waitFor(t, "every message of the join phase handled", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, id := range joinPhase {
-			if len(c.handled[id]) == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitHandled(t, "every message of the join phase handled", joinPhase)
 	c.mu.Lock()
 	worst := time.Duration(0)
 	for _, id := range joinPhase {

@@ -103,6 +103,9 @@ type Agent struct {
 	// current is the running turn and the messages it took (Message);
 	// records keeps turn summaries and dead-letter records (turnlog).
 	current *runningTurn
+	// steers are operator messages for the running turn's next model
+	// call (steer.go).
+	steers  []steer
 	records *turnlog.Log
 	// restoring holds the driver's restore lanes (restoreLanes); nil: none.
 	restoring chan struct{}
@@ -187,6 +190,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 	if p := a.memoryPlugin(); p != nil {
 		plugins = append(plugins, p) // first: every request gets the notes
 	}
+	plugins = append(plugins, a.steerPlugin()) // before the guards: a refused call's steers ride with the failed turn
 	for _, g := range deps.Guards {
 		g.Attach(s.Name, a)
 		if p := g.Plugin(s.Name); p != nil {
@@ -645,6 +649,10 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	}
 	if a.jr != nil && !a.jr.admitLocked(now) {
 		return turnStart{}, false // an unfinished turn's messages are coming back
+	}
+	if a.idleLocked() {
+		a.skipLocked()
+		return turnStart{}, false
 	}
 	if ok, next := a.turnsLimit.take(now); !ok {
 		a.throttleLocked(now, next, "turns_per_hour",

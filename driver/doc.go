@@ -22,6 +22,14 @@
 //   - A turn that fails or is interrupted leaves no trace in history and
 //     puts its messages back in the inbox; a message that fails MaxAttempts
 //     turns is dropped, logged and announced as an event.
+//   - A turn cut at a per-turn limit after it spent money (a cap, or
+//     turn.timeout after a model response: isCut, cut.go) is not retried:
+//     its messages are dead-lettered with reason turn_cap, its tasks are
+//     dropped, and the next prompt says what was cut. The same input is
+//     never charged twice for crossing the same limit.
+//   - No empty turns (idle.go): a wake that leaves a turn nothing to do —
+//     an operator's bare wake or resume, a retry whose messages are gone —
+//     calls no model; a turn-skipped event and a log line say so.
 //   - Shutdown starts no new turn, lets running turns finish until its
 //     context ends, then cancels them.
 //   - Handover: Release starts no new turn and waits for the running one

@@ -146,6 +146,14 @@ func (j *journaler) admitLocked(now time.Time) bool {
 	return true
 }
 
+// hasPending reports whether an unfinished journal waits for the next
+// turn to resume it.
+func (j *journaler) hasPending() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.pending != nil
+}
+
 // take returns the pending journal for the turn about to start (nil: an
 // ordinary turn).
 func (j *journaler) take() *journal.Journal {

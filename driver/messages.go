@@ -55,6 +55,9 @@ type MessageState struct {
 type runningTurn struct {
 	n    uint64
 	msgs []inbox.Message
+	// steered are the operator messages its model calls were shown
+	// (steer.go).
+	steered []steer
 }
 
 // Message looks the message with id up in the agent's memory: in the

@@ -171,6 +171,11 @@ func (a *Agent) turn(t turnStart) {
 		}
 	}
 	sum.Duration = a.clock.Now().Sub(start)
+	seen, left := a.endSteers()
+	if err == nil && len(seen) > 0 {
+		ids = append(ids, steerIDs(seen)...)
+		eventIDs = append(eventIDs, steerIDs(seen)[:min(len(seen), max(MaxEventIDs-len(eventIDs), 0))]...)
+	}
 
 	if err == nil && !a.owns() {
 		// Fenced: the lease went while the turn ran and the driver has not
@@ -221,21 +226,32 @@ func (a *Agent) turn(t turnStart) {
 		a.mu.Lock()
 		moved := a.lg.gen != gen
 		a.mu.Unlock()
-		if errors.Is(err, ErrLeaseLost) || moved {
+		// Steered messages ride along with the turn's other tasks.
+		t.causes = append(t.causes, steerCauses(append(seen, left...))...)
+		cut := isCut(sum)
+		requeued := 0
+		switch {
+		case errors.Is(err, ErrLeaseLost) || moved:
 			// The messages are the log's to give again: to the next owner,
 			// or — the lease lost and taken back while the turn ran — to
 			// this one, which reads on from its cursors. Requeued as well,
 			// they would be read twice.
 			a.letGo(batch.Messages)
-		} else {
+		case cut:
+			a.cutMessages(batch.Messages, err)
+		default:
 			a.inbox.Requeue(batch, attempts)
+			requeued = len(batch.Messages)
 		}
 		a.endCurrent()
 		if sum.Outcome == OutcomeUnavailable && a.health != nil {
 			a.health.Failed(err)
 		}
-		retryIn := a.afterFailure(t.causes, sum.Outcome)
-		log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", len(batch.Messages), "retry_in", retryIn)
+		retryIn := a.afterFailure(t.causes, sum.Outcome, cut)
+		if cut {
+			a.tellCut(t.causes, len(batch.Messages), err)
+		}
+		log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", requeued, "retry_in", retryIn)
 		done = func() {
 			a.emit(events.TurnFailed, withTrace(map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds(),
 				"messages": len(batch.Messages), "ids": eventIDs}, tid))
@@ -247,6 +263,10 @@ func (a *Agent) turn(t turnStart) {
 		done = func() {
 			a.emit(events.TurnCompleted, withTrace(map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": eventIDs, "cost_usd": sum.CostUSD}, tid))
 			a.announceHandled(t.n, batch.Messages)
+		}
+		for _, c := range steerCauses(left) {
+			// Steered after the turn's last model call: the next turn's.
+			a.wake(c, map[string]any{"steer": true})
 		}
 	}
 	if a.records != nil {
@@ -351,17 +371,21 @@ func blamed(outcome string) bool {
 }
 
 // afterFailure decides what becomes of a failed turn's causes and arms
-// its retry. Tasks (schedule prompts, operator messages, timers) are kept
-// for the next turn — a failure blamed on the turn counts against each,
+// its retry; a cut turn's (isCut) are given up instead (afterCut).
+// Tasks (schedule prompts, operator messages, timers) are kept for the
+// next turn — a failure blamed on the turn counts against each,
 // and one that failed MaxAttempts turns is given up, said and announced.
 // A turn that failed or met an outage is retried by itself after
 // Spec.Retry's backoff when anything is left to do; an interrupted or
 // halted one keeps its tasks for the turn that reopening the gate runs,
 // or drops them if the gate stayed open (the operator stopped that work;
 // its messages stay queued). It returns the retry's delay (0: none).
-func (a *Agent) afterFailure(causes []Cause, outcome string) time.Duration {
+func (a *Agent) afterFailure(causes []Cause, outcome string, cut bool) time.Duration {
 	if outcome == OutcomeShutdown {
 		return 0 // the process is going, or another replica owns the agent
+	}
+	if cut {
+		return a.afterCut(causes)
 	}
 	var kept []Cause
 	for _, c := range causes {

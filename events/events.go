@@ -85,6 +85,15 @@ const (
 	// Data: reason. WaitingOver follows when they may run again.
 	Waiting     = "waiting"
 	WaitingOver = "waiting-over"
+	// Steered: an operator's message was given to the running turn
+	// before its next model call (POST messages with steer). Data: id,
+	// turn, by, reason.
+	Steered = "steered"
+	// TurnSkipped: the agent woke with nothing to do — an operator's bare
+	// wake or resume, or a failed turn's retry, with no message, task,
+	// instruction, report or decision queued — and ran no turn (no model
+	// call). Data: reason ("nothing_to_do"), wakes (as turn-started's).
+	TurnSkipped = "turn-skipped"
 	// WakeDropped: a wake cause carrying a task (a schedule prompt, an
 	// operator message) given up after failing too many turns. Data:
 	// source, name, reason.

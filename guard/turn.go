@@ -217,7 +217,7 @@ func (g *Guard) capLocked(l *ledger, limit, what string) error {
 	g.emit(l.name, EventCapped, map[string]any{"limit": limit, "value": what})
 	if ctl := g.ctl(l.name); ctl != nil {
 		l.after = append(l.after, call{f: func() {
-			ctl.Note(fmt.Sprintf("your previous turn was stopped after %s, this agent's limit per turn; its messages are shown again. Work in fewer steps.", what))
+			ctl.Note(fmt.Sprintf("your previous turn was stopped after %s, this agent's limit per turn. Work in fewer steps.", what))
 		}})
 	}
 	return err

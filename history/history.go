@@ -93,6 +93,9 @@ type conversation struct {
 	turns   [][]*session.Event
 	meta    []Turn           // each committed turn's number and messages (Input unset)
 	pending []*session.Event // the turn in progress
+	// live is the session the turn in progress appends to (the runner's),
+	// so Inject reaches the rest of the turn; nil between turns.
+	live    *view
 	state   map[string]any
 	updated time.Time
 }
@@ -324,6 +327,7 @@ func (s *Service) AppendEvent(_ context.Context, sess session.Session, ev *sessi
 		c.state[k] = val
 	}
 	c.pending = append(c.pending, ev)
+	c.live = v
 	c.updated = ev.Timestamp
 	v.events = append(v.events, ev)
 	v.updated = ev.Timestamp
@@ -409,7 +413,7 @@ func (s *Service) Commit(ctx context.Context, app, user, id string, t Turn) erro
 		c.turns = append(c.turns[:0:0], c.turns[from:]...)
 		c.meta = append(c.meta[:0:0], c.meta[from:]...)
 	}
-	c.pending = nil
+	c.pending, c.live = nil, nil
 	return nil
 }
 
@@ -478,13 +482,33 @@ func (s *Service) Recent(ctx context.Context, app, user, id string) ([]Turn, err
 	return append([]Turn(nil), c.meta...), nil
 }
 
+// Inject adds ev to the turn in progress from outside the runner (an
+// operator's message steered into a running turn): the session the turn
+// appends to sees it at once, so every later model call of the turn
+// shows it, and Commit stores it with the turn's other events. With no
+// turn in progress (nothing appended since the last Commit or Discard) it
+// adds nothing and reports false.
+func (s *Service) Inject(app, user, id string, ev *session.Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.convs[convKey(app, user, id)]
+	if !ok || c.live == nil {
+		return false
+	}
+	c.pending = append(c.pending, ev)
+	c.updated = ev.Timestamp
+	c.live.events = append(c.live.events, ev)
+	c.live.updated = ev.Timestamp
+	return true
+}
+
 // Discard forgets the turn in progress: a failed or interrupted turn
 // leaves no trace in what the model sees next.
 func (s *Service) Discard(app, user, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.convs[convKey(app, user, id)]; ok {
-		c.pending = nil
+		c.pending, c.live = nil, nil
 	}
 }
 

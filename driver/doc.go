@@ -43,7 +43,9 @@
 //     (ErrNotOwner) and the stored state stays the owner's.
 //   - Running memory (Spec.Memory, memory.go): turns that leave the
 //     history window are folded into the agent's memory between turns,
-//     one model call at a time, so a wake waits for at most one fold; a
+//     in batches (memory_batch.go: all but the newest tenth of the window
+//     in one call, so one fold per ten turns at history_turns 10), one
+//     model call at a time, so a wake waits for at most one fold; a
 //     fold is admitted and charged by the guards like a turn's calls (a
 //     halted agent does not fold); a failed fold deletes nothing and is
 //     retried after the Retry backoff; only the owner writes the memory.

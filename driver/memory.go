@@ -21,9 +21,15 @@ import (
 // model, between turns, and the summary is placed in every prompt (see
 // package memory).
 //
-// The agent's loop folds after each turn and whenever it wakes with no
-// turn to run: at most one model call each time, so a wake waits for at
-// most one fold. A fold is admitted by the agent's guards like a turn (a
+// Folds come in batches: a fold is due when a turn leaves the history
+// window (Spec.HistoryTurns), and it takes in, in one model call, every
+// turn not yet folded but the newest tenth of the window (at least one;
+// see memory_batch.go). The window falls well under its budget and the
+// next fold is due HistoryTurns+1-keep turns later: one fold call per
+// ten turns at the default window of 10, not one per turn, while the
+// model never sees more than HistoryTurns turns. The agent's loop folds
+// after each turn and whenever it wakes with no turn to run: at most one
+// model call each time, so a wake waits for at most one fold. A fold is admitted by the agent's guards like a turn (a
 // halted agent does not fold, nor does a paused one unless an operator
 // forces it, nor any while a dependency is down) and its cost is charged
 // to the agent's ledger through every guard that takes charges
@@ -42,6 +48,11 @@ type MemorySpec struct {
 	// Cost prices one of Model's responses in USD; nil: $0 (an unpriced
 	// model: no ceiling binds its folds).
 	Cost func(*model.LLMResponse) float64
+
+	// keep is how many of the newest turns a due fold leaves unfolded;
+	// 0: keepAfterFold(HistoryTurns). The benchmarks set it to the
+	// window to measure the old policy, one fold per turn that leaves it.
+	keep int
 }
 
 // ErrMemoryOff is returned by CompactMemory for an agent whose memory is
@@ -197,6 +208,14 @@ func (a *Agent) Memory(ctx context.Context) (MemoryView, error) {
 	return v, nil
 }
 
+// foldKeep is how many of the newest turns a due fold leaves unfolded.
+func (a *Agent) foldKeep() int {
+	if k := a.spec.Memory.keep; k > 0 {
+		return k
+	}
+	return keepAfterFold(a.spec.HistoryTurns)
+}
+
 func (a *Agent) memoryMaxTokens() int {
 	if n := a.spec.Memory.MaxTokens; n > 0 {
 		return n
@@ -282,9 +301,9 @@ func (a *Agent) restoreMemory(ctx context.Context) error {
 	return nil
 }
 
-// foldMemory folds the turns that left the window (or, forced, every turn
-// not yet folded) into the memory when a fold is due: one model call at
-// most. It runs on the agent's loop, between turns, and says what it did
+// foldMemory folds a batch (foldBatch: every turn not yet folded but the
+// newest few) into the memory when a turn has left the window — or,
+// forced, every turn not yet folded: one model call at most. It runs on the agent's loop, between turns, and says what it did
 // in the log, an event and (through the event) the metrics.
 func (a *Agent) foldMemory(ctx context.Context) {
 	if !a.spec.Memory.Enabled {
@@ -344,6 +363,15 @@ func (a *Agent) foldMemory(ctx context.Context) {
 		}
 	}
 
+	if !forced {
+		// A turn left the window: fold it with all but the newest few.
+		all, err := a.hist.Unfolded(ctx, AppName, a.spec.Name, a.spec.Name, true)
+		if err != nil {
+			a.foldFailed(gen, fmt.Errorf("read the turns to fold: %w", err), len(held))
+			return
+		}
+		held = foldBatch(all, a.foldKeep())
+	}
 	turns := make([]memory.Turn, len(held))
 	for i, h := range held {
 		turns[i] = memory.Turn{N: h.N, At: h.At, Events: h.Events}

@@ -32,85 +32,122 @@ func memoryBenchAlert(i int) string {
 		"startsAt: 2026-11-29T08:%02d:00Z  generator: prometheus  fingerprint: %08x", i%4, i, 800+i%400, 40+i%10, i%60, i*7919)
 }
 
+// memoryBenchRun is what runMemoryBench measured of one agent.
+type memoryBenchRun struct {
+	// first[t] is the size of turn t's first model request (from 1):
+	// system instruction with the memory, contents, tool declarations;
+	// tokens[t] the memory's estimated tokens when it ran.
+	first, tokens map[int]int
+	// turnBytes sums every model request of the turns; turnOut their
+	// output tokens as the script reports them.
+	turnBytes, turnOut int
+	// folds counts the fold calls, foldBytes their requests' sizes and
+	// foldOut the tokens of the memories they wrote (their output).
+	folds, foldBytes, foldOut int
+}
+
+// runMemoryBench runs one agent with a history window of window turns and
+// its running memory (the scripted model folds) for turns turns of
+// ~600-byte alerts, one at a time, on the real clock and an in-memory
+// store, and measures its prompts and folds.
+func runMemoryBench(b *testing.B, turns, window int, mem MemorySpec) memoryBenchRun {
+	r := memoryBenchRun{first: map[int]int{}, tokens: map[int]int{}}
+	var mu sync.Mutex
+	var calls int
+	var a *Agent
+	m, err := scripted.New("bench", config.Model{Script: benchScript, Loop: true}, scripted.WithHook(
+		func(_ context.Context, req *model.LLMRequest, _ int) error {
+			size := requestBytes(req)
+			mu.Lock()
+			defer mu.Unlock()
+			r.turnBytes += size
+			r.turnOut += benchScript[calls%len(benchScript)].Usage.Output
+			calls++
+			if calls%2 == 1 { // a turn's first call: the fold before it is done
+				t := (calls + 1) / 2
+				r.first[t], r.tokens[t] = size, a.MemoryTokens()
+			}
+			return nil
+		}), scripted.WithFoldHook(func(_ context.Context, req *model.LLMRequest, _ int) error {
+		size := requestBytes(req)
+		mu.Lock()
+		defer mu.Unlock()
+		r.folds++
+		r.foldBytes += size
+		return nil
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := clock.Real()
+	bus := events.NewBus(0, nil)
+	sub := bus.Subscribe(64, func(e events.Event) bool {
+		return e.Type == events.TurnCompleted || e.Type == events.TurnFailed ||
+			e.Type == events.MemoryCompacted || e.Type == events.MemoryCompactionFailed
+	})
+	d, err := New(Deps{Clock: c, Store: memory.New(c), Events: bus}, []Spec{{
+		Name: "bench", Instruction: benchInstruction, Model: m,
+		Tools: []string{tools.ScheduleNextTurn, tools.ReportDone},
+		Sleep: tools.Sleep{Max: 24 * time.Hour}, HistoryTurns: window, Memory: mem,
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, _ = d.Agent("bench")
+	if err := d.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	for i := 1; i <= turns; i++ {
+		a.Send(inbox.Message{Kind: inbox.Wake, Source: "alertmanager", Text: memoryBenchAlert(i)})
+	wait:
+		for e := range sub.C {
+			switch e.Type {
+			case events.TurnCompleted:
+				break wait
+			case events.MemoryCompacted:
+				r.foldOut += e.Data["tokens"].(int)
+			default:
+				b.Fatalf("turn %d: %s %v", i, e.Type, e.Data)
+			}
+		}
+	}
+	d.Shutdown(context.Background())
+	return r
+}
+
+// maxFirst is the largest first request of turns from to to.
+func (r memoryBenchRun) maxFirst(from, to int) int {
+	n := 0
+	for t := from; t <= to; t++ {
+		n = max(n, r.first[t])
+	}
+	return n
+}
+
 // BenchmarkMemoryPromptSize runs one agent with history_turns 3 and its
 // running memory on (the scripted model folds) for 200 turns of ~600-byte
 // alerts, and prints the size of each turn's first model request —
 // system instruction with the memory, contents, tool declarations — at
-// turns along the way, the memory's size, and the ratio of the last
-// turn's request to the one right after the first fold, for memory bounds
-// of 250 and 1000 tokens (memory.max_tokens). The prompt grows until the
-// memory reaches its bound and stays there: bounded by the window plus
-// max_tokens, however many turns. How much it grows after the first fold
-// is the bound's size against the window's: 250 tokens are small beside
-// three turns of alerts (ratio about 1.1), 1000 are not (about 1.5, flat
-// from turn 25 on). Run it with -benchtime 1x.
+// turns along the way, the memory's size, the largest request of the
+// first and of the second hundred turns, and ratios, for memory bounds
+// of 250 and 1000 tokens (memory.max_tokens). Folds come in batches (every
+// third turn, all but the newest turn), so the request saws between one
+// recent turn and three; it grows until the memory reaches its bound and
+// stays there: bounded by the window plus max_tokens, however many turns
+// (largest of turns 101–200 / of turns 1–100: 1.00). Run it with
+// -benchtime 1x.
 func BenchmarkMemoryPromptSize(b *testing.B) {
 	const turns, window = 200, 3
 	report := []int{1, window + 2, 10, 25, 50, 100, 150, turns}
 	type result struct {
 		maxTokens int
-		bytes     map[int]int // turn → first request's bytes
-		tokens    map[int]int // turn → memory tokens when it ran
+		memoryBenchRun
 	}
 	var results []result
 	for _, maxTokens := range []int{250, 1000} {
 		b.Run(fmt.Sprintf("max_tokens=%d", maxTokens), func(b *testing.B) {
 			for range b.N {
-				r := result{maxTokens: maxTokens, bytes: map[int]int{}, tokens: map[int]int{}}
-				var mu sync.Mutex
-				var calls int
-				m, err := scripted.New("bench", config.Model{Script: benchScript, Loop: true}, scripted.WithHook(
-					func(_ context.Context, req *model.LLMRequest, _ int) error {
-						mu.Lock()
-						defer mu.Unlock()
-						calls++
-						if calls%2 == 1 { // a turn's first call
-							r.bytes[(calls+1)/2] = requestBytes(req)
-						}
-						return nil
-					}))
-				if err != nil {
-					b.Fatal(err)
-				}
-				c := clock.Real()
-				bus := events.NewBus(0, nil)
-				sub := bus.Subscribe(64, func(e events.Event) bool {
-					return e.Type == events.TurnCompleted || e.Type == events.TurnFailed ||
-						e.Type == events.MemoryCompacted || e.Type == events.MemoryCompactionFailed
-				})
-				d, err := New(Deps{Clock: c, Store: memory.New(c), Events: bus}, []Spec{{
-					Name: "bench", Instruction: benchInstruction, Model: m,
-					Tools: []string{tools.ScheduleNextTurn, tools.ReportDone},
-					Sleep: tools.Sleep{Max: 24 * time.Hour}, HistoryTurns: window,
-					Memory: MemorySpec{Enabled: true, MaxTokens: maxTokens},
-				}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				a, _ := d.Agent("bench")
-				if err := d.Start(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-				wait := func(typ string, i int) {
-					for e := range sub.C {
-						switch e.Type {
-						case typ:
-							return
-						case events.TurnFailed, events.MemoryCompactionFailed:
-							b.Fatalf("turn %d: %s %v", i, e.Type, e.Data)
-						}
-					}
-				}
-				for i := 1; i <= turns; i++ {
-					r.tokens[i] = a.MemoryTokens()
-					a.Send(inbox.Message{Kind: inbox.Wake, Source: "alertmanager", Text: memoryBenchAlert(i)})
-					wait(events.TurnCompleted, i)
-					if i > window { // turn i-window left the window: its fold ran before the next turn
-						wait(events.MemoryCompacted, i)
-					}
-				}
-				d.Shutdown(context.Background())
-				results = append(results, r)
+				results = append(results, result{maxTokens, runMemoryBench(b, turns, window, MemorySpec{Enabled: true, MaxTokens: maxTokens})})
 			}
 		})
 	}
@@ -129,19 +166,32 @@ func BenchmarkMemoryPromptSize(b *testing.B) {
 			row[0] += " (first after a fold)"
 		}
 		for _, r := range results {
-			row = append(row, fmt.Sprint(r.bytes[t]), fmt.Sprint(r.tokens[t]))
+			row = append(row, fmt.Sprint(r.first[t]), fmt.Sprint(r.tokens[t]))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
-	row := []string{"last / first after a fold"}
-	for _, r := range results {
-		row = append(row, fmt.Sprintf("%.2f", float64(r.bytes[turns])/float64(r.bytes[window+2])), "")
+	rows := []struct {
+		name string
+		val  func(memoryBenchRun) string
+	}{
+		{"largest, turns 1-100", func(r memoryBenchRun) string { return fmt.Sprint(r.maxFirst(1, 100)) }},
+		{"largest, turns 101-200", func(r memoryBenchRun) string { return fmt.Sprint(r.maxFirst(101, turns)) }},
+		{"largest 101-200 / largest 1-100", func(r memoryBenchRun) string {
+			return fmt.Sprintf("%.2f", float64(r.maxFirst(101, turns))/float64(r.maxFirst(1, 100)))
+		}},
+		{"last / first after a fold", func(r memoryBenchRun) string {
+			return fmt.Sprintf("%.2f", float64(r.first[turns])/float64(r.first[window+2]))
+		}},
+		{"last / turn 50 (memory at its bound)", func(r memoryBenchRun) string {
+			return fmt.Sprintf("%.2f", float64(r.first[turns])/float64(r.first[50]))
+		}},
 	}
-	fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
-	row = []string{"last / turn 50 (memory at its bound)"}
-	for _, r := range results {
-		row = append(row, fmt.Sprintf("%.2f", float64(r.bytes[turns])/float64(r.bytes[50])), "")
+	for _, row := range rows {
+		cells := []string{row.name}
+		for _, r := range results {
+			cells = append(cells, row.val(r.memoryBenchRun), "")
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	tw.Flush()
 }

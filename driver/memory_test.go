@@ -27,14 +27,16 @@ type foldModel struct {
 	fail  int           // the next folds that fail
 	hold  chan struct{} // when non-nil, folds block until it is closed
 	calls chan int      // each fold's number as it starts
+	reqs  []*model.LLMRequest
 }
 
 func newFoldModel(t *testing.T) *foldModel {
 	t.Helper()
 	f := &foldModel{calls: make(chan int, 100)}
 	m, err := scripted.New("summariser", config.Model{Provider: "scripted", Behaviour: scripted.BehaviourDemo},
-		scripted.WithFoldHook(func(ctx context.Context, _ *model.LLMRequest, n int) error {
+		scripted.WithFoldHook(func(ctx context.Context, req *model.LLMRequest, n int) error {
 			f.mu.Lock()
+			f.reqs = append(f.reqs, req)
 			hold := f.hold
 			fail := f.fail > 0
 			if fail {
@@ -107,16 +109,17 @@ func pastInputs(req *model.LLMRequest) []string {
 
 // With history_turns 3, after 10 turns the prompt holds a memory that
 // mentions turn 1 — after the instruction, marked as the agent's notes —
-// and only the 3 recent turns.
+// and at most the 3 recent turns: folds come every third turn, each
+// taking in all but the newest turn.
 func TestMemoryKeepsTurnOneWithOnlyThreeRecentTurns(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, []config.ScriptStep{text("noted")}, withMemory(nil, 3))
 	h.runTurn("disk full on db-1")
 	for i := 2; i <= 10; i++ {
 		h.runTurn(fmt.Sprintf("routine check %d", i))
-		if i >= 4 { // turn i-3 has left the window
+		if i%3 == 1 { // turn i-3 has left the window: the 3 before turn i are folded
 			e := h.waitEvent(events.MemoryCompacted)
-			if e.Data["through"] != uint64(i-3) || e.Data["turns"] != 1 {
+			if e.Data["through"] != uint64(i-1) || e.Data["turns"] != 3 {
 				t.Fatalf("after turn %d: fold %v", i, e.Data)
 			}
 		}
@@ -129,17 +132,15 @@ func TestMemoryKeepsTurnOneWithOnlyThreeRecentTurns(t *testing.T) {
 		t.Fatalf("system instruction lacks the memory of turn 1 after the instruction:\n%s", sys)
 	}
 	inputs := pastInputs(req)
-	if len(inputs) != 4 { // turns 8, 9, 10 and this one
-		t.Fatalf("prompt holds %d turn inputs, want 3 recent and the current:\n%s", len(inputs), strings.Join(inputs, "\n====\n"))
+	if len(inputs) != 2 { // turn 10 (turns 1-9 are folded) and this one
+		t.Fatalf("prompt holds %d turn inputs, want the 1 recent unfolded and the current:\n%s", len(inputs), strings.Join(inputs, "\n====\n"))
 	}
-	for _, in := range inputs[:3] {
-		if strings.Contains(in, "db-1") || strings.Contains(in, "routine check 7") {
-			t.Fatalf("an old turn is still in the contents: %s", in)
-		}
+	if !strings.Contains(inputs[0], "routine check 10") {
+		t.Fatalf("the recent turn in the contents is not turn 10: %s", inputs[0])
 	}
-	h.waitEvent(events.MemoryCompacted) // turn 8 leaves the window
+	h.waitIdle()
 	v, err := h.a.Memory(context.Background())
-	if err != nil || v.TurnsFolded != 8 || v.Through != 8 || v.Unfolded != 0 || v.Tokens == 0 || v.Compactions != 8 {
+	if err != nil || v.TurnsFolded != 9 || v.Through != 9 || v.Unfolded != 0 || v.Tokens == 0 || v.Compactions != 3 {
 		t.Fatalf("memory view = %+v, %v", v, err)
 	}
 }
@@ -154,9 +155,9 @@ func TestFailingFoldLosesNoTurnAndRetries(t *testing.T) {
 	h := newHarness(t, []config.ScriptStep{text("ok")}, withMemory(fm, 2))
 	h.runTurn("alpha: the certificate expires on friday")
 	h.runTurn("beta")
-	h.runTurn("gamma") // alpha leaves the window
+	h.runTurn("gamma") // alpha leaves the window: alpha and beta are due
 	e := h.waitEvent(events.MemoryCompactionFailed)
-	if e.Data["failures"] != 1 || e.Data["turns"] != 1 {
+	if e.Data["failures"] != 1 || e.Data["turns"] != 2 {
 		t.Fatalf("failure event %v", e.Data)
 	}
 	v, _ := h.a.Memory(context.Background())
@@ -173,16 +174,16 @@ func TestFailingFoldLosesNoTurnAndRetries(t *testing.T) {
 		t.Fatalf("store holds %d turns (%v), want all 4: none deleted unfolded", len(raw), err)
 	}
 	h.clock.Advance(time.Second)
-	if e := h.waitEvent(events.MemoryCompactionFailed); e.Data["failures"] != 2 || e.Data["turns"] != 2 {
+	if e := h.waitEvent(events.MemoryCompactionFailed); e.Data["failures"] != 2 || e.Data["turns"] != 3 {
 		t.Fatalf("second failure %v", e.Data)
 	}
 	h.clock.Advance(2 * time.Second)
 	e = h.waitEvent(events.MemoryCompacted)
-	if e.Data["turns"] != 2 || e.Data["through"] != uint64(2) {
+	if e.Data["turns"] != 3 || e.Data["through"] != uint64(3) {
 		t.Fatalf("retried fold %v", e.Data)
 	}
 	v, _ = h.a.Memory(context.Background())
-	if !strings.Contains(v.Text, "the certificate expires on friday") || v.LastError != "" || v.Failures != 0 || v.Unfolded != 0 || v.TurnsFolded != 2 {
+	if !strings.Contains(v.Text, "the certificate expires on friday") || v.LastError != "" || v.Failures != 0 || v.Unfolded != 0 || v.TurnsFolded != 3 {
 		t.Fatalf("memory after the retry: %+v", v)
 	}
 }

@@ -106,7 +106,7 @@ func TestDemoBuildsAMemory(t *testing.T) {
 		}
 	}
 	v, err := a.Memory(context.Background())
-	if err != nil || !strings.Contains(v.Text, `"disk full on db-1"`) || v.TurnsFolded != 1 {
+	if err != nil || !strings.Contains(v.Text, `"disk full on db-1"`) || v.TurnsFolded != 3 {
 		t.Fatalf("demo memory after 4 turns: %+v, %v", v, err)
 	}
 }

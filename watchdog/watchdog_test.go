@@ -196,7 +196,7 @@ func TestFeedbackModeTellsTheNextPromptAndDoesNotHalt(t *testing.T) {
 	if r.a.State() == driver.Halted {
 		t.Fatal("feedback mode halted the agent")
 	}
-	last := r.nextPrompt(func() { r.c.Advance(driver.DefaultRetryMax) }) // the capped turn is retried by itself
+	last := r.nextPrompt(func() { r.send("next") }) // a capped turn is cut, not retried: the next message runs
 	if !strings.Contains(last, "You have made the same tool call 5 times in a row: report_done") {
 		t.Fatalf("next prompt lacks the note:\n%s", last)
 	}
@@ -241,7 +241,7 @@ func TestWarnModeOnlyLogs(t *testing.T) {
 		t.Fatalf("alert %v", al.Data)
 	}
 	r.waitEvent(events.TurnFailed)
-	last := r.nextPrompt(func() { r.c.Advance(driver.DefaultRetryMax) }) // the capped turn is retried by itself
+	last := r.nextPrompt(func() { r.send("next") }) // a capped turn is cut, not retried: the next message runs
 	if strings.Contains(last, "same tool call") {
 		t.Fatal("warn mode told the model")
 	}

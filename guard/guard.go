@@ -680,9 +680,11 @@ func (g *Guard) Charge(agent string, usd float64) {
 	calls()
 }
 
-// chargeLocked adds usd to the agent's, the turn's and the worker's
-// spend and trips the first ceiling crossed (unless a trip already holds
-// the agent). Callers hold l.mu. It returns the trip.
+// chargeLocked adds usd to the agent's and the worker's spend — and to
+// the running turn's when inTurn (the charge is the turn's: a model call
+// of it, a subagent's spend while it runs) — and trips the first ceiling
+// crossed, the turn's only when inTurn (unless a trip already holds the
+// agent). Callers hold l.mu. It returns the trip.
 func (g *Guard) chargeLocked(l *ledger, usd float64, inTurn bool) *Trip {
 	if changed, _ := g.rollDay(l); changed {
 		g.markLocked(l)
@@ -694,7 +696,7 @@ func (g *Guard) chargeLocked(l *ledger, usd float64, inTurn bool) *Trip {
 	}
 	l.st.SessionSpent += usd
 	l.st.DaySpent += usd
-	if l.inTurn {
+	if inTurn && l.inTurn {
 		l.turnSpent += usd
 	}
 	g.markLocked(l)

@@ -155,22 +155,11 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 		return nil
 	}
 	l.mu.Lock()
-	served, price, priced := l.model, l.price, l.priced
-	if s, _ := resp.CustomMetadata[ServedByKey].(string); s != "" && s != l.model {
-		// A fallback answered: its own price, under its own name.
-		served = s
-		price, priced = g.prices().Lookup(s)
-	}
-	cost := 0.0
-	if priced {
-		cost = price.Cost(u)
-	}
+	cost := g.meterLocked(l, resp, u)
 	l.tokens += u.Input + u.Output
 	l.tokensIn += u.Input
 	l.tokensOut += u.Output
 	l.responses++
-	g.emit(name, EventCharged, map[string]any{"model": served, "input_tokens": u.Input, "cached_input_tokens": u.CachedInput,
-		"cache_write_tokens": u.CacheWrite, "output_tokens": u.Output, "cost_usd": cost, "priced": priced})
 	if t := g.chargeLocked(l, cost, true); t != nil {
 		// The trip is stored before the agent is halted and the turn
 		// stops; the halt keeps its place before any later reopening.
@@ -185,6 +174,27 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 	}
 	g.unlock(l)
 	return err
+}
+
+// meterLocked prices resp (usage u) at the price of the model that
+// answered it — the agent's, or the fallback it names (ServedByKey) —
+// and publishes its model-usage event (EventCharged), which the metrics
+// count. It returns the cost; charging it is the caller's. Callers hold
+// l.mu.
+func (g *Guard) meterLocked(l *ledger, resp *model.LLMResponse, u Usage) float64 {
+	served, price, priced := l.model, l.price, l.priced
+	if s, _ := resp.CustomMetadata[ServedByKey].(string); s != "" && s != l.model {
+		// A fallback answered: its own price, under its own name.
+		served = s
+		price, priced = g.prices().Lookup(s)
+	}
+	cost := 0.0
+	if priced {
+		cost = price.Cost(u)
+	}
+	g.emit(l.name, EventCharged, map[string]any{"model": served, "input_tokens": u.Input, "cached_input_tokens": u.CachedInput,
+		"cache_write_tokens": u.CacheWrite, "output_tokens": u.Output, "cost_usd": cost, "priced": priced})
+	return cost
 }
 
 // beforeTool refuses a tool call beyond the cap and stops the turn.

@@ -100,6 +100,8 @@ type Agent struct {
 	input Log
 	lg    logState
 	mem   memState // the running memory (memory.go)
+	// asking: an operator's ask is being answered (ask.go).
+	asking atomic.Bool
 	// current is the running turn and the messages it took (Message);
 	// records keeps turn summaries and dead-letter records (turnlog).
 	current *runningTurn

@@ -49,6 +49,13 @@
 //     fold is admitted and charged by the guards like a turn's calls (a
 //     halted agent does not fold); a failed fold deletes nothing and is
 //     retried after the Retry backoff; only the owner writes the memory.
+//   - Asks (Agent.Ask, ask.go): an operator's side question is answered
+//     by one model call on what a turn's call sees (instruction, memory,
+//     the history window as a snapshot) and writes nothing — no history,
+//     memory, inbox or journal — and runs no tool; it takes no turn lock,
+//     so it is answered while the agent sleeps, is paused or runs a turn,
+//     one ask at a time; it is admitted and charged by the guards outside
+//     any turn's spend, and refused while halted.
 //
 // Message ids and the turn log:
 //

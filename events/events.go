@@ -116,6 +116,12 @@ const (
 	// unfolded because the store's bound was reached while folds kept
 	// failing. Data: turns (their numbers), count.
 	MemoryTurnsDropped = "memory-turns-dropped"
+	// Asked: an operator's ask was answered, refused or failed; it is not
+	// a turn and left nothing in the agent's history. Data: outcome
+	// (answered, refused, failed, timeout, cancelled), by, question (cut
+	// to 500 runes), answer (cut to 2000), model, tokens_in, tokens_out,
+	// cost_usd, duration_ms, error.
+	Asked = "asked"
 )
 
 // Event is one thing that happened to one agent.

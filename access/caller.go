@@ -27,6 +27,13 @@ type Caller struct {
 // is allowed. It is bound to no set (an open path: always valid).
 var Anonymous = Caller{Name: AnonymousName, Role: RoleOperate}
 
+// Authenticated reports whether a token stands for the caller (a bearer
+// token, or a session signed with one): its Name is then the token's
+// name. False for the caller let in without a token (Anonymous, and a set
+// without tokens), whose Name is AnonymousName — which a token may also
+// be named: ask this, not the name.
+func (c Caller) Authenticated() bool { return c.cred != nil }
+
 // MayAccess reports whether the caller may see or act on agent. The zero
 // Caller (no role) may not.
 func (c Caller) MayAccess(agent string) bool {

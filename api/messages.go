@@ -233,7 +233,8 @@ func (s *Server) fits(m inbox.Message) (int, bool) {
 	return len(data), len(data) <= s.o.MaxMessageBytes
 }
 
-// deliver queues m for a: through Options.Deliver (durably, to whichever
+// deliver queues m for a, as sent by the request's caller (m.Sender:
+// sender, the credential's name): through Options.Deliver (durably, to whichever
 // replica owns the agent) when set, else into a's inbox here. It reports
 // whether m was queued; when not, the answer is written: duplicate when
 // the transport already held m, 507 when the input stream refused it for
@@ -249,6 +250,7 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, a *driver.Agent
 	if tp := r.Header.Get(tracing.HeaderTraceParent); tracing.Valid(tp) {
 		m.TraceParent = tp // the turn that drains m links to the sender's trace
 	}
+	m.Sender = sender(record(r).who) // the credential's name, whatever the body's "from" says
 	if s.o.Deliver == nil {
 		a.Send(m)
 		return true

@@ -20,6 +20,10 @@ const (
 	Deferred Kind = "deferred"
 )
 
+// SourceNATSPrefix starts the Source of a message read from NATS:
+// "nats:<subject>".
+const SourceNATSPrefix = "nats:"
+
 // DefaultCap is the number of messages an inbox holds when no cap is set.
 const DefaultCap = 256
 
@@ -42,7 +46,17 @@ type Message struct {
 	Via string
 	// From is the sender's self-declared name; untrusted.
 	From string
-	Text string
+	// Sender is who the worker authenticated as the message's sender,
+	// written by the worker, never by the sender: "api, token ops" for a
+	// message posted to the API with the token named ops, "api,
+	// unauthenticated" on an API without tokens. "" when nobody was
+	// authenticated: a message published on NATS (Source names its
+	// subject), a subagent's report. A message that crossed NATS keeps it
+	// only under the deployment's seal (natsinbox.HeaderSender), so a
+	// publisher cannot claim one. The prompt shows it on the message's
+	// header line, outside the fence, next to the untrusted From inside.
+	Sender string
+	Text   string
 	// Attributes are sender-supplied key/values; untrusted.
 	Attributes map[string]string
 	Received   time.Time
@@ -208,9 +222,10 @@ func (q *Inbox) Take(maxBytes int) Batch {
 }
 
 // Size is how much of a turn's input budget the message takes: its text,
-// attributes, id, source and sender, in bytes.
+// attributes, id, source, self-declared from and authenticated sender,
+// in bytes.
 func (m Message) Size() int {
-	n := len(m.Text) + len(m.ID) + len(m.Source) + len(m.From)
+	n := len(m.Text) + len(m.ID) + len(m.Source) + len(m.From) + len(m.Sender)
 	for k, v := range m.Attributes {
 		n += len(k) + len(v)
 	}

@@ -21,7 +21,7 @@ var perAgentCounters = []string{
 	"agent_worker_guardrail_trips_total", "agent_worker_watchdog_alerts_total", "agent_worker_subagents_total",
 	"agent_worker_subagent_reruns_total", "agent_worker_schedule_runs_total", "agent_worker_alertmanager_notifications_total",
 	"agent_worker_ownership_changes_total", "agent_worker_memory_compactions_total", "agent_worker_memory_cost_usd_total",
-	"agent_worker_memory_turns_dropped_total",
+	"agent_worker_memory_turns_dropped_total", "agent_worker_asks_total",
 }
 
 func TestLazySeriesAppearWithTheirFirstEvent(t *testing.T) {

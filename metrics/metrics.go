@@ -90,6 +90,7 @@ type Metrics struct {
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
 	memory          memoryMetrics   // memory.go
+	asks            askMetrics      // asks.go
 	input           *inputMetrics   // input.go
 	webhooks        *webhookMetrics // webhooks.go
 	store           *storeMetrics   // store.go
@@ -255,6 +256,8 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 
 	m.memory = newMemoryMetrics()
 	m.reg.MustRegister(m.memory.collectors()...)
+	m.asks = newAskMetrics()
+	m.reg.MustRegister(m.asks.asks)
 	m.input = newInputMetrics()
 	m.reg.MustRegister(m.input.collectors()...)
 	m.webhooks = newWebhookMetrics()
@@ -382,6 +385,7 @@ func (m *Metrics) precreateAgent(name string, a *agent) {
 		m.ownership.WithLabelValues(name, r)
 	}
 	m.memory.precreate(name)
+	m.asks.precreate(name)
 }
 
 // Registry returns the registry every metric is registered on. Callers may

@@ -33,6 +33,7 @@ var counted = map[string]bool{
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
 	eventScheduleRun: true, eventSubagentFinished: true, eventSubagentStarted: true,
 	events.MemoryCompacted: true, events.MemoryCompactionFailed: true, events.MemoryCompactionSkipped: true, events.MemoryTurnsDropped: true,
+	events.Asked: true,
 }
 
 // subscriptionBuffer is how many events may wait for the observer before
@@ -140,6 +141,8 @@ func (m *Metrics) record(e events.Event) {
 		m.recordFallback(e.Agent, a, d)
 	case events.MemoryCompacted, events.MemoryCompactionFailed, events.MemoryCompactionSkipped, events.MemoryTurnsDropped:
 		m.memory.record(e)
+	case events.Asked:
+		m.asks.record(e)
 	case eventToolCall:
 		tool := text(d["tool"])
 		if !a.tools[tool] {

@@ -134,8 +134,12 @@ func (f *Fallback) GetGoogleLLMVariant() genai.Backend {
 }
 
 // FallbackNames returns the names of m's fallbacks in the order they are
-// tried; none for a model that is not a Fallback.
+// tried; none for a model that is not a Fallback. For a Switch they are
+// the configured model's.
 func FallbackNames(m model.LLM) []string {
+	if s, ok := m.(*Switch); ok {
+		m = s.configured
+	}
 	var names []string
 	for {
 		f, ok := m.(*Fallback)

@@ -99,7 +99,8 @@ type Agent struct {
 	// place in it (log.go).
 	input Log
 	lg    logState
-	mem   memState // the running memory (memory.go)
+	mem   memState   // the running memory (memory.go)
+	model modelState // the operator's model switch (model.go)
 	// asking: an operator's ask is being answered (ask.go).
 	asking atomic.Bool
 	// current is the running turn and the messages it took (Message);

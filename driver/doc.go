@@ -36,11 +36,17 @@
 //     without ever cancelling it; SetOwned(false) afterwards cancels
 //     nothing. Losing the lease (SetOwned(false) without Release) cancels
 //     the running turn at once: another replica may own the agent already.
-//   - Fenced writes: an agent's durable state (its pause) is written only
-//     by the replica that owns it — not in standby, and owned according
-//     to the scheduler's Owner (scheduler.Options.Owner; the worker's is
-//     the lease manager). Elsewhere the write is refused and logged
-//     (ErrNotOwner) and the stored state stays the owner's.
+//   - Fenced writes: an agent's durable state (its pause, its model
+//     switch) is written only by the replica that owns it — not in
+//     standby, and owned according to the scheduler's Owner
+//     (scheduler.Options.Owner; the worker's is the lease manager).
+//     Elsewhere the write is refused and logged (ErrNotOwner) and the
+//     stored state stays the owner's.
+//   - Model switch (SwitchModel, model.go): an operator's switch to
+//     another configured model is used from the agent's next model call,
+//     stored before it is answered, restored before the first turn after
+//     a restart or a change of owner, and dropped (logged, evented) when
+//     the config no longer has the model.
 //   - Running memory (Spec.Memory, memory.go): turns that leave the
 //     history window are folded into the agent's memory between turns,
 //     in batches (memory_batch.go: all but the newest tenth of the window

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/adk/model"
+
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
@@ -30,6 +32,12 @@ func replicaOn(t *testing.T, st store.Store, c *clock.Fake, leased bool, owner s
 	if err != nil {
 		t.Fatal(err)
 	}
+	return replicaWith(t, st, c, leased, owner, m)
+}
+
+// replicaWith is replicaOn with the agent's model m.
+func replicaWith(t *testing.T, st store.Store, c *clock.Fake, leased bool, owner scheduler.Owner, m model.LLM) *Agent {
+	t.Helper()
 	sched := scheduler.New(scheduler.Options{Store: st, Clock: c, Owner: owner})
 	d, err := New(Deps{Clock: c, Store: st, Scheduler: sched, Leased: leased}, []Spec{{Name: "tester", Model: m, HistoryTurns: 5}})
 	if err != nil {

@@ -106,6 +106,9 @@ func (a *Agent) restore(ctx context.Context) error {
 	if err := a.restoreMemory(ctx); err != nil {
 		return err
 	}
+	if err := a.restoreModel(ctx); err != nil {
+		return err
+	}
 	if a.leased {
 		// Acquired from another replica (or none): its timer and missed
 		// ticks were not this scheduler's at Start.

@@ -74,6 +74,18 @@ const (
 	// ignored and the message delivered as any other. Data: subject, via
 	// (the claim), id (its Nats-Msg-Id, if any).
 	MessageUnsealed = "message-unsealed"
+	// ModelSwitched: an operator switched the agent's model, or back to
+	// the configured one (reset); it is used from the next model call.
+	// Data: model (the key in force), name (what pricing looks up),
+	// reasoning_effort (when given), configured (the config's key),
+	// previous and previous_name (the model before), reset, by, reason.
+	ModelSwitched = "model-switched"
+	// ModelSwitchDropped: a stored model switch could not be used any
+	// more (its model is gone from the config after a reload or a
+	// restart, or cannot take the effort) and was deleted; the agent runs
+	// on its configured model. Data: model, reasoning_effort, configured,
+	// error, switched_by, switched_since.
+	ModelSwitchDropped = "model-switch-dropped"
 	// MessageHandled: a completed, recorded turn handled the message.
 	// Data: id, turn, source, kind, outcome ("completed"). One per message
 	// of the turn, after turn-completed's data is settled.

@@ -79,6 +79,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		ID         string            `json:"id"`
 		From       string            `json:"from"`
 		Attributes map[string]string `json:"attributes"`
+		Steer      bool              `json:"steer"`
 	}
 	if !s.decode(w, r, &body, true) {
 		return
@@ -86,6 +87,14 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	text := strings.TrimSpace(body.Text)
 	if text == "" {
 		fail(w, r, http.StatusBadRequest, `"text" is required and must not be blank`)
+		return
+	}
+	if body.Steer {
+		if body.Wake != nil || body.ID != "" || body.From != "" || body.Attributes != nil {
+			fail(w, r, http.StatusBadRequest, `a steered message takes "text" only: it is the operator's own words for the running turn, not a queued message`)
+			return
+		}
+		s.steerMessage(w, r, a, text) // steer.go
 		return
 	}
 	kind := inbox.Wake

@@ -31,6 +31,9 @@
 //	resume        message, drop_queued           200 state, dropped (with drop_queued); 409 stopped
 //	interrupt     hold (default true)            200 state, turn_running
 //	wake          message                        200; 409 paused, halted or stopped
+//	steer         message                        202 result driver.Steered: the running turn takes it
+//	                                             before its next model call (turn), or it woke the
+//	                                             agent (woke); 400 blank; 409 paused, halted, stopped
 //	reset         guardrail, add_budget_usd      200 result guard.ResetResult;
 //	                                             409 result Refusal (the owner's numbers);
 //	                                             400 bad guardrail or amount; 404 no guardrails;
@@ -440,6 +443,8 @@ func (c *Control) Apply(agent string, req Request) Reply {
 		r = memoryVerb(r, a, req)
 	case VerbApprovals, VerbApprove, VerbDeny:
 		r = approvalVerb(r, a, req)
+	case VerbSteer:
+		r = c.steerVerb(r, a, req)
 	default:
 		if hint := c.haltHint(agent, a, req.Verb); hint != "" {
 			r = r.fail(http.StatusConflict, "%s", hint)

@@ -21,8 +21,9 @@ var (
 	// inbox.Wake and inbox.Deferred.
 	messageKinds = []string{"inbox", "deferred"}
 	// inbox.Reject*, natsinbox.RejectUnknownAgent, natsinbox.RejectDropped
-	// and natsinbox.RejectOperatorDropped (driver.ReasonOperatorDropped).
-	rejectReasons = []string{"too_large", "invalid_utf8", "invalid_json", "no_text", "empty", "unknown_agent", "dropped", "operator_dropped"}
+	// and natsinbox.RejectOperatorDropped (driver.ReasonOperatorDropped),
+	// driver.ReasonTurnCap.
+	rejectReasons = []string{"too_large", "invalid_utf8", "invalid_json", "no_text", "empty", "unknown_agent", "dropped", "operator_dropped", "turn_cap"}
 	// driver.States.
 	agentStates = []string{"sleeping", "running", "paused", "halted", "stopped", "waiting"}
 	// model-usage is ok, model-error is error.

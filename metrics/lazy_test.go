@@ -21,7 +21,7 @@ var perAgentCounters = []string{
 	"agent_worker_guardrail_trips_total", "agent_worker_watchdog_alerts_total", "agent_worker_subagents_total",
 	"agent_worker_subagent_reruns_total", "agent_worker_schedule_runs_total", "agent_worker_alertmanager_notifications_total",
 	"agent_worker_ownership_changes_total", "agent_worker_memory_compactions_total", "agent_worker_memory_cost_usd_total",
-	"agent_worker_memory_turns_dropped_total", "agent_worker_asks_total",
+	"agent_worker_memory_turns_dropped_total", "agent_worker_asks_total", "agent_worker_turns_skipped_total",
 }
 
 func TestLazySeriesAppearWithTheirFirstEvent(t *testing.T) {
@@ -44,8 +44,8 @@ func TestLazySeriesAppearWithTheirFirstEvent(t *testing.T) {
 	}
 	// The worker's own series stay: "_unknown"'s rejections, the
 	// histograms (one per worker, no agent label).
-	if n := len(family(got, "agent_worker_messages_rejected_total")); n != 8 {
-		t.Errorf("messages_rejected_total has %d series, want _unknown's 8", n)
+	if n := len(family(got, "agent_worker_messages_rejected_total")); n != 9 {
+		t.Errorf("messages_rejected_total has %d series, want _unknown's 9", n)
 	}
 	expect(t, got, map[string]float64{
 		`agent_worker_turn_duration_seconds_count{}`:                                          0,

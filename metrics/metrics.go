@@ -90,6 +90,7 @@ type Metrics struct {
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
 	memory          memoryMetrics   // memory.go
+	skipped         skipMetrics     // skipped.go
 	asks            askMetrics      // asks.go
 	input           *inputMetrics   // input.go
 	webhooks        *webhookMetrics // webhooks.go
@@ -205,7 +206,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		"Tasks (a schedule's prompt, an operator's message, a timer) given up after failing too many turns, by the source of the wake.",
 		"agent", "source")
 	m.rejected = counter("messages_rejected_total",
-		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns; operator_dropped are queued messages an operator abandoned (resume with drop_queued), dead-lettered.",
+		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns; operator_dropped are queued messages an operator abandoned (resume with drop_queued), dead-lettered; turn_cap are messages of a turn cut at a per-turn limit (not retried, so not charged twice), dead-lettered.",
 		"agent", "reason")
 	m.unsealed = counter("messages_unsealed_total",
 		"Messages that claimed to come through the worker (an Alertmanager notification, a subagent's report: the Agent-Worker-Via header) without the deployment's seal. The claim is ignored and the message delivered as an ordinary external message; anything above 0 is a publisher forging the header, or a replica of a version before seals.",
@@ -256,6 +257,8 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 
 	m.memory = newMemoryMetrics()
 	m.reg.MustRegister(m.memory.collectors()...)
+	m.skipped = newSkipMetrics()
+	m.reg.MustRegister(m.skipped.skipped)
 	m.asks = newAskMetrics()
 	m.reg.MustRegister(m.asks.asks)
 	m.input = newInputMetrics()
@@ -385,6 +388,7 @@ func (m *Metrics) precreateAgent(name string, a *agent) {
 		m.ownership.WithLabelValues(name, r)
 	}
 	m.memory.precreate(name)
+	m.skipped.precreate(name)
 	m.asks.precreate(name)
 }
 

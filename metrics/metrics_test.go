@@ -64,7 +64,8 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 		"agent_worker_dependency_up":                       0, // nil Source
 		"agent_worker_wake_latency_seconds":                2,
 		"agent_worker_messages_received_total":             2 * 2,
-		"agent_worker_messages_rejected_total":             3 * 8,
+		"agent_worker_messages_rejected_total":             3 * 9,
+		"agent_worker_turns_skipped_total":                 2,
 		"agent_worker_model_requests_total":                2 * 4,
 		"agent_worker_model_tokens_total":                  2 * 4,
 		"agent_worker_model_cost_usd_total":                2,
@@ -213,6 +214,11 @@ func TestEventsUpdateMetrics(t *testing.T) {
 			// and the binding's dead-letter count once, under their reason.
 			ev("demo", events.MessageDropped, map[string]any{"reason": "operator_dropped"}),
 			ev("demo", events.MessageRejected, map[string]any{"reason": "operator_dropped"}),
+			// A message of a turn cut at a per-turn limit: likewise.
+			ev("demo", events.MessageDropped, map[string]any{"reason": "turn_cap"}),
+			ev("demo", events.MessageRejected, map[string]any{"reason": "turn_cap"}),
+			// A wake with nothing to do ran no turn.
+			ev("oncall", events.TurnSkipped, map[string]any{"reason": "nothing_to_do"}),
 			ev("ghost", events.MessageRejected, map[string]any{"reason": "empty"}),
 			ev("oncall", events.MessageUnsealed, map[string]any{"via": "subagent"}),
 			ev("ghost", events.MessageUnsealed, map[string]any{"via": "subagent"}),
@@ -224,6 +230,8 @@ func TestEventsUpdateMetrics(t *testing.T) {
 			`agent_worker_messages_rejected_total{agent="oncall",reason="dropped"}`:         1,
 			`agent_worker_messages_rejected_total{agent="demo",reason="dropped"}`:           1,
 			`agent_worker_messages_rejected_total{agent="demo",reason="operator_dropped"}`:  1,
+			`agent_worker_messages_rejected_total{agent="demo",reason="turn_cap"}`:          1,
+			`agent_worker_turns_skipped_total{agent="oncall",reason="nothing_to_do"}`:       1,
 			`agent_worker_messages_unsealed_total{agent="oncall"}`:                          1,
 			`agent_worker_events_dropped_total{reason="unconfigured"}`:                      2,
 		},

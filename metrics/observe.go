@@ -33,7 +33,8 @@ var counted = map[string]bool{
 	eventGuardrailTripped: true, eventWatchdogAlert: true,
 	eventScheduleRun: true, eventSubagentFinished: true, eventSubagentStarted: true,
 	events.MemoryCompacted: true, events.MemoryCompactionFailed: true, events.MemoryCompactionSkipped: true, events.MemoryTurnsDropped: true,
-	events.Asked: true,
+	events.TurnSkipped: true,
+	events.Asked:       true,
 }
 
 // subscriptionBuffer is how many events may wait for the observer before
@@ -116,6 +117,8 @@ func (m *Metrics) record(e events.Event) {
 		m.abandoned.WithLabelValues(e.Agent, oneOf(text(d["reason"]), journalReasons)).Inc()
 	case events.Throttled:
 		m.throttled.WithLabelValues(e.Agent, oneOf(text(d["reason"]), throttleReasons)).Inc()
+	case events.TurnSkipped:
+		m.skipped.record(e)
 	case events.WakeDropped:
 		m.wakesDropped.WithLabelValues(e.Agent, oneOf(text(d["source"]), wakeSources)).Inc()
 	case events.MessageRejected:
@@ -184,7 +187,7 @@ func (m *Metrics) record(e events.Event) {
 // not counted again.
 func (m *Metrics) recordRejected(e events.Event) {
 	reason := oneOf(text(e.Data["reason"]), rejectReasons)
-	if reason == "dropped" || reason == operatorDropped {
+	if reason == "dropped" || reason == operatorDropped || reason == turnCap {
 		return // counted from the driver's message-dropped event
 	}
 	m.rejected.WithLabelValues(e.Agent, reason).Inc()
@@ -194,12 +197,17 @@ func (m *Metrics) recordRejected(e events.Event) {
 // (driver.ReasonOperatorDropped).
 const operatorDropped = "operator_dropped"
 
+// turnCap is the reason of a message whose turn was cut at a per-turn
+// limit (driver.ReasonTurnCap).
+const turnCap = "turn_cap"
+
 // droppedReason is the reason label of a message-dropped event:
-// operator_dropped for a message an operator abandoned, dropped for any
-// other (a full inbox, too many failed turns).
+// operator_dropped for a message an operator abandoned, turn_cap for one
+// of a turn cut at a per-turn limit, dropped for any other (a full inbox,
+// too many failed turns).
 func droppedReason(d map[string]any) string {
-	if text(d["reason"]) == operatorDropped {
-		return operatorDropped
+	if r := text(d["reason"]); r == operatorDropped || r == turnCap {
+		return r
 	}
 	return "dropped"
 }

@@ -79,7 +79,11 @@ type AgentView struct {
 	InboxCap        int    `json:"inbox_cap"`
 	PendingWakes    int    `json:"pending_wakes"`
 	Turns           uint64 `json:"turns"`
-	Model           string `json:"model"`
+	// Model is the configured model's name; ModelSwitch says which model
+	// is in force (an operator may have switched it: POST .../model),
+	// with what reasoning effort, since when, by whom and why.
+	Model       string            `json:"model"`
+	ModelSwitch *driver.ModelView `json:"model_switch,omitempty"`
 	// Guardrails is spend against each ceiling and the trip, if any; nil
 	// when the server has no guard.
 	Guardrails *guard.Status `json:"guardrails,omitempty"`
@@ -197,6 +201,9 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 	}
 	if o.Subagents != nil {
 		v.SubagentsRunning = o.Subagents.Running(st.Name)
+	}
+	if mv, err := a.ModelView(); err == nil {
+		v.ModelSwitch = &mv
 	}
 	v.PendingApprovals = a.PendingApprovals()
 	for _, name := range a.Schedules() {

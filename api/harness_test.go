@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,12 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/adk/model"
+
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store/memory"
@@ -53,6 +57,9 @@ type agentDef struct {
 	limits    guard.Limits
 	schedules []scheduler.Schedule
 	memory    driver.MemorySpec // off unless set
+	// switchable: the agent's model is a models.Switch, its own model
+	// under the key "main", these the others it may be switched to.
+	switchable map[string]config.Model
 }
 
 // alpha is an unpriced agent with a nightly schedule and a session
@@ -131,7 +138,13 @@ func newWorld(t *testing.T, o api.Options, agents ...agentDef) *world {
 		}
 		w.models[a.name] = m
 		w.guard.AddAgent(a.name, a.model, a.limits)
-		specs = append(specs, driver.Spec{Name: a.name, Model: m, Tools: []string{"report_done"}, HistoryTurns: 5, Schedules: a.schedules, Memory: a.memory})
+		var llm model.LLM = m
+		if a.switchable != nil {
+			defs := maps.Clone(a.switchable)
+			defs["main"] = config.Model{Provider: "scripted", Model: a.model, Script: a.script, Loop: true}
+			llm = models.NewSwitch("main", m, defs, func(key string, def config.Model) (model.LLM, error) { return scripted.New(key, def) }, models.Env{})
+		}
+		specs = append(specs, driver.Spec{Name: a.name, Model: llm, Tools: []string{"report_done"}, HistoryTurns: 5, Schedules: a.schedules, Memory: a.memory})
 	}
 	var err error
 	w.driver, err = driver.New(driver.Deps{Clock: c, Store: st, Events: w.bus, Log: log, Scheduler: w.sched, Guards: []driver.Guard{w.guard}}, specs)

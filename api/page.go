@@ -66,6 +66,9 @@ type pageRow struct {
 	// ("paused since 10:00:00 UTC (3m0s ago) by ops: db migration"); ""
 	// when it is not.
 	Pause string
+	// Model says which model a switched agent runs on, since when, by
+	// whom and why (modelText); "" on its configured model.
+	Model string
 
 	// Recent are the agent's newest PageTurns turns from the turn log,
 	// newest first; RecentError says why they could not be read.
@@ -167,6 +170,7 @@ func pageRowOf(v AgentView, now time.Time) pageRow {
 	if v.Paused {
 		row.Pause = pauseText(v, now)
 	}
+	row.Model = modelText(v, now)
 	for _, r := range v.PendingApprovals {
 		row.Approvals = append(row.Approvals, fmt.Sprintf("%s (id %s, expires %s)", turnlog.Clip(approval.Describe(r), 120), r.ID, relTime(r.Expires, now)))
 	}

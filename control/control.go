@@ -52,6 +52,9 @@
 //	approve       approval_id                    202 result {decision, request}: decided; the call
 //	                                             runs and wakes the agent; 404 unknown id
 //	deny          approval_id                    200 result {decision, request}; 404 unknown id
+//	model         model ("" the config's),       200 result driver.ModelView; 422 result ModelRefusal
+//	              reasoning_effort               (unknown model: the configured ones; effort refused);
+//	                                             503 not the owner / store failed: nothing changed
 //
 // # Who may send a verb
 //
@@ -82,8 +85,9 @@
 // # Audit
 //
 // Every request may say why (reason). The changing verbs (pause, resume,
-// interrupt, wake, reset, approve, deny) put who asked (by) and why in the
-// events they cause, and a pause keeps them in its stored record. Who
+// interrupt, wake, reset, approve, deny, model) put who asked (by) and
+// why in the events they cause, and a pause and a model switch keep them
+// in their stored records. Who
 // asked is the caller's token name — over HTTP and on the control subject
 // alike; a "by" in the request body is overwritten — or "anonymous"
 // without tokens. A forward keeps the by of the replica's caller, so the
@@ -201,6 +205,11 @@ type Request struct {
 	MessageID string `json:"message_id,omitempty"`
 	// ApprovalID goes with approve and deny.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Model and ReasoningEffort go with model: a key of the config's
+	// models: ("" for the config's own model) and "low", "medium" or
+	// "high" ("" for the model's own).
+	Model           string `json:"model,omitempty"`
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// DropQueued, with resume, abandons every queued message first: each
 	// is dead-lettered with reason operator_dropped (driver.Agent.ResumeAs)
 	// and Reply.Dropped counts them.
@@ -443,6 +452,8 @@ func (c *Control) Apply(agent string, req Request) Reply {
 		r = memoryVerb(r, a, req)
 	case VerbApprovals, VerbApprove, VerbDeny:
 		r = approvalVerb(r, a, req)
+	case VerbModel:
+		r = modelVerb(r, a, req)
 	case VerbSteer:
 		r = c.steerVerb(r, a, req)
 	default:

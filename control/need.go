@@ -22,6 +22,7 @@ var needs = map[string]access.Need{
 	VerbMemoryClear:   access.Operate,
 	VerbApprove:       access.Operate,
 	VerbDeny:          access.Operate,
+	VerbModel:         access.Operate,
 	VerbSteer:         access.Operate, // operator text, trusted by the model
 }
 

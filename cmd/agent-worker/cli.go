@@ -150,6 +150,7 @@ func (c *cli) rootCmd() *cobra.Command {
 	root.AddCommand(c.scheduleCmd())
 	root.AddCommand(c.dlqCmd())
 	root.AddCommand(c.modelsCmd())
+	root.AddCommand(c.modelCmd())
 	root.AddCommand(c.steerCmd())
 	root.AddCommand(c.mcpCmd())
 	root.SetFlagErrorFunc(usageError)

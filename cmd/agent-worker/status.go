@@ -124,7 +124,7 @@ func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) e
 			}
 			row = []string{a.Name, a.State, dash(a.Owner), next, dash(cause), dash(a.NextWakeReason), dash(a.WaitingFor), throttled,
 				fmt.Sprint(a.Turns), fmt.Sprint(a.FailedTurns), fmt.Sprint(a.InboxPending), fmt.Sprint(a.DeferredPending),
-				session, daily, dash(a.Model), last}
+				session, daily, modelColumn(a), last}
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -210,6 +210,9 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 		line("guardrails", "none")
 	}
 	line("turns", fmt.Sprintf("%d (model %s)", a.Turns, dash(a.Model)))
+	if m := a.ModelSwitch; m != nil && m.Switched {
+		line("model", modelSwitchText(*m, now)+"; configured "+m.ConfiguredName+" ("+m.Configured+")")
+	}
 }
 
 // why says in words why the agent is in its state, or what holds it.

@@ -52,6 +52,10 @@
 //	approve       approval_id                    202 result {decision, request}: decided; the call
 //	                                             runs and wakes the agent; 404 unknown id
 //	deny          approval_id                    200 result {decision, request}; 404 unknown id
+//	ask           question                       200 result AskAnswer: the owner's answer, nothing written;
+//	                                             409 result AskRefusal (halted, a ceiling: the guardrail;
+//	                                             another ask running); 400 no question; 502 the model
+//	                                             failed; 504 no answer within Options.AskTimeout
 //	model         model ("" the config's),       200 result driver.ModelView; 422 result ModelRefusal
 //	              reasoning_effort               (unknown model: the configured ones; effort refused);
 //	                                             503 not the owner / store failed: nothing changed
@@ -201,6 +205,9 @@ type Request struct {
 	AddBudgetUSD float64 `json:"add_budget_usd,omitempty"`
 	// Schedule goes with run_schedule.
 	Schedule string `json:"schedule,omitempty"`
+	// Question goes with ask: the operator's question (at most
+	// driver.MaxQuestionBytes).
+	Question string `json:"question,omitempty"`
 	// MessageID goes with message: the id looked up.
 	MessageID string `json:"message_id,omitempty"`
 	// ApprovalID goes with approve and deny.
@@ -332,8 +339,12 @@ type Options struct {
 	// agent not owned here is ErrNoOwner.
 	Conn     *nats.Conn
 	Subjects natsbus.Subjects
-	// Timeout bounds a forwarded request; default DefaultTimeout.
+	// Timeout bounds a forwarded request; default DefaultTimeout. A
+	// forwarded ask may take AskTimeout more.
 	Timeout time.Duration
+	// AskTimeout bounds an ask on the owner: no answer by then is 504;
+	// default driver.DefaultAskTimeout.
+	AskTimeout time.Duration
 	// Tokens are the credentials a request on the control subject must
 	// present (the HTTP API's: api.Options.Access), read afresh for each
 	// request. Nil: no tokens.
@@ -370,6 +381,9 @@ func New(o Options) (*Control, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.AskTimeout <= 0 {
+		o.AskTimeout = driver.DefaultAskTimeout
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -391,7 +405,7 @@ func (c *Control) owns(agent string) bool { return c.o.Owner == nil || c.o.Owner
 // NATS down); a reply with OK false is the owner's refusal, not an error.
 func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, error) {
 	if c.owns(agent) {
-		return c.Apply(agent, req), nil
+		return c.apply(ctx, agent, req), nil
 	}
 	if c.o.Conn == nil {
 		return Reply{}, &NoOwnerError{Agent: agent, Why: "this replica does not, and has no NATS connection to reach one that does"}
@@ -400,7 +414,8 @@ func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, err
 	if err != nil {
 		return Reply{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	timeout := c.forwardTimeout(req.Verb)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	subject := c.o.Subjects.Control(agent)
 	msg := &nats.Msg{Subject: subject, Data: data}
@@ -414,7 +429,7 @@ func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, err
 		case errors.Is(err, nats.ErrNoResponders):
 			why = "no replica listens on " + subject
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-			why = fmt.Sprintf("no owner answered on %s within %s", subject, c.o.Timeout)
+			why = fmt.Sprintf("no owner answered on %s within %s", subject, timeout)
 		}
 		return Reply{}, &NoOwnerError{Agent: agent, Why: why}
 	}
@@ -429,6 +444,12 @@ func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, err
 // agent this replica does not own or is still taking over, so a verb never
 // acts on a standby.
 func (c *Control) Apply(agent string, req Request) Reply {
+	return c.apply(context.Background(), agent, req)
+}
+
+// apply is Apply within ctx: an ask ends when ctx does (its caller went
+// away); the other verbs do not wait on it.
+func (c *Control) apply(ctx context.Context, agent string, req Request) Reply {
 	r := Reply{Agent: agent, Verb: req.Verb, Owner: c.o.Holder}
 	a, err := c.o.Driver.Agent(agent)
 	if err != nil {
@@ -452,6 +473,8 @@ func (c *Control) Apply(agent string, req Request) Reply {
 		r = memoryVerb(r, a, req)
 	case VerbApprovals, VerbApprove, VerbDeny:
 		r = approvalVerb(r, a, req)
+	case VerbAsk:
+		r = c.ask(ctx, r, a, req)
 	case VerbModel:
 		r = modelVerb(r, a, req)
 	case VerbSteer:

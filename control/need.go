@@ -22,6 +22,7 @@ var needs = map[string]access.Need{
 	VerbMemoryClear:   access.Operate,
 	VerbApprove:       access.Operate,
 	VerbDeny:          access.Operate,
+	VerbAsk:           access.Operate, // it spends the agent's budget
 	VerbModel:         access.Operate,
 	VerbSteer:         access.Operate, // operator text, trusted by the model
 }

@@ -16,11 +16,11 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 )
 
-// history makes alpha produce a run of events: pause, resume and the
-// turn that follows.
+// history makes alpha produce a run of events: pause, resume with a
+// message and the turn that follows.
 func history(w *world) {
 	w.wantStatus(w.post("/v1/agents/alpha/pause", ""), http.StatusOK)
-	w.wantStatus(w.post("/v1/agents/alpha/resume", ""), http.StatusOK)
+	w.wantStatus(w.post("/v1/agents/alpha/resume", `{"message": "carry on"}`), http.StatusOK)
 	w.waitEvent("alpha", "turn-completed")
 }
 

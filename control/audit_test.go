@@ -77,7 +77,14 @@ func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
 	if e.Data["by"] != control.ByAnonymous || e.Data["reason"] != strings.Repeat("é", control.MaxReason) || e.Data["dropped_queued"] != 2 {
 		t.Fatalf("resumed event %v", e.Data)
 	}
-	waitFor(t, "the resumed turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
+	// Everything queued was dropped: the resume has nothing to do and
+	// calls no model.
+	if e := nextEvent(t, sub, events.TurnSkipped); e.Data["reason"] != driver.SkipNothingToDo {
+		t.Fatalf("turn-skipped %v", e.Data)
+	}
+	if s := alpha.Status(); s.InboxPending != 0 || s.Turns != 0 {
+		t.Fatalf("after a resume that dropped everything: %+v", s)
+	}
 	if n := alpha.Status().InboxPending; n != 0 {
 		t.Fatalf("%d messages left after drop_queued", n)
 	}
@@ -88,10 +95,10 @@ func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
 	if e := nextEvent(t, sub, events.Interrupted); e.Data["by"] != "bob" {
 		t.Fatalf("interrupted event %v", e.Data)
 	}
-	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbResume, By: "bob"}); err != nil || !r.OK || r.Dropped != nil {
+	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbResume, By: "bob", Message: "carry on"}); err != nil || !r.OK || r.Dropped != nil {
 		t.Fatalf("resume via b: %+v, %v", r, err)
 	}
-	waitFor(t, "the second turn", func() bool { return alpha.Status().Turns == 2 && alpha.State() == driver.Sleeping })
+	waitFor(t, "the resumed turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
 	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbWake, By: "carol", Reason: "check now"}); err != nil || !r.OK {
 		t.Fatalf("wake via b: %+v, %v", r, err)
 	}

@@ -18,6 +18,13 @@
 //   - A server that is down never blocks the worker: Start returns at
 //     once and connects in the background; Status says which servers are
 //     down and why.
+//   - A turn does not make its first model call while a server the agent
+//     is granted is still making its first connection (at start, or
+//     after a reload added or changed it): it waits until that attempt
+//     ends, at most the server's timeout, so a message that arrives at
+//     start can use the server's tools. After its first attempt a server
+//     never holds a turn: while down, its tools answer with a tool error.
+//     Each wait is logged and counted (StartWaits).
 //
 // It must not run turns or decide what a call may cost: the driver's
 // guards see MCP calls as they see built-in ones.
@@ -81,6 +88,7 @@ type Servers struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	reload  sync.Mutex // one reload at a time
+	starts  startWaits // turns' waits for first connections (startwait.go)
 }
 
 // Status is one server's state.

@@ -31,9 +31,16 @@ const deadline = 30 * time.Second
 // stdioEnv makes this test binary an MCP server over stdio (TestMain).
 const stdioEnv = "MCPTOOLS_TEST_STDIO_SERVER"
 
+// gateEnv names a file the stdio test server waits for before it answers
+// anything: a server that takes as long to connect as the test says.
+const gateEnv = "MCPTOOLS_TEST_STDIO_GATE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(stdioEnv) == "1" {
 		os.Stderr.WriteString("stdio test server starting\n")
+		if gate := os.Getenv(gateEnv); gate != "" {
+			awaitGate(gate)
+		}
 		if err := newServer(&calls{}).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			os.Exit(1)
 		}
@@ -255,4 +262,16 @@ func (r *agentRig) declared() []string {
 
 func step(name string, args map[string]any) config.ScriptStep {
 	return config.ScriptStep{Call: &config.Call{Name: name, Args: args}}
+}
+
+// awaitGate polls, in the stdio test server's process, until the file
+// gate exists; it gives up after the tests' deadline.
+func awaitGate(gate string) {
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		if _, err := os.Stat(gate); err == nil {
+			return
+		}
+		<-time.After(5 * time.Millisecond)
+	}
 }

@@ -18,10 +18,14 @@ import (
 // lists that the grant allows, under the names the model sees
 // (tool_prefix + name). A name already taken — one of taken (the agent's
 // built-in tools) or an earlier grant's — is refused and logged once.
-// While a server has never answered, a grant's tools named explicitly are
-// offered with an open schema, and their calls say the server is
-// unavailable; a "*" grant offers nothing until the server lists its
-// tools. The tools a server listed last stay offered while it is down.
+// A turn's first model call waits while a server of the grants is still
+// making its first connection, at most the server's timeout (see
+// awaitFirstAttempts), so a message that arrives at start finds the
+// server's tools. A server whose first attempt failed, or outlasted that
+// wait, has never answered: a grant's tools named explicitly are offered
+// with an open schema, and their calls say the server is unavailable; a
+// "*" grant offers nothing until the server lists its tools. The tools a
+// server listed last stay offered while it is down.
 //
 // A grant follows its server by name: when a reload adds, changes or
 // removes the server (Plan), the tool set offers the new connection's
@@ -51,9 +55,13 @@ type built struct {
 
 func (t *toolset) Name() string { return "mcp" }
 
-// Tools is asked by ADK before each model call; it rebuilds a server's
-// tools only when the server listed them anew or a reload replaced it.
-func (t *toolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
+// Tools is asked by ADK once per turn, before its first model call. It
+// first waits for the grants' servers that are still making their first
+// connection (awaitFirstAttempts, at most each one's timeout), then
+// rebuilds a server's tools only when the server listed them anew or a
+// reload replaced it.
+func (t *toolset) Tools(ctx agent.ReadonlyContext) ([]tool.Tool, error) {
+	t.awaitFirstAttempts(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	taken := map[string]bool{}

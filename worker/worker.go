@@ -883,6 +883,14 @@ func (g gauges) MCPServersUp() map[string]bool {
 	return up
 }
 
+// MCPStartWaits implements metrics.MCPStartWaitSource.
+func (g gauges) MCPStartWaits() map[string]map[string]uint64 {
+	if g.w.mcp == nil {
+		return nil
+	}
+	return g.w.mcp.StartWaits()
+}
+
 // LedgerWriteFailures implements metrics.LedgerSource.
 func (g gauges) LedgerWriteFailures() uint64 {
 	if g.w.guard == nil {

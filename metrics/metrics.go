@@ -28,6 +28,10 @@ type AgentInfo struct {
 	// tried (see FallbackInfo); their names become model labels of the
 	// agent's model_* series and of model_fallbacks_total.
 	Fallbacks []FallbackInfo
+	// Alternates are the models an operator may switch the agent to (every
+	// configured model, see addAlternates); their names become model
+	// labels of the agent's model_* series with their first event.
+	Alternates []FallbackInfo
 	// Tools are the tool names from config; calls to any other tool are
 	// counted as tool="other".
 	Tools []string
@@ -143,6 +147,7 @@ func agentsOf(infos []AgentInfo) map[string]*agent {
 			}
 			a.chain, a.models = []string{a.model}, map[string]string{a.model: a.priced}
 			a.addFallbacks(info.Fallbacks)
+			a.addAlternates(info.Alternates)
 			out[info.Name] = a
 		}
 		for _, t := range info.Tools {

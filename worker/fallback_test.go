@@ -1,21 +1,15 @@
 package worker
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/models"
@@ -23,24 +17,27 @@ import (
 
 // chatServer is an OpenAI-compatible server answering every
 // POST /v1/chat/completions with status and body, recording the model
-// each request asked for.
+// and the reasoning effort each request asked for.
 type chatServer struct {
-	URL    string
-	mu     sync.Mutex
-	models []string
+	URL     string
+	mu      sync.Mutex
+	models  []string
+	efforts []string
 }
 
 func newChatServer(t *testing.T, status int, body string) *chatServer {
 	s := &chatServer{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			Model string `json:"model"`
+			Model  string `json:"model"`
+			Effort string `json:"reasoning_effort"`
 		}
 		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
 			t.Errorf("unexpected request %s %s", r.Method, r.URL.Path)
 		}
 		s.mu.Lock()
 		s.models = append(s.models, req.Model)
+		s.efforts = append(s.efforts, req.Effort)
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -56,6 +53,13 @@ func (s *chatServer) Requests() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.models...)
+}
+
+// Efforts returns the reasoning efforts asked for so far ("" none).
+func (s *chatServer) Efforts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.efforts...)
 }
 
 // A real turn on an OpenAI-compatible model whose server answers 503 to
@@ -96,24 +100,7 @@ agents:
     model: main
     tools: [report_done]
 `, t.TempDir(), down.URL, cheap.URL)
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	w, err := Start(context.Background(), cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &running{t: t, w: w, sub: w.Events().Subscribe(10000, nil)}
-	r.nc, err = nats.Connect(w.NATS().ClientURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stop)
+	r := startReal(t, loadYAML(t, y))
 
 	r.publish("agents.triage.inbox", "disk full on db-1")
 	fb := r.waitEvent(models.EventFallback)

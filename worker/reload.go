@@ -173,6 +173,7 @@ func (w *Worker) Reload(ctx context.Context, next *config.Config, by string) (Ch
 		w.refuse(by, refusal)
 		return ch, refusal
 	}
+	w.switchedModels(cur, next, &ch) // reload_model.go
 	// Everything that can fail without touching the running worker is
 	// done first: the new agents' specs, and the tokens' values.
 	touched := onlyAgents(next, append(slices.Clone(ch.Added), ch.Changed...))
@@ -460,7 +461,7 @@ func (w *Worker) metricInfo(cfg *config.Config, a config.Agent, spec driver.Spec
 		scheds = append(scheds, s.Name)
 	}
 	info := metrics.AgentInfo{Name: a.Name, Model: spec.Model.Name(), Priced: w.guard.Priced(a.Name),
-		Fallbacks: fallbacks, Tools: metricTools(cfg, a), Schedules: scheds}
+		Fallbacks: fallbacks, Alternates: w.alternates(cfg), Tools: metricTools(cfg, a), Schedules: scheds}
 	if w.reload.infos == nil {
 		w.reload.infos = map[string]metrics.AgentInfo{}
 	}
@@ -482,7 +483,9 @@ func (w *Worker) relabel(applied, next *config.Config, specs map[string]driver.S
 			}
 		}
 		if ok {
-			info.Tools = metricTools(applied, a) // an unchanged agent's too: a server's tool_prefix may have changed
+			// An unchanged agent's too: a server's tool_prefix may have
+			// changed, and the models it may be switched to.
+			info.Tools, info.Alternates = metricTools(applied, a), w.alternates(applied)
 			infos = append(infos, info)
 			kept[a.Name] = info
 		}

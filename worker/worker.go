@@ -747,18 +747,22 @@ func buildSpecs(ctx context.Context, cfg *config.Config, o Options, bus *events.
 	var specs []driver.Spec
 	for _, a := range cfg.Agents {
 		env := models.Env{Agent: a.Name, Events: bus, Log: o.Log, Clock: o.Clock}
-		build := func(key string) (model.LLM, error) {
-			return models.WithFallbacks(key, cfg.Models, func(key string, def config.Model) (model.LLM, error) {
-				if o.Models != nil {
-					return o.Models(a.Name, def)
-				}
-				return models.New(ctx, key, def, env)
-			}, env)
+		// A switch builds models long after ctx (a start's, a reload's)
+		// has ended.
+		bctx := context.WithoutCancel(ctx)
+		one := func(key string, def config.Model) (model.LLM, error) {
+			if o.Models != nil {
+				return o.Models(a.Name, def)
+			}
+			return models.New(bctx, key, def, env)
 		}
+		build := func(key string) (model.LLM, error) { return models.WithFallbacks(key, cfg.Models, one, env) }
 		m, err := build(a.Model)
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)
 		}
+		// An operator may switch it to any configured model (driver.ModelSwitch).
+		m = models.NewSwitch(a.Model, m, cfg.Models, one, env)
 		mem, err := memorySpec(cfg, a, m, build, o.Log)
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: memory: %w", a.Name, err)

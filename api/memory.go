@@ -70,7 +70,14 @@ func (s *Server) reasonedVerb(w http.ResponseWriter, r *http.Request, req contro
 		return
 	}
 	req.By, req.Reason = record(r).who.Name, reason
-	reply, err := s.ctl.Do(r.Context(), a.Name(), req)
+	s.doVerb(w, r, a.Name(), req, done)
+}
+
+// doVerb sends req to the agent's owner, answers with the owner's reply
+// (503 when no owner answered), and on success records done(reply) as the
+// request's result (the audit log line).
+func (s *Server) doVerb(w http.ResponseWriter, r *http.Request, agent string, req control.Request, done func(control.Reply) string) {
+	reply, err := s.ctl.Do(r.Context(), agent, req)
 	if err != nil {
 		noOwner(w, r, err)
 		return

@@ -66,13 +66,7 @@ func (s *Server) switchModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := control.Request{Verb: control.VerbModel, Model: strings.TrimSpace(key), ReasoningEffort: effort, By: record(r).who.Name, Reason: reason}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), req)
-	if err != nil {
-		noOwner(w, r, err)
-		return
-	}
-	replyBody(w, r, reply)
-	if reply.OK {
+	s.doVerb(w, r, a.Name(), req, func(reply control.Reply) string {
 		result := "model " + req.Model
 		if req.Model == "" {
 			result = "model back to the configured one"
@@ -80,8 +74,8 @@ func (s *Server) switchModel(w http.ResponseWriter, r *http.Request) {
 		if effort != "" {
 			result += ", reasoning effort " + effort
 		}
-		record(r).result = result + " on " + reply.Owner
-	}
+		return result + " on " + reply.Owner
+	})
 }
 
 // modelText says, as the status page shows it, which model a switched
@@ -93,20 +87,12 @@ func modelText(v AgentView, now time.Time) string {
 	if m == nil || !m.Switched {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString("model " + m.ActiveName + " (" + m.Active + ")")
+	s := "model " + m.ActiveName + " (" + m.Active + ")"
 	if m.ReasoningEffort != "" {
-		b.WriteString(", reasoning effort " + m.ReasoningEffort)
+		s += ", reasoning effort " + m.ReasoningEffort
 	}
 	if m.Since != nil {
-		b.WriteString(", since " + relTime(*m.Since, now))
+		s += ","
 	}
-	if m.By != "" {
-		b.WriteString(" by " + m.By)
-	}
-	if m.Reason != "" {
-		b.WriteString(": " + m.Reason)
-	}
-	b.WriteString("; configured " + m.ConfiguredName + " (" + m.Configured + ")")
-	return b.String()
+	return s + sinceByWhy(m.Since, m.By, m.Reason, now) + "; configured " + m.ConfiguredName + " (" + m.Configured + ")"
 }

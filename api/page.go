@@ -145,16 +145,21 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 // pauseText says since when, by whom and why a paused agent is paused, as
 // the status page shows it.
 func pauseText(v AgentView, now time.Time) string {
+	return "paused" + sinceByWhy(v.PausedSince, v.PausedBy, v.PauseReason, now)
+}
+
+// sinceByWhy is an operator action's " since <when> by <who>: <why>", each
+// part only when known.
+func sinceByWhy(since *time.Time, by, reason string, now time.Time) string {
 	var b strings.Builder
-	b.WriteString("paused")
-	if v.PausedSince != nil {
-		b.WriteString(" since " + relTime(*v.PausedSince, now))
+	if since != nil {
+		b.WriteString(" since " + relTime(*since, now))
 	}
-	if v.PausedBy != "" {
-		b.WriteString(" by " + v.PausedBy)
+	if by != "" {
+		b.WriteString(" by " + by)
 	}
-	if v.PauseReason != "" {
-		b.WriteString(": " + v.PauseReason)
+	if reason != "" {
+		b.WriteString(": " + reason)
 	}
 	return b.String()
 }

@@ -64,17 +64,9 @@ with your token's name and --reason.`,
 			if reason != "" {
 				body["reason"] = reason
 			}
-			var raw json.RawMessage
-			if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/model", body, &raw); err != nil {
+			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/model", body, output == "json")
+			if err != nil || printed {
 				return err
-			}
-			if output == "json" {
-				var v any
-				if err := json.Unmarshal(raw, &v); err != nil {
-					return err
-				}
-				printJSON(c.stdout, v)
-				return nil
 			}
 			var v driver.ModelView
 			if err := json.Unmarshal(raw, &v); err != nil {

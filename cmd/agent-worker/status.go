@@ -369,8 +369,6 @@ func dash(s string) string {
 // oneLine folds s onto one line for the block view.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// getJSON GETs path from the API. With print it writes the answer
-// indented to stdout and reports printed; otherwise it returns it.
 // listing is a listing verb's body: -o checked (table or json), GET path
 // from the API of flags, and the answer printed as indented JSON or
 // decoded into a T and written as a table by write.
@@ -393,8 +391,16 @@ func listing[T any](c *cli, cmd *cobra.Command, flags *apiFlags, output, path st
 	return write(v)
 }
 
+// getJSON GETs path from the API: callJSON without a body.
 func (c *cli) getJSON(cmd *cobra.Command, client opsClient, path string, print bool) (raw json.RawMessage, printed bool, err error) {
-	if err := client.call(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+	return c.callJSON(cmd, client, http.MethodGet, path, nil, print)
+}
+
+// callJSON sends method path with body (nil: none) to the API. With
+// print it writes the answer indented to stdout and reports printed;
+// otherwise it returns it.
+func (c *cli) callJSON(cmd *cobra.Command, client opsClient, method, path string, body any, print bool) (raw json.RawMessage, printed bool, err error) {
+	if err := client.call(cmd.Context(), method, path, body, &raw); err != nil {
 		return nil, false, err
 	}
 	if !print {

@@ -62,7 +62,7 @@ func (a *Agent) Steer(by Audit, text string) (Steered, error) {
 	case a.stopping:
 		a.mu.Unlock()
 		return Steered{}, ErrStopped
-	case a.running && a.current != nil:
+	case a.running && a.current != nil && !a.current.settled:
 		n := a.current.n
 		a.steers = append(a.steers, steer{id: id, text: text, by: by, at: a.clock.Now()})
 		a.mu.Unlock()
@@ -138,6 +138,7 @@ func (a *Agent) endSteers() (seen, left []steer) {
 	left, a.steers = a.steers, nil
 	if a.current != nil {
 		seen = a.current.steered
+		a.current.settled = true // later steers wake the agent instead
 	}
 	return seen, left
 }

@@ -58,10 +58,10 @@ type runningTurn struct {
 	// steered are the operator messages its model calls were shown
 	// (steer.go); settled: the turn has ended and takes no more.
 	steered []steer
+	settled bool
 }
 
 // Message looks the message with id up in the agent's memory: in the
-	settled bool
 // running turn, the inbox, or the turns of the history window. The answer
 // is exact for this replica at the moment of the call: taking messages
 // into a turn and settling them after it happen under the lock Message

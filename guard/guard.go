@@ -35,7 +35,9 @@ const (
 	// model, tokens, cost_usd, priced. model is the model that answered:
 	// the agent's, or the fallback named by the response (ServedByKey).
 	EventCharged = "model-usage"
-	// EventModelError: a model call failed. Data: model, error.
+	// EventModelError: a model call failed. Data: model (the agent's, or
+	// the one an operator switched it to, as the error names it:
+	// models.ServedError), error.
 	EventModelError = "model-error"
 	// EventToolCall: a tool call finished. Data: tool, outcome (ok|error).
 	EventToolCall = "tool-call"

@@ -85,7 +85,12 @@ func (g *Guard) Plugin(name string) *plugin.Plugin {
 			return g.beforeTool(name)
 		},
 		OnModelErrorCallback: func(_ agent.CallbackContext, _ *model.LLMRequest, err error) (*model.LLMResponse, error) {
-			g.emit(name, EventModelError, map[string]any{"model": g.modelOf(name), "error": err.Error()})
+			failed := g.modelOf(name)
+			var served interface{ ServedBy() string } // models.ServedError: a model the agent was switched to
+			if errors.As(err, &served) && served.ServedBy() != "" {
+				failed = served.ServedBy()
+			}
+			g.emit(name, EventModelError, map[string]any{"model": failed, "error": err.Error()})
 			return nil, nil
 		},
 		AfterToolCallback: func(_ tool.Context, t tool.Tool, _, result map[string]any, err error) (map[string]any, error) {

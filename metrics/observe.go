@@ -136,7 +136,10 @@ func (m *Metrics) record(e events.Event) {
 		}
 		addPositive(m.modelCost, d["cost_usd"], e.Agent, model, priced)
 	case eventModelError:
-		m.modelRequests.WithLabelValues(e.Agent, a.model, "error").Inc()
+		// Under the model that failed: the agent's, or the one it was
+		// switched to (a name outside the config is the agent's).
+		model, _ := a.modelLabel(text(d["model"]))
+		m.modelRequests.WithLabelValues(e.Agent, model, "error").Inc()
 	case eventModelRetry:
 		model, _ := a.modelLabel(text(d["model"]))
 		m.modelRequests.WithLabelValues(e.Agent, model, oneOf(text(d["outcome"]), []string{"retry", "rate_limited"})).Inc()

@@ -46,6 +46,24 @@ func (e *UnknownModelError) Error() string {
 // Unwrap makes errors.Is(err, ErrUnknownModel) hold.
 func (e *UnknownModelError) Unwrap() error { return ErrUnknownModel }
 
+// ServedError is the error of a call that a model the agent was switched
+// to failed: it names that model (its name, as ServedByKey does for a
+// response), so the failure is counted under it. It reads, and unwraps,
+// as the model's own error.
+type ServedError struct {
+	Model string
+	Err   error
+}
+
+func (e *ServedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the model's error (outage.Is and the context's errors
+// see through).
+func (e *ServedError) Unwrap() error { return e.Err }
+
+// ServedBy names the model that failed.
+func (e *ServedError) ServedBy() string { return e.Model }
+
 // Switch is a model.LLM that sends each call to the model in force: the
 // agent's configured model, or the one an operator switched it to with
 // Use — another key of the config's models:, or the configured one at
@@ -61,8 +79,9 @@ func (e *UnknownModelError) Unwrap() error { return ErrUnknownModel }
 //   - Every response of a model the agent was switched to carries
 //     CustomMetadata[ServedByKey] = that model's name (or its fallback's,
 //     when the fallback answered), so the cost guardrail prices it, and
-//     the metrics label it, as the model that answered. The request goes
-//     to it with its model name cleared, so it uses its own.
+//     the metrics label it, as the model that answered; its errors are a
+//     *ServedError naming it. The request goes to it with its model name
+//     cleared, so it uses its own.
 //   - Going back (Use with key "", or the configured key without an
 //     effort) is the configured instance again: a scripted model goes on
 //     where its script was.
@@ -185,7 +204,7 @@ func (s *Switch) GenerateContent(ctx context.Context, req *model.LLMRequest, str
 		name := m.Name()
 		for resp, err := range m.GenerateContent(ctx, &r, stream) {
 			if err != nil {
-				yield(nil, err)
+				yield(nil, &ServedError{Model: name, Err: err})
 				return
 			}
 			if !yield(stamp(resp, name), nil) {

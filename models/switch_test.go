@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
+	"github.com/agent-worker/agent-worker/outage"
 )
 
 const mainReply = `{
@@ -130,5 +131,22 @@ func TestSwitchToAModelWithAFallback(t *testing.T) {
 	}
 	if got := cheap.Requests(); len(got) != 1 || got[0].Body["reasoning_effort"] != nil {
 		t.Errorf("the fallback got %v, want one request with its own (no) reasoning", got)
+	}
+}
+
+// A switched-to model's failure names it (ServedError), reads as its own
+// error, and is still an outage when its provider is down.
+func TestSwitchedModelErrorsNameIt(t *testing.T) {
+	t.Parallel()
+	main := providertest.NewServer(t, providertest.Reply(200, mainReply))
+	down := providertest.NewServer(t, providertest.Reply(503, overloaded))
+	s := newSwitch(t, map[string]config.Model{"main": openaiDef(main, "gpt-4.1", ""), "backup": openaiDef(down, "o4-mini", "")})
+	if _, _, err := s.Use("backup", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := providertest.Generate(t.Context(), s, agentRequest(s.Name()))
+	var served *ServedError
+	if !errors.As(err, &served) || served.ServedBy() != "o4-mini" || !outage.Is(err) || err.Error() != served.Err.Error() {
+		t.Fatalf("error %v: want a ServedError naming o4-mini that is still an outage", err)
 	}
 }

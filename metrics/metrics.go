@@ -94,8 +94,8 @@ type Metrics struct {
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
 	memory          memoryMetrics   // memory.go
-	skipped         skipMetrics     // skipped.go
-	asks            askMetrics      // asks.go
+	skipped         eventCounter    // skipped.go
+	asks            eventCounter    // asks.go
 	input           *inputMetrics   // input.go
 	webhooks        *webhookMetrics // webhooks.go
 	store           *storeMetrics   // store.go
@@ -263,9 +263,9 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.memory = newMemoryMetrics()
 	m.reg.MustRegister(m.memory.collectors()...)
 	m.skipped = newSkipMetrics()
-	m.reg.MustRegister(m.skipped.skipped)
+	m.reg.MustRegister(m.skipped.vec)
 	m.asks = newAskMetrics()
-	m.reg.MustRegister(m.asks.asks)
+	m.reg.MustRegister(m.asks.vec)
 	m.input = newInputMetrics()
 	m.reg.MustRegister(m.input.collectors()...)
 	m.webhooks = newWebhookMetrics()

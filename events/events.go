@@ -70,9 +70,11 @@ const (
 	MessageDuplicate = "message-duplicate"
 	// MessageUnsealed: a message claimed to come through the worker
 	// (the Agent-Worker-Via header: an Alertmanager notification, a
-	// subagent's report) without the deployment's seal; the claim was
+	// subagent's report; the Agent-Worker-Sender header: a sender the API
+	// authenticated) without the deployment's seal; the claims were
 	// ignored and the message delivered as any other. Data: subject, via
-	// (the claim), id (its Nats-Msg-Id, if any).
+	// and sender (the claims, "" when not made), id (its Nats-Msg-Id, if
+	// any).
 	MessageUnsealed = "message-unsealed"
 	// ModelSwitched: an operator switched the agent's model, or back to
 	// the configured one (reset); it is used from the next model call.

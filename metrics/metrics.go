@@ -214,7 +214,7 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		"Input refused or given up on, by reason: bad bodies and unknown agents (agent \"_unknown\") go to the dead-letter subject; dropped are messages dropped from a full inbox or after failing turns; operator_dropped are queued messages an operator abandoned (resume with drop_queued), dead-lettered; turn_cap are messages of a turn cut at a per-turn limit (not retried, so not charged twice), dead-lettered.",
 		"agent", "reason")
 	m.unsealed = counter("messages_unsealed_total",
-		"Messages that claimed to come through the worker (an Alertmanager notification, a subagent's report: the Agent-Worker-Via header) without the deployment's seal. The claim is ignored and the message delivered as an ordinary external message; anything above 0 is a publisher forging the header, or a replica of a version before seals.",
+		"Messages that claimed to come through the worker (an Alertmanager notification, a subagent's report: the Agent-Worker-Via header; a sender the API authenticated: the Agent-Worker-Sender header) without the deployment's seal. The claim is ignored and the message delivered as an ordinary external message; anything above 0 is a publisher forging the header, or a replica of a version before seals.",
 		"agent")
 	m.modelRequests = counter("model_requests_total",
 		"Model calls, by outcome: ok (a response with usage), error (the call failed for good: the turn fails or falls back), retry (a failed attempt that was retried) or rate_limited (a 429 that was retried after Retry-After). The model label is the configured model name.",

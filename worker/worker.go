@@ -382,10 +382,11 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 // deduplicates Nats-Msg-Id across the whole stream and ids are per agent:
 // the same id to another agent is another message. A message that came
 // through the Alertmanager receiver carries the Agent-Worker-Via header,
-// sealed with the deployment's key, so the agent wakes with source
-// alertmanager. A publish JetStream acknowledges as a duplicate (the
-// stream holds this agent's message with that id) returns
-// api.ErrDuplicate: nothing new was queued.
+// so the agent wakes with source alertmanager, and every message carries
+// its authenticated sender (the Agent-Worker-Sender header: "api, token
+// ops"), both sealed with the deployment's key. A publish JetStream
+// acknowledges as a duplicate (the stream holds this agent's message with
+// that id) returns api.ErrDuplicate: nothing new was queued.
 func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) error {
 	subjects := natsbus.Subjects{Prefix: w.cfg.NATS.SubjectPrefix}
 	subject := subjects.Inbox(agent)
@@ -404,6 +405,11 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	tracing.SetNATS(msg.Header, m.TraceParent)
 	if m.Via != "" {
 		msg.Header.Set(natsinbox.HeaderVia, m.Via)
+	}
+	if m.Sender != "" {
+		msg.Header.Set(natsinbox.HeaderSender, m.Sender)
+	}
+	if m.Via != "" || m.Sender != "" {
 		natsinbox.SealVia(w.seal, msg)
 	}
 	if w.conn.JS == nil {

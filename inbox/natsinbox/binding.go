@@ -45,7 +45,8 @@ type Options struct {
 	// lease); otherwise every agent is bound at Start.
 	Leased bool
 	// Seal is the deployment's key: only a message sealed with it has its
-	// HeaderVia claim granted. The zero Key grants none.
+	// HeaderVia and HeaderSender claims granted. The zero Key grants
+	// none.
 	Seal seal.Key
 	// Holder names this replica in the record of who binds which
 	// subscribe: subject (binders.go); "" is "default".

@@ -77,9 +77,9 @@ func (b *Binding) onCore(a *agentLog, in *input, m *nats.Msg) {
 	if id == "" {
 		id = body.ID
 	}
-	via := b.via(a.name, m.Subject, m.Header, m.Data)
+	via, sender := b.claims(a.name, m.Subject, m.Header, m.Data)
 	a.to().Send(inbox.Message{
-		ID: id, Kind: in.kind, Source: source(m.Subject, via, id), Via: via, From: body.From,
+		ID: id, Kind: in.kind, Source: source(m.Subject, via, id), Via: via, Sender: sender, From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: b.opts.Clock.Now(), TraceParent: traceParent(m.Header),
 	})
 }

@@ -51,7 +51,11 @@
 // over it (package seal). A NATS publisher can set the header but not the
 // seal: its claim is ignored, logged and counted
 // (agent_worker_messages_unsealed_total), and the message is delivered as
-// any other.
+// any other. The same holds for its Agent-Worker-Sender header
+// (HeaderSender), the sender the API authenticated ("api, token ops"):
+// sealed, it becomes inbox.Message.Sender, shown to the model outside the
+// fence; forged, it is ignored, logged and counted alike, and the message
+// shows "via nats".
 //
 // It must not run turns: it wakes the driver's agents (Target) and
 // answers their reads (Binding.Read, driver.Log).

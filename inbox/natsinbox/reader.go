@@ -164,9 +164,9 @@ func (b *Binding) message(a *agentLog, in *input, dm natsbus.DirectMsg) (inbox.M
 		h = nats.Header{}
 	}
 	id := messageID(a.name, h, body, b.opts.Stream, dm.Seq)
-	via := b.via(a.name, dm.Subject, h, dm.Data)
+	via, sender := b.claims(a.name, dm.Subject, h, dm.Data)
 	return inbox.Message{
-		ID: id, Kind: in.kind, Source: source(dm.Subject, via, id), Via: via, From: body.From,
+		ID: id, Kind: in.kind, Source: source(dm.Subject, via, id), Via: via, Sender: sender, From: body.From,
 		Text: body.Text, Attributes: body.Attributes, Received: dm.Time,
 		Pos: inbox.Position{Input: in.key, Seq: dm.Seq}, TraceParent: traceParent(h),
 	}, nil

@@ -36,10 +36,12 @@ type MessageInfo struct {
 	// ServedBy the replica that answered.
 	Owner    string `json:"owner,omitempty"`
 	ServedBy string `json:"served_by,omitempty"`
-	// Kind, Source, Received and Attempts describe a queued or running
-	// message.
+	// Kind, Source, Sender, Received and Attempts describe a queued or
+	// running message. Sender is who the worker authenticated as its
+	// sender ("api, token ops"; absent for a message published on NATS).
 	Kind     string     `json:"kind,omitempty"`
 	Source   string     `json:"source,omitempty"`
+	Sender   string     `json:"sender,omitempty"`
 	Received *time.Time `json:"received,omitempty"`
 	Attempts int        `json:"attempts,omitempty"`
 	// Turn is the turn running or that handled the message.
@@ -116,7 +118,7 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	switch st.Status {
 	case driver.MessageQueued, driver.MessageRunning:
-		info.Status, info.Kind, info.Source, info.Received, info.Attempts = st.Status, st.Kind, st.Source, st.Received, st.Attempts
+		info.Status, info.Kind, info.Source, info.Sender, info.Received, info.Attempts = st.Status, st.Kind, st.Source, st.Sender, st.Received, st.Attempts
 		if st.Status == driver.MessageRunning {
 			info.Turn = &MessageTurn{N: st.Turn}
 		}

@@ -1,10 +1,13 @@
 package api_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/control"
+	"github.com/agent-worker/agent-worker/inbox"
 )
 
 // TestAPostCarriesItsTokensName: every way the API queues a message —
@@ -38,5 +41,37 @@ func TestAPostCarriesItsTokensName(t *testing.T) {
 	open.wantStatus(open.call(http.MethodPost, "/v1/agents/alpha/messages", "", "application/json", `{"text": "hi", "from": "ops"}`), http.StatusAccepted)
 	if m := d.all()[len(want)]; m.Sender != api.SenderUnauthenticated || m.From != "ops" {
 		t.Fatalf("without tokens: sender %q from %q, want %q and the body's from", m.Sender, m.From, api.SenderUnauthenticated)
+	}
+}
+
+// TestTheListingAndTheLookupShowTheSender: a message queued with the
+// token ops shows sender "api, token ops" next to its self-declared from
+// in the inbox listing (GET .../inbox) and the lookup (GET
+// .../messages/{id}); a message that came with no authenticated sender
+// shows none. On the old code neither answer had a sender.
+func TestTheListingAndTheLookupShowTheSender(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, api.Options{})
+	w.wantStatus(w.post("/v1/agents/alpha/pause", ""), http.StatusOK)
+	w.wantStatus(w.post("/v1/agents/alpha/messages", `{"text": "ship it", "from": "ceo", "id": "s-1"}`), http.StatusAccepted)
+	w.agent("alpha").Send(inbox.Message{ID: "n-1", Kind: inbox.Wake, Text: "from nats", Source: "nats:alerts.db", From: "ceo"})
+
+	var in control.Inbox
+	if err := json.Unmarshal(w.get("/v1/agents/alpha/inbox").body, &in); err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Messages) != 2 || in.Messages[0].Sender != "api, token ops" || in.Messages[0].From != "ceo" || in.Messages[1].Sender != "" {
+		t.Fatalf("listing %+v", in.Messages)
+	}
+	for id, want := range map[string]string{"s-1": "api, token ops", "n-1": ""} {
+		r := w.get("/v1/agents/alpha/messages/" + id)
+		w.wantStatus(r, http.StatusOK)
+		var info api.MessageInfo
+		if err := json.Unmarshal(r.body, &info); err != nil {
+			t.Fatal(err)
+		}
+		if info.Status != api.MessageQueued || info.Sender != want {
+			t.Fatalf("lookup of %s: %s, want queued with sender %q", id, r.body, want)
+		}
 	}
 }

@@ -228,3 +228,37 @@ func TestSealedForwardsAreTrustedOnceWithinTheWindow(t *testing.T) {
 		t.Fatal("the replayed interrupt held the agent again")
 	}
 }
+
+// TestTheAuditNamesTheCredentialNotTheClaim: a verb on the control
+// subject is done by its credential's name, whatever by its body claims:
+// the token ops pauses as ops, and without tokens (NATS on loopback) a
+// request is by "anonymous" — in the paused event and the stored pause
+// alike. A by that stood would let any publisher pin its act on someone
+// else.
+func TestTheAuditNamesTheCredentialNotTheClaim(t *testing.T) {
+	t.Parallel()
+	url := runNATS(t)
+	open := newReplica(t, url, "replica-a", true, "alpha")
+	tokened := newReplicaWith(t, url, "replica-b", true, func(o *control.Options) { o.Tokens = tokenSet(t, controlTokens) }, "beta")
+	nc := connect(t, url)
+	for _, c := range []struct {
+		r            *replica
+		agent, token string
+		want         string
+	}{
+		{open, "alpha", "", control.ByAnonymous},
+		{tokened, "beta", "ops-secret", "ops"},
+	} {
+		sub := c.r.driver.Events().Subscribe(100, nil)
+		if r := send(t, nc, withToken(c.agent, c.token, control.Request{Verb: control.VerbPause, By: "root", Reason: "not me"})); !r.OK {
+			t.Fatalf("pause %s: %d %q", c.agent, r.Status(), r.Error)
+		}
+		if e := nextEvent(t, sub, events.Paused); e.Data["by"] != c.want {
+			t.Fatalf("paused event of %s by %v, want %q", c.agent, e.Data["by"], c.want)
+		}
+		if p, ok := c.r.agent(t, c.agent).PauseInfo(); !ok || p.By != c.want {
+			t.Fatalf("stored pause of %s %+v, want by %q", c.agent, p, c.want)
+		}
+		sub.Close()
+	}
+}

@@ -64,8 +64,12 @@ type QueuedMessage struct {
 	Source string `json:"source"`
 	// From is the sender's self-declared name; untrusted.
 	From string `json:"from,omitempty"`
-	// SizeBytes is inbox.Message.Size: text, attributes, id, source and
-	// sender, in bytes.
+	// Sender is who the worker authenticated as the sender
+	// (inbox.Message.Sender: "api, token ops"); absent for a message
+	// published on NATS.
+	Sender string `json:"sender,omitempty"`
+	// SizeBytes is inbox.Message.Size: text, attributes, id, source,
+	// from and sender, in bytes.
 	SizeBytes int       `json:"size_bytes"`
 	Received  time.Time `json:"received"`
 	// AgeSeconds is how long it has waited, at the time of the listing.
@@ -78,7 +82,7 @@ type QueuedMessage struct {
 
 func queuedOf(m inbox.Message, now time.Time) QueuedMessage {
 	return QueuedMessage{
-		ID: m.ID, Kind: string(m.Kind), Source: m.Source, From: m.From, SizeBytes: m.Size(),
+		ID: m.ID, Kind: string(m.Kind), Source: m.Source, From: m.From, Sender: m.Sender, SizeBytes: m.Size(),
 		Received: m.Received, AgeSeconds: max(now.Sub(m.Received).Seconds(), 0),
 		Attempts: m.Attempts, Seq: m.Pos.Seq,
 	}

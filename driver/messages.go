@@ -49,6 +49,9 @@ type MessageState struct {
 	Received *time.Time `json:"received,omitempty"`
 	// Attempts counts failed turns that took it and gave it back.
 	Attempts int `json:"attempts,omitempty"`
+	// Sender is who the worker authenticated as the sender
+	// (inbox.Message.Sender); "" for a message published on NATS.
+	Sender string `json:"sender,omitempty"`
 }
 
 // runningTurn is the turn in progress and the messages it took.
@@ -73,7 +76,7 @@ func (a *Agent) Message(id string) MessageState {
 		return st
 	}
 	of := func(m inbox.Message) {
-		st.Kind, st.Source, st.Attempts = string(m.Kind), m.Source, m.Attempts
+		st.Kind, st.Source, st.Sender, st.Attempts = string(m.Kind), m.Source, m.Sender, m.Attempts
 		if !m.Received.IsZero() {
 			r := m.Received
 			st.Received = &r

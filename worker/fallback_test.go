@@ -2,7 +2,6 @@ package worker
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -77,30 +76,7 @@ func TestFallbackModelAnswersWhenThePrimaryIsDown(t *testing.T) {
   "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100,
     "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}
 }`)
-	y := fmt.Sprintf(`data_dir: %s
-shutdown_grace: 5s
-api: {listen: "127.0.0.1:0"}
-nats: {listen: "-1"}
-models:
-  main:
-    provider: openai
-    model: main-model-1
-    base_url: %s/v1
-    retry: {max: 2, base: 1ms, max_wait: 1ms}
-    fallback: cheap
-  cheap:
-    provider: openai
-    model: cheap-model-1
-    base_url: %s/v1
-pricing:
-  main-model-1: {input_per_mtok: 10, output_per_mtok: 40}
-  cheap-model-1: {input_per_mtok: 1, output_per_mtok: 4}
-agents:
-  - name: triage
-    model: main
-    tools: [report_done]
-`, t.TempDir(), down.URL, cheap.URL)
-	r := startReal(t, loadYAML(t, y))
+	r := startReal(t, pairConfig(t, t.TempDir(), `{listen: "127.0.0.1:0"}`, down.URL, ", retry: {max: 2, base: 1ms, max_wait: 1ms}, fallback: cheap", cheap.URL))
 
 	r.publish("agents.triage.inbox", "disk full on db-1")
 	fb := r.waitEvent(models.EventFallback)

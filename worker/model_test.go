@@ -29,6 +29,29 @@ func chatReply(model, text string, in, out int) string {
 }`, model, model, text, in, out, in+out)
 }
 
+// pairConfig is a worker on dataDir with the API api (its YAML) and two
+// OpenAI-compatible models, main (main-model-1, at $10/$40 a million
+// tokens in/out, served at mainURL, with the YAML keys mainExtra) and
+// cheap (cheap-model-1, at $1/$4, at cheapURL), and agent triage on main.
+func pairConfig(t *testing.T, dataDir, api, mainURL, mainExtra, cheapURL string) *config.Config {
+	t.Helper()
+	return loadYAML(t, fmt.Sprintf(`data_dir: %s
+shutdown_grace: 5s
+api: %s
+nats: {listen: "-1"}
+models:
+  main: {provider: openai, model: main-model-1, base_url: %s/v1%s}
+  cheap: {provider: openai, model: cheap-model-1, base_url: %s/v1}
+pricing:
+  main-model-1: {input_per_mtok: 10, output_per_mtok: 40}
+  cheap-model-1: {input_per_mtok: 1, output_per_mtok: 4}
+agents:
+  - name: triage
+    model: main
+    tools: [report_done]
+`, dataDir, api, mainURL, mainExtra, cheapURL))
+}
+
 // startReal starts a worker on cfg with its real models, as run does.
 func startReal(t *testing.T, cfg *config.Config) *running {
 	t.Helper()
@@ -79,21 +102,8 @@ func TestModelSwitchSurvivesARestartAndIsPriced(t *testing.T) {
 	cheap := newChatServer(t, 200, chatReply("cheap-model-1", "on it, cheaply", 1000, 100))
 	dir := t.TempDir()
 	const token = "s3cret-operate"
-	cfg := loadYAML(t, fmt.Sprintf(`data_dir: %s
-shutdown_grace: 5s
-api: {listen: "127.0.0.1:0", tokens: [{name: ops, role: operate, value_file: %s}]}
-nats: {listen: "-1"}
-models:
-  main: {provider: openai, model: main-model-1, base_url: %s/v1}
-  cheap: {provider: openai, model: cheap-model-1, base_url: %s/v1}
-pricing:
-  main-model-1: {input_per_mtok: 10, output_per_mtok: 40}
-  cheap-model-1: {input_per_mtok: 1, output_per_mtok: 4}
-agents:
-  - name: triage
-    model: main
-    tools: [report_done]
-`, filepath.Join(dir, "data"), tokenFile(t, dir, "ops", token), main.URL, cheap.URL))
+	cfg := pairConfig(t, filepath.Join(dir, "data"), fmt.Sprintf(`{listen: "127.0.0.1:0", tokens: [{name: ops, role: operate, value_file: %s}]}`, tokenFile(t, dir, "ops", token)),
+		main.URL, "", cheap.URL)
 	r := startReal(t, cfg)
 	waitFor(t, "triage owned", func() bool { return r.w.Leases().Held("triage") })
 

@@ -95,6 +95,7 @@ type world struct {
 	srv    *api.Server
 	ts     *httptest.Server
 	logs   *syncBuffer
+	store  *memory.Store // the agents' state: history, ledgers, ...
 }
 
 type syncBuffer struct {
@@ -120,7 +121,7 @@ func newWorld(t *testing.T, o api.Options, agents ...agentDef) *world {
 	}
 	c := clock.NewFake(epoch)
 	st := memory.New(c)
-	w := &world{t: t, clock: c, models: map[string]*scripted.Model{}, logs: &syncBuffer{}}
+	w := &world{t: t, clock: c, models: map[string]*scripted.Model{}, logs: &syncBuffer{}, store: st}
 	log := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w.bus = o.Events
 	if w.bus == nil {

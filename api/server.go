@@ -450,6 +450,7 @@ func (s *Server) routes() {
 	post("/v1/reload", "reload", s.reload) // reload.go
 	post(webhookRoute[len("POST "):], "webhook", s.postWebhook)
 	s.memoryRoutes()
+	s.askRoute() // ask.go
 	s.modelRoutes()
 	s.approvalRoutes()
 	s.deadLetterRoutes()

@@ -152,6 +152,7 @@ func (c *cli) rootCmd() *cobra.Command {
 	root.AddCommand(c.modelsCmd())
 	root.AddCommand(c.modelCmd())
 	root.AddCommand(c.steerCmd())
+	root.AddCommand(c.askCmd())
 	root.AddCommand(c.mcpCmd())
 	root.SetFlagErrorFunc(usageError)
 	wrapArgs(root)

@@ -167,6 +167,15 @@
 // stream, so every replica streams every agent's events with ids shared by
 // the replicas and kept across restarts; without one, this replica's ring.
 //
+// Every message the API queues — POST messages, the Alertmanager
+// receiver, a webhook — carries its authenticated sender
+// (inbox.Message.Sender): "api, token <name>" from the credential that
+// let the request in (a bearer token or a session signed with one), or
+// SenderUnauthenticated on a server without tokens; never the body's
+// "from", which stays the sender's untrusted claim. The worker's Deliver
+// seals it onto the NATS message (natsinbox.HeaderSender), so the owner
+// that reads it back from the stream can tell it from a publisher's.
+//
 // # Queueing: answers and duplicates
 //
 // A message or notification queued is answered 202

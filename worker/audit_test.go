@@ -265,7 +265,7 @@ func TestResumeDropQueuedDeadLettersAndTheyNeverComeBack(t *testing.T) {
 		}
 	}
 
-	code, body = c.call("r2", aliceToken, http.MethodPost, "/v1/agents/triage/resume", `{"drop_queued": true, "reason": "stale alerts"}`)
+	code, body = c.call("r2", aliceToken, http.MethodPost, "/v1/agents/triage/resume", `{"drop_queued": true, "reason": "stale alerts", "message": "start afresh"}`)
 	if code != http.StatusOK || !strings.Contains(string(body), `"dropped":3`) || !strings.Contains(string(body), `"owner":"r1"`) {
 		t.Fatalf("resume with drop_queued via r2: %d %s", code, body)
 	}

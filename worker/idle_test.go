@@ -1,14 +1,11 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
@@ -47,16 +44,8 @@ agents:
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	w, err := Start(context.Background(), cfg, Options{Log: debugLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &running{t: t, w: w, sub: w.Events().Subscribe(10000, nil)}
-	if r.nc, err = nats.Connect(w.NATS().ClientURL); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stop)
-	ag, err := w.Driver().Agent("triage")
+	r := startReal(t, cfg)
+	ag, err := r.w.Driver().Agent("triage")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,17 +38,9 @@ agent refuses it. Needs a token with role operate.`,
 				Turn   uint64 `json:"turn"`
 				Owner  string `json:"owner"`
 			}
-			var raw json.RawMessage
-			if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/messages", map[string]any{"text": args[1], "steer": true}, &raw); err != nil {
+			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/messages", map[string]any{"text": args[1], "steer": true}, output == "json")
+			if err != nil || printed {
 				return err
-			}
-			if output == "json" {
-				var v any
-				if err := json.Unmarshal(raw, &v); err != nil {
-					return err
-				}
-				printJSON(c.stdout, v)
-				return nil
 			}
 			if err := json.Unmarshal(raw, &out); err != nil {
 				return err

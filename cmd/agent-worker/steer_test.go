@@ -44,7 +44,7 @@ func TestSteerVerb(t *testing.T) {
 	}{
 		{text: "skip db-2", out: "oncall: turn 7 takes your message before its next model call (steer-a)\n"},
 		{text: "idle now", out: "oncall: no turn was running; woke it with your message (steer-b)\n"},
-		{text: "skip db-2", json: true, out: "{\n  \"id\": \"steer-a\",\n  \"owner\": \"r1\",\n  \"status\": \"steered\",\n  \"turn\": 7\n}\n"},
+		{text: "skip db-2", json: true, out: "{\n  \"status\": \"steered\",\n  \"id\": \"steer-a\",\n  \"turn\": 7,\n  \"owner\": \"r1\"\n}\n"},
 		{text: "paused one", code: exitFailed, errIncludes: `is paused and runs no turn to steer (HTTP 409)`},
 	} {
 		args := []string{"steer", "oncall", c.text, "--api", srv.URL}

@@ -89,10 +89,9 @@
 // # Audit
 //
 // Every request may say why (reason). The changing verbs (pause, resume,
-// interrupt, wake, reset, approve, deny, model) put who asked (by) and
-// why in the events they cause, and a pause and a model switch keep them
-// in their stored records. Who
-// asked is the caller's token name — over HTTP and on the control subject
+// interrupt, wake, steer, reset, approve, deny, model, ask) put who asked
+// (by) and why in the events they cause, and a pause and a model switch
+// keep them in their stored records. Who asked is the caller's token name — over HTTP and on the control subject
 // alike; a "by" in the request body is overwritten — or "anonymous"
 // without tokens. A forward keeps the by of the replica's caller, so the
 // owner's events name the original caller (the HTTP API fills by with the

@@ -593,6 +593,14 @@ data:
 			`job="aw-agent-worker", namespace="agents"`,
 			"Runbook: https://github.com/agent-worker/agent-worker/blob/main/docs/alerts.md",
 		}},
+		{writeValues(t, "apiToken: {value: ci-token-0123456789abcdef}\nserviceMonitor: {enabled: true}\n"+
+			"networkPolicy: {enabled: true, ingress: {ingest: {enabled: true}, namespaces: [ops]}}\n"), []string{
+			"NetworkPolicy aw-agent-worker admits to port 8080 (API, /metrics, status page) only:",
+			"- Prometheus: pods app.kubernetes.io/name=prometheus in namespaces kubernetes.io/metadata.name=monitoring",
+			"- not Alertmanager (networkPolicy.ingress.alertmanager.enabled is false)",
+			"- message and webhook senders: pods agent-worker-ingest=true in namespace agents",
+			"- every pod in namespace ops",
+		}},
 	} {
 		out, err := helm(t, "template", "aw", dir, "--namespace", "agents", "--values", tc.values, "--show-only", "templates/zz-notes.yaml")
 		if err != nil {

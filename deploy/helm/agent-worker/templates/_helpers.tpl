@@ -273,3 +273,43 @@ its ports, towards its cidrs and peers (anywhere when it has neither).
     {{- end }}
   {{- end }}
 {{- end }}
+
+{{/*
+A NetworkPolicy ingress rule from networkPolicy.ingress.<caller>: TCP to
+the port http, from the pods its podSelector picks in the namespaces its
+namespaceSelector picks (an empty namespaceSelector: the release's
+namespace; an empty podSelector: every pod there).
+*/}}
+{{- define "agent-worker.ingressCaller" -}}
+- ports:
+    - port: http
+      protocol: TCP
+  from:
+    - podSelector:
+        {{- toYaml (.podSelector | default dict) | nindent 8 }}
+      {{- with .namespaceSelector }}
+      namespaceSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+
+{{/*
+A LabelSelector as text for NOTES: its matchLabels as k=v, or "(release
+namespace)" / "(all)" when empty.
+*/}}
+{{- define "agent-worker.selectorText" -}}
+{{- $parts := list }}
+{{- range $k, $v := (default dict .).matchLabels }}{{ $parts = append $parts (printf "%s=%s" $k $v) }}{{ end }}
+{{- range (default dict .).matchExpressions }}{{ $parts = append $parts (printf "%s %s %v" .key .operator (.values | default list)) }}{{ end }}
+{{- if $parts }}{{ join "," $parts }}{{ else }}(any){{ end }}
+{{- end }}
+
+{{/*
+Who a networkPolicy.ingress.<caller> admits, as text for NOTES; called
+with (list caller namespace).
+*/}}
+{{- define "agent-worker.callerText" -}}
+{{- $c := index . 0 }}
+{{- printf "pods %s in " (include "agent-worker.selectorText" $c.podSelector) }}
+{{- if $c.namespaceSelector }}namespaces {{ include "agent-worker.selectorText" $c.namespaceSelector }}{{ else }}namespace {{ index . 1 }}{{ end }}
+{{- end }}

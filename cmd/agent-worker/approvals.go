@@ -20,7 +20,9 @@ func (c *cli) approvalCmds() []*cobra.Command {
 	list := &cobra.Command{
 		Use:   "approvals AGENT [-o table|json]",
 		Short: "List an agent's tool calls waiting for an operator's approval.",
-		Args:  cobra.ExactArgs(1),
+		Example: `  agent-worker approvals oncall
+  agent-worker approvals oncall -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return listing(c, cmd, listAPI, output, "/v1/agents/"+args[0]+"/approvals", func(pending []approval.Request) error {
 				return writeApprovals(c.stdout, pending, time.Now())
@@ -30,13 +32,14 @@ func (c *cli) approvalCmds() []*cobra.Command {
 	list.Flags().StringVarP(&output, "output", "o", "", "table or json (default table)")
 	listAPI = addAPIFlags(list, 30*time.Second)
 
-	decide := func(verb, short string) *cobra.Command {
+	decide := func(verb, short, example string) *cobra.Command {
 		var api *apiFlags
 		var reason string
 		cmd := &cobra.Command{
-			Use:   verb + " AGENT ID",
-			Short: short,
-			Args:  cobra.ExactArgs(2),
+			Use:     verb + " AGENT ID",
+			Short:   short,
+			Example: example,
+			Args:    cobra.ExactArgs(2),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				client, err := api.client(cmd, c.env)
 				if err != nil {
@@ -60,8 +63,11 @@ func (c *cli) approvalCmds() []*cobra.Command {
 	}
 	return []*cobra.Command{
 		list,
-		decide("approve", "Approve a held tool call: it runs with its stored arguments and the agent is woken with its result."),
-		decide("deny", "Deny a held tool call: it is never run, and the agent is told."),
+		decide("approve", "Approve a held tool call: it runs with its stored arguments and the agent is woken with its result.",
+			`  agent-worker approve oncall 01HZX4K2
+  agent-worker approve oncall 01HZX4K2 --reason "restart is safe now"`),
+		decide("deny", "Deny a held tool call: it is never run, and the agent is told.",
+			`  agent-worker deny oncall 01HZX4K2 --reason "not during business hours"`),
 	}
 }
 

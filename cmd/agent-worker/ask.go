@@ -33,6 +33,8 @@ sleeps, is paused or runs a turn; not while a guardrail halts it.
 
 The call is charged to the agent's budgets and audited with your token's
 name. The words after AGENT are the question.`,
+		Example: `  agent-worker ask oncall why did you page me
+  agent-worker ask oncall "what are you waiting for?" -o json`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "" && output != "json" {

@@ -119,8 +119,11 @@ func executeIn(ctx context.Context, env environ, args []string, stdout, stderr i
 func (c *cli) rootCmd() *cobra.Command {
 	var showVersion bool
 	root := &cobra.Command{
-		Use:           "agent-worker",
-		Short:         "Run LLM agents unattended: sleep, wake, one turn, sleep again.",
+		Use:   "agent-worker",
+		Short: "Run LLM agents unattended: sleep, wake, one turn, sleep again.",
+		Example: `  agent-worker run --config worker.yaml
+  agent-worker status
+  agent-worker send oncall "disk 91% on db-2"`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          unknownSubcommand,
@@ -210,7 +213,9 @@ func (c *cli) validateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate --config FILE [--strict]",
 		Short: "Check a config file; print file:line: message for every problem, and file:line: warning: for what works but not as written.",
-		Args:  cobra.NoArgs,
+		Example: `  agent-worker validate --config worker.yaml
+  agent-worker validate -c worker.yaml --strict   # warnings fail too (CI)`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return usageError(cmd, errors.New("validate needs --config FILE"))
@@ -243,7 +248,9 @@ func (c *cli) versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version (also agent-worker --version).",
-		Args:  cobra.NoArgs,
+		Example: `  agent-worker version
+  agent-worker --version`,
+		Args: cobra.NoArgs,
 		Run: func(*cobra.Command, []string) {
 			fmt.Fprintln(c.stdout, versionLine())
 		},

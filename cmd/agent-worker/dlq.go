@@ -18,6 +18,8 @@ import (
 // dead letters, over the HTTP API.
 func (c *cli) dlqCmd() *cobra.Command {
 	root := &cobra.Command{Use: "dlq", Short: "Read and replay an agent's dead letters (kept with JetStream).", Args: unknownSubcommand,
+		Example: `  agent-worker dlq list oncall
+  agent-worker dlq replay oncall 42`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	var output string
 	var limit int
@@ -25,7 +27,9 @@ func (c *cli) dlqCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list AGENT [--limit N] [-o table|json]",
 		Short: "List an agent's newest dead letters: seq, id, reason, age, body.",
-		Args:  cobra.ExactArgs(1),
+		Example: `  agent-worker dlq list oncall
+  agent-worker dlq list oncall --limit 100 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "/v1/agents/" + url.PathEscape(args[0]) + "/dlq?limit=" + strconv.Itoa(limit)
 			return listing(c, cmd, listAPI, output, path, func(l api.DeadLetterList) error { return writeDeadLetters(c.stdout, l, time.Now()) })
@@ -40,7 +44,9 @@ func (c *cli) dlqCmd() *cobra.Command {
 	replay := &cobra.Command{
 		Use:   "replay AGENT SEQ [--reason R]",
 		Short: "Put a dead letter back in the agent's inbox, once (it leaves the dead-letter stream).",
-		Args:  cobra.ExactArgs(2),
+		Example: `  agent-worker dlq replay oncall 42
+  agent-worker dlq replay oncall 42 --reason "db is back"`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := replayAPI.client(cmd, c.env)
 			if err != nil {

@@ -23,6 +23,8 @@ func (c *cli) healthCmd() *cobra.Command {
 answer within --timeout (default 2s) is not ready either (exit 1). /readyz
 is open by default; a token (--token, --token-file, AGENT_WORKER_TOKEN) is
 sent if given.`,
+		Example: `  agent-worker health
+  agent-worker health --api http://worker:8080 --timeout 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, err := api.client(cmd, c.env)

@@ -16,12 +16,15 @@ import (
 // mcpCmd is `mcp`, with `mcp check`.
 func (c *cli) mcpCmd() *cobra.Command {
 	root := &cobra.Command{Use: "mcp", Short: "Work with the configured MCP servers.", Args: unknownSubcommand,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
+		Example: `  agent-worker mcp check --config worker.yaml`,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	var file string
 	check := &cobra.Command{
 		Use:   "check [NAME] --config FILE",
 		Short: "Connect to each configured MCP server (or NAME) and list its tools, or say why it cannot.",
-		Args:  cobra.MaximumNArgs(1),
+		Example: `  agent-worker mcp check --config worker.yaml
+  agent-worker mcp check github --config worker.yaml`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
 				return usageError(cmd, errors.New("mcp check needs --config FILE"))

@@ -36,6 +36,8 @@ The switch is stored with the agent's state: it survives restarts and
 changes of owner, and a config reload keeps it while the model is still
 configured. Responses are priced at the new model's price. It is audited
 with your token's name and --reason.`,
+		Example: `  agent-worker model oncall smart --effort high --reason "hard incident"
+  agent-worker model oncall --reset`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {

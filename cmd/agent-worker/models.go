@@ -19,13 +19,16 @@ import (
 // modelsCmd is `models`, with `models check`.
 func (c *cli) modelsCmd() *cobra.Command {
 	root := &cobra.Command{Use: "models", Short: "Work with the configured models.", Args: unknownSubcommand,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
+		Example: `  agent-worker models check --config worker.yaml`,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	var file string
 	var timeout time.Duration
 	check := &cobra.Command{
 		Use:   "check [NAME] --config FILE",
 		Short: "Send one short prompt through each configured model (or NAME) and report latency, tokens and errors.",
-		Args:  cobra.MaximumNArgs(1),
+		Example: `  agent-worker models check --config worker.yaml
+  agent-worker models check fast --config worker.yaml`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
 				return usageError(cmd, errors.New("models check needs --config FILE"))

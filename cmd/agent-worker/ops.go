@@ -180,13 +180,14 @@ func printJSON(w io.Writer, v any) {
 func (c *cli) opsCmds() []*cobra.Command {
 	// verb is POST /v1/agents/AGENT/<name> with body's fields and
 	// --reason.
-	verb := func(name, short string, body func() map[string]any) *cobra.Command {
+	verb := func(name, short, example string, body func() map[string]any) *cobra.Command {
 		var api *apiFlags
 		var reason string
 		cmd := &cobra.Command{
-			Use:   name + " AGENT",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
+			Use:     name + " AGENT",
+			Short:   short,
+			Example: example,
+			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				client, err := api.client(cmd, c.env)
 				if err != nil {
@@ -218,26 +219,31 @@ func (c *cli) opsCmds() []*cobra.Command {
 
 	var message string
 	var dropQueued bool
-	resume := verb("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued).", func() map[string]any {
-		var body map[string]any
-		if message != "" {
-			body = map[string]any{"message": message}
-		}
-		if dropQueued {
-			if body == nil {
-				body = map[string]any{}
+	resume := verb("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued).",
+		`  agent-worker resume oncall
+  agent-worker resume oncall --message "the migration is done; re-check db-2"
+  agent-worker resume oncall --drop-queued --reason "stale alerts"`, func() map[string]any {
+			var body map[string]any
+			if message != "" {
+				body = map[string]any{"message": message}
 			}
-			body["drop_queued"] = true
-		}
-		return body
-	})
+			if dropQueued {
+				if body == nil {
+					body = map[string]any{}
+				}
+				body["drop_queued"] = true
+			}
+			return body
+		})
 	resume.Flags().StringVar(&message, "message", "", "an instruction for the resumed turn")
 	resume.Flags().BoolVar(&dropQueued, "drop-queued", false, "abandon every queued message first: each is dead-lettered with reason operator_dropped; the answer's \"dropped\" counts them")
 
 	var noHold bool
-	interrupt := verb("interrupt", "Cancel the running turn and pause (unless --no-hold).", func() map[string]any {
-		return map[string]any{"hold": !noHold}
-	})
+	interrupt := verb("interrupt", "Cancel the running turn and pause (unless --no-hold).",
+		`  agent-worker interrupt oncall --reason "runaway tool loop"
+  agent-worker interrupt oncall --no-hold`, func() map[string]any {
+			return map[string]any{"hold": !noHold}
+		})
 	interrupt.Flags().BoolVar(&noHold, "no-hold", false, "cancel the turn but do not pause")
 
 	var addBudget float64
@@ -246,7 +252,9 @@ func (c *cli) opsCmds() []*cobra.Command {
 	reset := &cobra.Command{
 		Use:   "reset AGENT GUARDRAIL [--add-budget USD]",
 		Short: "Reset a tripped guardrail (turn_usd, session_usd, daily_usd, worker_daily_usd, watchdog).",
-		Args:  cobra.ExactArgs(2),
+		Example: `  agent-worker reset oncall watchdog
+  agent-worker reset oncall daily_usd --add-budget 2 --reason "incident 4711"`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := resetAPI.client(cmd, c.env)
 			if err != nil {
@@ -269,10 +277,14 @@ func (c *cli) opsCmds() []*cobra.Command {
 	reset.Flags().StringVar(&resetReason, "reason", "", "why, in your words: kept in the guardrail-reset event with your token's name")
 
 	return []*cobra.Command{
-		verb("pause", "Pause an agent: no turns; messages stay queued.", func() map[string]any { return nil }),
+		verb("pause", "Pause an agent: no turns; messages stay queued.",
+			`  agent-worker pause oncall --reason "db migration"
+  agent-worker pause oncall --api http://worker:8080 --token-file ~/.agent-worker-token`, func() map[string]any { return nil }),
 		resume,
 		interrupt,
-		verb("wake", "Wake an agent for a turn now.", func() map[string]any { return nil }),
+		verb("wake", "Wake an agent for a turn now.",
+			`  agent-worker wake oncall
+  agent-worker wake oncall --reason "check the nightly backup now"`, func() map[string]any { return nil }),
 		reset,
 		c.inboxCmd(),
 	}
@@ -286,7 +298,9 @@ func (c *cli) inboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inbox AGENT [-o table|json]",
 		Short: "List an agent's queued messages: id, kind, source, size, age.",
-		Args:  cobra.ExactArgs(1),
+		Example: `  agent-worker inbox oncall
+  agent-worker inbox oncall -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return listing(c, cmd, apiF, output, "/v1/agents/"+args[0]+"/inbox", func(in control.Inbox) error { return writeInbox(c.stdout, in) })
 		},

@@ -57,6 +57,9 @@ Signals:
                    tokens not reloaded" with the problems. Replace a
                    file by renaming a complete file into place, then:
                    kill -HUP <pid>`,
+		Example: `  agent-worker run                           # the embedded demo
+  agent-worker run --config worker.yaml
+  agent-worker run -c worker.yaml --log-format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := c.runConfig(file, overrides{dataDir: dataDir, natsListen: listen, apiListen: apiListen})

@@ -13,12 +13,14 @@ import (
 // /v1/agents/AGENT/schedules/SCHEDULE/run).
 func (c *cli) scheduleCmd() *cobra.Command {
 	root := &cobra.Command{Use: "schedule", Short: "Work with an agent's schedules.", Args: unknownSubcommand,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
+		Example: `  agent-worker schedule run oncall morning`,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	var api *apiFlags
 	run := &cobra.Command{
-		Use:   "run AGENT SCHEDULE",
-		Short: "Fire one of an agent's schedules now: its prompt runs in a turn as a tick would (a paused or halted agent answers why not).",
-		Args:  cobra.ExactArgs(2),
+		Use:     "run AGENT SCHEDULE",
+		Short:   "Fire one of an agent's schedules now: its prompt runs in a turn as a tick would (a paused or halted agent answers why not).",
+		Example: `  agent-worker schedule run oncall morning`,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := api.client(cmd, c.env)
 			if err != nil {

@@ -47,7 +47,10 @@ func (c *cli) sendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send AGENT TEXT [--deferred] [--id ID] [--nats URL]",
 		Short: "Publish a message to an agent's inbox (or deferred) subject.",
-		Args:  cobra.ExactArgs(2),
+		Example: `  agent-worker send oncall "disk 91% on db-2" --nats nats://127.0.0.1:4222
+  agent-worker send oncall "weekly report due" --deferred --id report-2026-w18
+  agent-worker send oncall "check the backups" --config worker.yaml`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent, text := args[0], args[1]
 			if file != "" {

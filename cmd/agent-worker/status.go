@@ -44,6 +44,9 @@ replica --api reaches; an agent no replica owns right now shows state
 "unknown" and why.
 
 Times are relative ("in 20s", "3m ago"), absolute too in the block.`,
+		Example: `  agent-worker status
+  agent-worker status oncall
+  agent-worker status -o wide --api http://worker:8080 --token-file ~/.agent-worker-token`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "" && !slices.Contains(statusFormats, output) {

@@ -101,7 +101,7 @@ func TestAuditFlagsReachTheAPI(t *testing.T) {
 		if got := a.last(); got != c.want {
 			t.Fatalf("%v sent\n%s\nwant\n%s", c.args, got, c.want)
 		}
-		if c.args[0] == "resume" && strings.Contains(c.want, "drop_queued") && !strings.Contains(out, `"dropped": 2`) {
+		if c.args[0] == "resume" && strings.Contains(c.want, "drop_queued") && !strings.Contains(out, "2 queued message(s) dropped") {
 			t.Fatalf("resume --drop-queued printed:\n%s", out)
 		}
 	}

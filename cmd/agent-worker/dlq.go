@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 )
 
 // dlqCmd is `dlq list AGENT` and `dlq replay AGENT SEQ`: the agent's kept
@@ -39,10 +41,10 @@ func (c *cli) dlqCmd() *cobra.Command {
 	list.Flags().IntVar(&limit, "limit", api.DefaultDeadLetterLimit, "how many of the newest to list (1 to 1000)")
 	listAPI = addAPIFlags(list, 30*time.Second)
 
-	var reason string
+	var reason, replayOutput string
 	var replayAPI *apiFlags
 	replay := &cobra.Command{
-		Use:   "replay AGENT SEQ [--reason R]",
+		Use:   "replay AGENT SEQ [--reason R] [-o json]",
 		Short: "Put a dead letter back in the agent's inbox, once (it leaves the dead-letter stream).",
 		Example: `  agent-worker dlq replay oncall 42
   agent-worker dlq replay oncall 42 --reason "db is back"`,
@@ -56,14 +58,25 @@ func (c *cli) dlqCmd() *cobra.Command {
 			if reason != "" {
 				body = map[string]any{"reason": reason}
 			}
-			var out map[string]any
-			if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+url.PathEscape(args[0])+"/dlq/"+url.PathEscape(args[1])+"/replay", body, &out); err != nil {
+			if replayOutput != "" && replayOutput != "json" {
+				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", replayOutput))
+			}
+			path := "/v1/agents/" + url.PathEscape(args[0]) + "/dlq/" + url.PathEscape(args[1]) + "/replay"
+			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, body, replayOutput == "json")
+			if err != nil || printed {
 				return err
 			}
-			printJSON(c.stdout, out)
+			var out struct {
+				DeadLetter *natsinbox.DeadLetter `json:"dead_letter"`
+			}
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return fmt.Errorf("POST %s: %w", path, err)
+			}
+			fmt.Fprintln(c.stdout, replayLine(args[0], args[1], out.DeadLetter))
 			return nil
 		},
 	}
+	replay.Flags().StringVarP(&replayOutput, "output", "o", "", "json: print the API's answer (default: a line)")
 	replay.Flags().StringVar(&reason, "reason", "", "why, in your words: kept in the dead-letter-replayed event with your token's name")
 	replayAPI = addAPIFlags(replay, 30*time.Second)
 	root.AddCommand(list, replay)

@@ -285,13 +285,13 @@ agents: [{name: ops, model: f, tools: [schedule_next_turn], budgets: {session_us
 	if out, code := run("status"); code != exitOK || !strings.Contains(out, "ops") || !strings.Contains(out, "sleeping") {
 		t.Fatalf("status: %d\n%s", code, out)
 	}
-	if out, code := run("pause", "ops"); code != exitOK || !strings.Contains(out, `"state": "paused"`) {
+	if out, code := run("pause", "ops"); code != exitOK || !strings.Contains(out, "ops: paused on ") {
 		t.Fatalf("pause: %d\n%s", code, out)
 	}
 	if out, code := run("wake", "ops"); code == exitOK || !strings.Contains(out, "paused") {
 		t.Fatalf("wake while paused: %d\n%s", code, out)
 	}
-	if out, code := run("resume", "ops", "--message", "carry on"); code != exitOK || !strings.Contains(out, `"ok": true`) {
+	if out, code := run("resume", "ops", "--message", "carry on"); code != exitOK || !strings.Contains(out, "ops: resumed on ") {
 		t.Fatalf("resume: %d\n%s", code, out)
 	}
 	if out, code := run("reset", "ops", "session_usd", "--add-budget", "1"); code != exitOK || !strings.Contains(out, `"ceiling_usd": 6`) {

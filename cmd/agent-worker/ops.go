@@ -178,13 +178,16 @@ func printJSON(w io.Writer, v any) {
 // have their own files. Every verb takes --reason, which the worker keeps
 // in the verb's event (and a pause's record) with the caller's token name.
 func (c *cli) opsCmds() []*cobra.Command {
+	var message string
+	var dropQueued, noHold bool
 	// verb is POST /v1/agents/AGENT/<name> with body's fields and
-	// --reason.
+	// --reason, printed as a line (verbLine) or, with -o json, the API's
+	// answer.
 	verb := func(name, short, example string, body func() map[string]any) *cobra.Command {
 		var api *apiFlags
-		var reason string
+		var reason, output string
 		cmd := &cobra.Command{
-			Use:     name + " AGENT",
+			Use:     name + " AGENT [-o json]",
 			Short:   short,
 			Example: example,
 			Args:    cobra.ExactArgs(1),
@@ -204,21 +207,27 @@ func (c *cli) opsCmds() []*cobra.Command {
 				if fields != nil {
 					send = fields
 				}
-				var out map[string]any
-				if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/"+name, send, &out); err != nil {
+				if output != "" && output != "json" {
+					return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+				}
+				raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/"+name, send, output == "json")
+				if err != nil || printed {
 					return err
 				}
-				printJSON(c.stdout, out)
+				var reply control.Reply
+				if err := json.Unmarshal(raw, &reply); err != nil {
+					return fmt.Errorf("POST /v1/agents/%s/%s: %w", args[0], name, err)
+				}
+				fmt.Fprintln(c.stdout, verbLine(args[0], name, reason, !noHold, reply))
 				return nil
 			},
 		}
 		api = addAPIFlags(cmd, 30*time.Second)
+		cmd.Flags().StringVarP(&output, "output", "o", "", "json: print the API's answer (default: a line)")
 		cmd.Flags().StringVar(&reason, "reason", "", "why, in your words: kept in the event with your token's name (and, for pause, shown by status)")
 		return cmd
 	}
 
-	var message string
-	var dropQueued bool
 	resume := verb("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued).",
 		`  agent-worker resume oncall
   agent-worker resume oncall --message "the migration is done; re-check db-2"
@@ -238,7 +247,6 @@ func (c *cli) opsCmds() []*cobra.Command {
 	resume.Flags().StringVar(&message, "message", "", "an instruction for the resumed turn")
 	resume.Flags().BoolVar(&dropQueued, "drop-queued", false, "abandon every queued message first: each is dead-lettered with reason operator_dropped; the answer's \"dropped\" counts them")
 
-	var noHold bool
 	interrupt := verb("interrupt", "Cancel the running turn and pause (unless --no-hold).",
 		`  agent-worker interrupt oncall --reason "runaway tool loop"
   agent-worker interrupt oncall --no-hold`, func() map[string]any {

@@ -33,6 +33,21 @@ func clientURL(n config.NATS) string {
 	return "nats://" + net.JoinHostPort(host, port)
 }
 
+// Environment variables of send, in this order when --nats is not given.
+const (
+	envNATS    = "AGENT_WORKER_NATS" // the NATS URL send publishes to
+	envNATSURL = "NATS_URL"          // the nats CLI's variable, read after ours
+)
+
+// natsFromEnv is the NATS URL the environment gives: AGENT_WORKER_NATS,
+// else NATS_URL, else "".
+func natsFromEnv(env environ) string {
+	if u := env.get(envNATS); u != "" {
+		return u
+	}
+	return env.get(envNATSURL)
+}
+
 // sendCmd is `send`: publish a message to an agent over NATS.
 func (c *cli) sendCmd() *cobra.Command {
 	var (
@@ -47,12 +62,21 @@ func (c *cli) sendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send AGENT TEXT [--deferred] [--id ID] [--nats URL]",
 		Short: "Publish a message to an agent's inbox (or deferred) subject.",
+		Long: `Publish a message to an agent's inbox subject (or, with --deferred, its
+deferred subject) over NATS, and print the stream's sequence.
+
+The NATS server is --nats, else $` + envNATS + `, else $` + envNATSURL + ` (the
+nats CLI's variable), else the NATS of --config, else ` + nats.DefaultURL + `.
+--config also gives the subject prefix and the worker's NATS credentials.`,
 		Example: `  agent-worker send oncall "disk 91% on db-2" --nats nats://127.0.0.1:4222
   agent-worker send oncall "weekly report due" --deferred --id report-2026-w18
   agent-worker send oncall "check the backups" --config worker.yaml`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent, text := args[0], args[1]
+			if url == "" {
+				url = natsFromEnv(c.env)
+			}
 			if file != "" {
 				cfg, err := loadConfig(file, c.env)
 				if err != nil {
@@ -61,12 +85,15 @@ func (c *cli) sendCmd() *cobra.Command {
 				if !cmd.Flags().Changed("prefix") {
 					prefix = cfg.NATS.SubjectPrefix
 				}
-				if !cmd.Flags().Changed("nats") {
+				if url == "" {
 					url = clientURL(cfg.NATS)
 				}
 				if auth == (config.NATS{}) {
 					auth = cfg.NATS // the worker's own credentials
 				}
+			}
+			if url == "" {
+				url = nats.DefaultURL
 			}
 			opts, err := natsbus.ClientAuth(auth)
 			if err != nil {
@@ -80,7 +107,7 @@ func (c *cli) sendCmd() *cobra.Command {
 			body, _ := json.Marshal(map[string]string{"text": text, "id": id, "from": from})
 			nc, err := nats.Connect(url, append(opts, nats.Name("agent-worker send"), nats.Timeout(timeout))...)
 			if err != nil {
-				hint := "is the worker running? see --nats"
+				hint := "is the worker running? see --nats, $" + envNATS + ", $" + envNATSURL
 				if errors.Is(err, nats.ErrAuthorization) {
 					hint = "the server wants credentials: --nats-token-env, --nats-user with --nats-password-env, --nats-nkey, or --config"
 				}
@@ -118,7 +145,7 @@ func (c *cli) sendCmd() *cobra.Command {
 	f.BoolVar(&deferred, "deferred", false, "queue for the next turn without waking the agent")
 	f.StringVar(&id, "id", "", "idempotency key, per agent (the envelope's id; Nats-Msg-Id AGENT/ID)")
 	f.StringVar(&from, "from", "cli", "sender name shown to the agent")
-	f.StringVar(&url, "nats", nats.DefaultURL, "NATS server URL")
+	f.StringVar(&url, "nats", "", "NATS server URL (default: $"+envNATS+", else $"+envNATSURL+", else the config's, else "+nats.DefaultURL+")")
 	f.StringVar(&prefix, "prefix", "agents", "subject prefix (nats.subject_prefix)")
 	f.StringVarP(&file, "config", "c", "", "read the prefix, NATS URL and NATS credentials from this config")
 	f.StringVar(&auth.TokenEnv, "nats-token-env", "", "name of the environment variable holding the NATS token")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/money"
 )
 
 // askRoute registers POST /v1/agents/{name}/ask: the control verb ask,
@@ -52,6 +53,6 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
 	s.doVerb(w, r, a.Name(), req, func(reply control.Reply) string {
 		var ans control.AskAnswer
 		_ = json.Unmarshal(reply.Result, &ans)
-		return fmt.Sprintf("answered on %s by %s: %d+%d tokens, $%.4f", reply.Owner, ans.Model, ans.TokensIn, ans.TokensOut, ans.CostUSD)
+		return fmt.Sprintf("answered on %s by %s: %d+%d tokens, %s", reply.Owner, ans.Model, ans.TokensIn, ans.TokensOut, money.USD(ans.CostUSD))
 	})
 }

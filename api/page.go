@@ -16,6 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/money"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -265,7 +266,7 @@ func pageRecentOf(t turnlog.Turn, now time.Time) pageRecent {
 		N: t.N, When: relTime(t.Started, now), Outcome: t.Outcome,
 		Duration: time.Duration(t.DurationSeconds * float64(time.Second)).Round(time.Millisecond).String(),
 		Tokens:   fmt.Sprintf("%d in / %d out", t.TokensIn, t.TokensOut),
-		Cost:     usd(t.CostUSD),
+		Cost:     money.USD(t.CostUSD),
 		Wakes:    strings.Join(t.Wakes, "; "),
 		Text:     turnlog.Clip(t.Text, pageTextRunes),
 	}
@@ -302,18 +303,11 @@ func barOf(label string, c guard.Ceiling) spendBar {
 		level = "warn"
 	}
 	return spendBar{
-		Label: label, Spent: usd(c.SpentUSD), Ceiling: usd(c.CeilingUSD), Level: level,
+		Label: label, Spent: money.USD(c.SpentUSD), Ceiling: money.USD(c.CeilingUSD), Level: level,
 		// The value is a number this function formats, never input, so
 		// it is safe as CSS.
 		Width: template.CSS(fmt.Sprintf("width: %.1f%%", pct)),
 	}
-}
-
-func usd(v float64) string {
-	if v != 0 && math.Abs(v) < 0.01 {
-		return fmt.Sprintf("$%.4f", v)
-	}
-	return fmt.Sprintf("$%.2f", v)
 }
 
 // relTime renders t with how far it is from now: "08:15:00 UTC (in 4m)".

@@ -39,7 +39,7 @@ func TestStatusPageHTML(t *testing.T) {
 		`data-agent="beta" data-state="halted"`,
 		`style="width: 100.0%"`, // beta's session bar: $1 of $1
 		`style="width: 0.0%"`,   // alpha's: unpriced, $0 of $100
-		`$1.00 of $1.00`,
+		`$1 of $1`,
 		`session_usd: `, // beta's trip reason
 		`class="outcome-completed">completed`,
 		`1200 in / 80 out`,

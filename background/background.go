@@ -117,6 +117,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/money"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
@@ -707,7 +708,7 @@ func (m *Manager) meter(f *family, s *sub) *plugin.Plugin {
 			m.mu.Unlock()
 			if over {
 				s.cancel(errBudget)
-				return nil, fmt.Errorf("%w: $%.4f of $%.4f", errBudget, total, f.spec.BudgetUSD)
+				return nil, fmt.Errorf("%w: %s of %s", errBudget, money.USD(total), money.USD(f.spec.BudgetUSD))
 			}
 			return nil, nil
 		},

@@ -334,7 +334,7 @@ func TestResetRunsAgainstTheOwnersLedger(t *testing.T) {
 		MinAdd    float64 `json:"min_add_budget_usd"`
 	}
 	if err := json.Unmarshal(r.Result, &refusal); err != nil || refusal.Guardrail != guard.Session || refusal.Spent != 2.5 ||
-		refusal.Ceiling != 1 || refusal.MinAdd != 1.51 || !strings.Contains(refusal.Error, "spent $2.5000 against a ceiling of $1.0000") {
+		refusal.Ceiling != 1 || refusal.MinAdd != 1.51 || !strings.Contains(refusal.Error, "spent $2.50 against a ceiling of $1 would trip again at once; $1.50 over it: add more than $1.50 (e.g. $1.51)") {
 		t.Fatalf("refusal %s: %v", r.Result, err)
 	}
 	r, err = b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbReset, Guardrail: guard.Session, AddBudgetUSD: 5})

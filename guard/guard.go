@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/money"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -543,16 +544,16 @@ func (g *Guard) crossed(l *ledger, inTurn bool) *Trip {
 	switch {
 	case inTurn && l.limits.TurnUSD > 0 && l.turnSpent >= l.limits.TurnUSD:
 		return &Trip{Guardrail: Turn, At: g.o.Clock.Now(), Spent: l.turnSpent, Ceiling: l.limits.TurnUSD,
-			Reason: fmt.Sprintf("turn cost $%.4f reached the per-turn ceiling of $%.4f", l.turnSpent, l.limits.TurnUSD)}
+			Reason: fmt.Sprintf("turn cost %s reached the per-turn ceiling of %s", money.USD(l.turnSpent), money.USD(l.limits.TurnUSD))}
 	case session > 0 && l.st.SessionSpent >= session:
 		return &Trip{Guardrail: Session, At: g.o.Clock.Now(), Spent: l.st.SessionSpent, Ceiling: session,
-			Reason: fmt.Sprintf("session spend $%.4f reached the session ceiling of $%.4f", l.st.SessionSpent, session)}
+			Reason: fmt.Sprintf("session spend %s reached the session ceiling of %s", money.USD(l.st.SessionSpent), money.USD(session))}
 	case daily > 0 && l.st.DaySpent >= daily:
 		return &Trip{Guardrail: Daily, At: g.o.Clock.Now(), Spent: l.st.DaySpent, Ceiling: daily,
-			Reason: fmt.Sprintf("spend today (%s) $%.4f reached the daily ceiling of $%.4f", l.st.Day, l.st.DaySpent, daily)}
+			Reason: fmt.Sprintf("spend today (%s) %s reached the daily ceiling of %s", l.st.Day, money.USD(l.st.DaySpent), money.USD(daily))}
 	case g.workerCeiling() > 0 && g.worker.Spent >= g.workerCeiling():
 		return &Trip{Guardrail: WorkerDaily, At: g.o.Clock.Now(), Spent: g.worker.Spent, Ceiling: g.workerCeiling(),
-			Reason: fmt.Sprintf("worker-wide spend today (%s) $%.4f reached the worker daily ceiling of $%.4f", g.worker.Day, g.worker.Spent, g.workerCeiling())}
+			Reason: fmt.Sprintf("worker-wide spend today (%s) %s reached the worker daily ceiling of %s", g.worker.Day, money.USD(g.worker.Spent), money.USD(g.workerCeiling()))}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/money"
 )
 
 // ErrUnknown: no such agent or guardrail.
@@ -18,12 +19,22 @@ type RefusedError struct {
 	Guardrail string  `json:"guardrail"`
 	Spent     float64 `json:"spent_usd"`
 	Ceiling   float64 `json:"ceiling_usd"`
-	// MinAddUSD is the least budget that would let the agent run again.
+	// MinAddUSD is the least whole-cent budget that would let the agent
+	// run again: more than spend's excess over the ceiling, rounded up to
+	// the cent (so $0.01 when $0.00002 is missing).
 	MinAddUSD float64 `json:"min_add_budget_usd"`
 }
 
+// Error states the real shortfall (spend over the ceiling) in money.USD's
+// format, and MinAddUSD as an amount that will do: "reset of daily_usd
+// refused: spent $0.00012 against a ceiling of $0.0001 would trip again at
+// once; $0.00002 over it: add more than $0.00002 (e.g. $0.01)".
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("reset of %s refused: spent $%.4f against a ceiling of $%.4f would trip again at once; add at least $%.4f", e.Guardrail, e.Spent, e.Ceiling, e.MinAddUSD)
+	head := fmt.Sprintf("reset of %s refused: spent %s against a ceiling of %s would trip again at once", e.Guardrail, money.USD(e.Spent), money.USD(e.Ceiling))
+	if over := e.Spent - e.Ceiling; over > 0 {
+		return fmt.Sprintf("%s; %s over it: add more than %s (e.g. %s)", head, money.USD(over), money.USD(over), money.USD(e.MinAddUSD))
+	}
+	return fmt.Sprintf("%s; add any budget (e.g. %s)", head, money.USD(e.MinAddUSD))
 }
 
 // ResetResult says what a reset did. CeilingUSD and SpentUSD are the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agent-worker/agent-worker/money"
 	"google.golang.org/adk/model"
 )
 
@@ -83,7 +84,7 @@ func (g *Guard) AdmitSideCall(agent string, inputTokens int) error {
 	} {
 		if c.ceiling > 0 && c.spent+est >= c.ceiling {
 			return &CeilingError{Guardrail: c.guardrail, SpentUSD: micro(c.spent), CeilingUSD: micro(c.ceiling), EstimateUSD: micro(est),
-				Reason: fmt.Sprintf("%s $%.4f plus this call's estimated $%.4f would reach the %s ceiling of $%.4f", c.window, c.spent, est, c.guardrail, c.ceiling)}
+				Reason: fmt.Sprintf("%s %s plus this call's estimated %s would reach the %s ceiling of %s", c.window, money.USD(c.spent), money.USD(est), c.guardrail, money.USD(c.ceiling))}
 		}
 	}
 	return nil

@@ -331,7 +331,7 @@ func TestResetViaAStandbyIsTheOwnersAndSpendNeverDrops(t *testing.T) {
 		MinAdd    float64 `json:"min_add_budget_usd"`
 	}
 	if code != http.StatusConflict || json.Unmarshal(body, &refusal) != nil || refusal.Guardrail != guard.Session ||
-		refusal.Spent != 2 || refusal.Ceiling != 2 || refusal.MinAdd != 0.01 || !strings.Contains(refusal.Error, "spent $2.0000 against a ceiling of $2.0000") {
+		refusal.Spent != 2 || refusal.Ceiling != 2 || refusal.MinAdd != 0.01 || !strings.Contains(refusal.Error, "spent $2 against a ceiling of $2") {
 		t.Fatalf("reset without budget via r2: %d %s", code, body)
 	}
 	if l := readLedger(t, st); l.SessionSpent != 2 || l.Trip == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-worker/agent-worker/control"
+	"github.com/agent-worker/agent-worker/money"
 )
 
 // askTimeout is ask's default --timeout: the owner gives the model 60 s
@@ -73,5 +74,5 @@ func writeAnswer(c *cli, ans control.AskAnswer) {
 	if len(ans.NotRun) > 0 {
 		fmt.Fprintf(c.stderr, "(the model asked to call %s: not run)\n", strings.Join(ans.NotRun, ", "))
 	}
-	fmt.Fprintf(c.stderr, "— %s on %s: %d tokens in, %d out, %s\n", ans.Model, dash(ans.Owner), ans.TokensIn, ans.TokensOut, usd(ans.CostUSD))
+	fmt.Fprintf(c.stderr, "— %s on %s: %d tokens in, %d out, %s\n", ans.Model, dash(ans.Owner), ans.TokensIn, ans.TokensOut, money.USD(ans.CostUSD))
 }

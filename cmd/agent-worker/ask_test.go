@@ -46,7 +46,7 @@ func TestAskGolden(t *testing.T) {
 
 	out, errOut, code := run(env, "ask", "oncall", "why", "did", "you", "page", "me?")
 	if code != exitOK || out != "db-1's disk reached 95%, and you are on call.\n" ||
-		errOut != "(the model asked to call publish: not run)\n— gpt-4.1-mini on replica-a: 1200 tokens in, 40 out, $0.000544\n" {
+		errOut != "(the model asked to call publish: not run)\n— gpt-4.1-mini on replica-a: 1200 tokens in, 40 out, $0.00054\n" {
 		t.Fatalf("ask: exit %d\nstdout %q\nstderr %q", code, out, errOut)
 	}
 	out, _, code = run(env, "ask", "oncall", "what are you waiting for?", "-o", "json")

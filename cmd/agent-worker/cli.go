@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/money"
 )
 
 // Exit codes.
@@ -294,7 +295,7 @@ func configWarnings(cfg *config.Config) []config.Warning {
 		}{{"turn_usd", a.Budgets.TurnUSD}, {"session_usd", a.Budgets.SessionUSD}, {"daily_usd", a.Budgets.DailyUSD}} {
 			p := fmt.Sprintf("agents[%d].budgets.%s", i, b.key)
 			if b.usd > 0 && cfg.Written(p) {
-				out = append(out, cfg.WarningAt(p, fmt.Sprintf("model %q (%s) has no price, so it costs $0 here and this $%g ceiling cannot bind; add %q to pricing, or rely on limits (tokens, turns)", a.Model, name, b.usd, name)))
+				out = append(out, cfg.WarningAt(p, fmt.Sprintf("model %q (%s) has no price, so it costs $0 here and this %s ceiling cannot bind; add %q to pricing, or rely on limits (tokens, turns)", a.Model, name, money.USD(b.usd), name)))
 			}
 		}
 	}

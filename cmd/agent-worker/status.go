@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/money"
 )
 
 // statusFormats are status's -o values. Without -o, the list is a table
@@ -190,7 +191,7 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 		d := time.Duration(t.DurationSeconds * float64(time.Second)).Round(time.Millisecond)
 		line("last turn", fmt.Sprintf("#%d %s %s (%s), took %s", t.N, t.Outcome, relTime(t.Started, now), absTime(t.Started), d))
 		more(fmt.Sprintf("%d model call(s), %d tool call(s), %d message(s), tokens %d in / %d out, %s",
-			t.ModelCalls, t.ToolCalls, t.Messages, t.TokensIn, t.TokensOut, usd(t.CostUSD)))
+			t.ModelCalls, t.ToolCalls, t.Messages, t.TokensIn, t.TokensOut, money.USD(t.CostUSD)))
 		if t.Error != "" {
 			more("error: " + oneLine(t.Error))
 		}
@@ -314,20 +315,13 @@ func shortDuration(d time.Duration) string {
 // absTime writes t in the local zone, to the second.
 func absTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05 MST") }
 
-// usd writes a dollar amount to the micro-dollar, without trailing zeros.
-func usd(v float64) string {
-	s := fmt.Sprintf("%.6f", microUSD(v))
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return "$" + s
-}
-
 // spendOf writes spend against a ceiling: "$0.12 of $5", or "$0.12 (no
 // ceiling)".
 func spendOf(c guard.Ceiling) string {
 	if c.CeilingUSD == 0 {
-		return usd(c.SpentUSD) + " (no ceiling)"
+		return money.USD(c.SpentUSD) + " (no ceiling)"
 	}
-	return usd(c.SpentUSD) + " of " + usd(c.CeilingUSD)
+	return money.USD(c.SpentUSD) + " of " + money.USD(c.CeilingUSD)
 }
 
 // spendCell writes spend against a ceiling for a table: "0.12/5", "0.12/-".
@@ -342,7 +336,7 @@ func spendColumns(g *guard.Status) (spend, ceiling, left string) {
 	if !g.Priced {
 		return "$0 (unpriced)", "cannot bind", "-"
 	}
-	spend = usd(g.Daily.SpentUSD)
+	spend = money.USD(g.Daily.SpentUSD)
 	c, what := g.Daily, ""
 	if c.CeilingUSD == 0 {
 		c, what = g.Session, " session"
@@ -350,15 +344,15 @@ func spendColumns(g *guard.Status) (spend, ceiling, left string) {
 	if c.CeilingUSD == 0 || c.RemainingUSD == nil {
 		return spend, "-", "-"
 	}
-	return spend, usd(c.CeilingUSD) + what, usd(*c.RemainingUSD)
+	return spend, money.USD(c.CeilingUSD) + what, money.USD(*c.RemainingUSD)
 }
 
 func spendCell(c guard.Ceiling) string {
 	ceiling := "-"
 	if c.CeilingUSD != 0 {
-		ceiling = strings.TrimPrefix(usd(c.CeilingUSD), "$")
+		ceiling = strings.TrimPrefix(money.USD(c.CeilingUSD), "$")
 	}
-	return strings.TrimPrefix(usd(c.SpentUSD), "$") + "/" + ceiling
+	return strings.TrimPrefix(money.USD(c.SpentUSD), "$") + "/" + ceiling
 }
 
 // dash is s, or "-" for nothing.

@@ -112,7 +112,7 @@ func TestStatusTable(t *testing.T) {
 	rows := fields(out)
 	want := [][]string{
 		{"AGENT", "STATE", "OWNER", "NEXT WAKE", "INBOX", "DEFERRED", "SPEND TODAY", "CEILING", "LEFT", "LAST TURN"},
-		{"oncall", "sleeping", "worker-b", "in 20s", "2", "1", "$1.25", "$5 session", "$4.7", "ok 3m ago"},
+		{"oncall", "sleeping", "worker-b", "in 20s", "2", "1", "$1.25", "$5 session", "$4.70", "ok 3m ago"},
 		{"payments", "waiting", "-", "-", "0", "0", "-", "-", "-", "-"},
 	}
 	if len(rows) != len(want) {
@@ -137,7 +137,7 @@ func TestStatusWide(t *testing.T) {
 	rows := fields(out)
 	want := [][]string{
 		{"AGENT", "STATE", "OWNER", "NEXT WAKE", "CAUSE", "REASON", "WAITING FOR", "THROTTLED", "TURNS", "FAILED", "INBOX", "DEFERRED", "SESSION USD", "DAILY USD", "MODEL", "LAST TURN"},
-		{"oncall", "sleeping", "worker-b", "in 20s", "timer", "the wake the model asked for", "-", "-", "7", "0", "2", "1", "0.3/5", "1.25/-", "gpt-4.1-mini", "ok 3m ago"},
+		{"oncall", "sleeping", "worker-b", "in 20s", "timer", "the wake the model asked for", "-", "-", "7", "0", "2", "1", "0.30/5", "1.25/-", "gpt-4.1-mini", "ok 3m ago"},
 		{"payments", "waiting", "-", "-", "-", "-", "store: redis unreachable", "turns_per_hour in 5m", "0", "2", "0", "0", "-", "-", "gemini-2.5-flash", "-"},
 	}
 	if len(rows) != len(want) {
@@ -197,9 +197,9 @@ func TestStatusBlock(t *testing.T) {
 		"; 2026-11-30 09:42:30 CET in Europe/Berlin, ",
 		"inbox:       2 pending of 256, 1 deferred, 0 wake(s) pending",
 		"last turn:   #7 ok 3m ago (", "took 1.5s",
-		"2 model call(s), 1 tool call(s), 1 message(s), tokens 150 in / 20 out, $0.012346",
+		"2 model call(s), 1 tool call(s), 1 message(s), tokens 150 in / 20 out, $0.012",
 		"said: Disk on db-1 is fine now.",
-		"guardrails:  turn $0.012346 of $1, session $0.3 of $5, daily $1.25 (no ceiling), worker daily $0 (no ceiling)",
+		"guardrails:  turn $0.012 of $1, session $0.30 of $5, daily $1.25 (no ceiling), worker daily $0 (no ceiling)",
 		"turns:       7 (model gpt-4.1-mini)",
 	)
 	// The absolute time is the next wake's, to the second.

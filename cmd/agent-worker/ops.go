@@ -66,6 +66,9 @@ func (c opsClient) call(ctx context.Context, method, path string, body any, out 
 	if err != nil {
 		return err
 	}
+	if status == http.StatusUnauthorized {
+		return fmt.Errorf("%w; %s", apiError(method, path, status, data), c.authHint())
+	}
 	if status >= 400 {
 		return apiError(method, path, status, data)
 	}
@@ -73,6 +76,15 @@ func (c opsClient) call(ctx context.Context, method, path string, body any, out 
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// authHint says, after a 401, where the CLI takes a token from: none was
+// sent, or the one sent was refused.
+func (c opsClient) authHint() string {
+	if c.token == "" {
+		return "no token was sent: give the API's token with --token-file FILE or $" + envToken + " (--token works too, but shows in the process list)"
+	}
+	return "the API refused the token sent: check the one in --token-file, $" + envToken + " or --token"
 }
 
 // apiError is the error for an HTTP error answer, with the API's message

@@ -135,7 +135,8 @@ func writeTable(w io.Writer, agents []api.AgentView, wide bool, now time.Time) e
 	return tw.Flush()
 }
 
-// writeBlock writes one agent as "key: value" lines for a person.
+// writeBlock writes one agent as "key: value" lines for a person, its
+// absolute times in now's location (the local zone for time.Now()).
 func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 	line := func(key, value string) { fmt.Fprintf(w, "%-12s %s\n", key+":", value) }
 	more := func(value string) { fmt.Fprintf(w, "%-12s %s\n", "", value) }
@@ -149,29 +150,14 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 	line("owner", owner)
 	line("why", why(a, now))
 	if a.NextWake != nil {
-		next := relTime(*a.NextWake, now) + " (" + absTime(*a.NextWake) + ")"
-		cause := a.NextWakeCause
-		if a.NextWakeSchedule != "" {
-			cause += " " + a.NextWakeSchedule
-		}
-		if cause != "" {
-			next += ", " + cause
-		}
-		if a.NextWakeReason != "" && a.NextWakeReason != "schedule "+a.NextWakeSchedule {
-			next += ": " + a.NextWakeReason
-		}
-		line("next wake", next)
+		line("next wake", wakeText(a, now))
 	} else {
 		line("next wake", "none armed")
 	}
 	for i, s := range a.Schedules {
 		v := s.Name + " off"
 		if s.NextFire != nil {
-			v = s.Name + " " + relTime(*s.NextFire, now) + " (" + absTime(*s.NextFire)
-			if s.NextFireLocal != "" {
-				v += "; " + s.NextFireLocal + " in " + s.Timezone
-			}
-			v += ", " + s.NextFire.UTC().Format("15:04 UTC") + ")"
+			v = fireText(s, now)
 			if s.Skipped {
 				v += ", skipped: the agent is " + map[bool]string{true: "paused", false: "halted"}[a.Paused]
 			}
@@ -189,7 +175,7 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 	line("inbox", inbox)
 	if t := a.LastTurn; t != nil {
 		d := time.Duration(t.DurationSeconds * float64(time.Second)).Round(time.Millisecond)
-		line("last turn", fmt.Sprintf("#%d %s %s (%s), took %s", t.N, t.Outcome, relTime(t.Started, now), absTime(t.Started), d))
+		line("last turn", fmt.Sprintf("#%d %s %s (%s), took %s", t.N, t.Outcome, relTime(t.Started, now), absTime(t.Started, now.Location()), d))
 		more(fmt.Sprintf("%d model call(s), %d tool call(s), %d message(s), tokens %d in / %d out, %s",
 			t.ModelCalls, t.ToolCalls, t.Messages, t.TokensIn, t.TokensOut, money.USD(t.CostUSD)))
 		if t.Error != "" {
@@ -208,7 +194,7 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 			more("unpriced: model " + g.Model + " has no price, its spend counts as $0 and no cost ceiling can bind")
 		}
 		if tr := g.Trip; tr != nil {
-			more(fmt.Sprintf("tripped: %s %s (%s): %s", tr.Guardrail, relTime(tr.At, now), absTime(tr.At), tr.Reason))
+			more(fmt.Sprintf("tripped: %s %s (%s): %s", tr.Guardrail, relTime(tr.At, now), absTime(tr.At, now.Location()), tr.Reason))
 		}
 	} else {
 		line("guardrails", "none")
@@ -268,7 +254,7 @@ func pausedWhy(a api.AgentView, now time.Time) string {
 		s = "paused by an operator"
 	}
 	if a.PausedSince != nil {
-		s += " " + relTime(*a.PausedSince, now) + " (" + absTime(*a.PausedSince) + ")"
+		s += " " + relTime(*a.PausedSince, now) + " (" + absTime(*a.PausedSince, now.Location()) + ")"
 	}
 	if a.PauseReason != "" {
 		s += ": " + oneLine(a.PauseReason)
@@ -311,9 +297,6 @@ func shortDuration(d time.Duration) string {
 	}
 	return fmt.Sprintf("%dd%dh", days, h)
 }
-
-// absTime writes t in the local zone, to the second.
-func absTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05 MST") }
 
 // spendOf writes spend against a ceiling: "$0.12 of $5", or "$0.12 (no
 // ceiling)".

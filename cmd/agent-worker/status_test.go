@@ -194,7 +194,7 @@ func TestStatusBlock(t *testing.T) {
 		"why:         sleeping until the next wake or a message",
 		"next wake:   in 20s (", "), timer: the wake the model asked for",
 		"schedules:   hourly in 42m (",
-		"; 2026-11-30 09:42:30 CET in Europe/Berlin, ",
+		"; 2026-11-30 09:42:30 CET in Europe/Berlin",
 		"inbox:       2 pending of 256, 1 deferred, 0 wake(s) pending",
 		"last turn:   #7 ok 3m ago (", "took 1.5s",
 		"2 model call(s), 1 tool call(s), 1 message(s), tokens 150 in / 20 out, $0.012",

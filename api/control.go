@@ -16,7 +16,8 @@ import (
 // alike and the verb is carried out by the agent's owner, whichever
 // replica was asked: the answer is the owner's control.Reply. A verb the
 // owner's agent state refuses (wake of a paused or halted agent, resume of
-// a stopped one) is 409 with the reply, whose "error" says why; no owner
+// a stopped one or of one that is not paused: its reply's "state" says
+// what it is) is 409 with the reply, whose "error" says why; no owner
 // answering is 503.
 //
 // Every verb takes an optional {"reason"} (at most control.MaxReason

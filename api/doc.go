@@ -33,7 +33,7 @@
 //	GET  /v1/agents/{name}/inbox                     read|operate          control.Inbox: the owner's queued messages (no text)
 //	POST /v1/agents/{name}/wake                      operate               {"message","reason"} → 200 control.Reply (409 when gated)
 //	POST /v1/agents/{name}/pause                     operate               {"reason"} → 200 control.Reply
-//	POST /v1/agents/{name}/resume                    operate               {"message","drop_queued","reason"} → 200 control.Reply ("dropped")
+//	POST /v1/agents/{name}/resume                    operate               {"message","drop_queued","reason"} → 200 control.Reply ("dropped"; 409 not paused, with "state", or halted)
 //	POST /v1/agents/{name}/interrupt                 operate               {"hold": true, "reason"} → 200 control.Reply
 //	POST /v1/agents/{name}/guardrails/reset          operate               {"guardrail","add_budget_usd","reason"} → 200 guard.ResetResult (409 on re-trip)
 //	POST /v1/agents/{name}/schedules/{schedule}/run  operate               → 202 control.ScheduleRun (404 unknown schedule, 409 gated)

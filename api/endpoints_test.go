@@ -31,6 +31,8 @@ type endpoint struct {
 	want   int    // status on success
 	open   bool   // served without a token
 	stream bool   // Server-Sent Events
+	// before, if set, readies the world for the successful call.
+	before func(w *world)
 	// check, if set, looks at the successful answer.
 	check func(t *testing.T, w *world, r reply)
 }
@@ -103,7 +105,8 @@ func endpoints(t *testing.T) []endpoint {
 			}},
 		{name: "pause", method: "POST", path: "/v1/agents/%s/pause", agent: "alpha", body: `{}`, want: 200, check: wantState("paused")},
 		{name: "resume", method: "POST", path: "/v1/agents/%s/resume", agent: "alpha", body: `{"message": "carry on"}`, want: 200,
-			check: func(t *testing.T, w *world, r reply) { w.waitEvent("alpha", "turn-completed") }},
+			before: func(w *world) { w.agent("alpha").Pause() }, // resume of an agent that is not paused is 409
+			check:  func(t *testing.T, w *world, r reply) { w.waitEvent("alpha", "turn-completed") }},
 		{name: "interrupt", method: "POST", path: "/v1/agents/%s/interrupt", agent: "alpha", body: `{"hold": true}`, want: 200, check: wantState("paused")},
 		{name: "guardrail reset", method: "POST", path: "/v1/agents/%s/guardrails/reset", agent: "alpha", body: `{"guardrail": "session_usd", "add_budget_usd": 5}`, want: 200,
 			check: func(t *testing.T, w *world, r reply) {
@@ -207,6 +210,9 @@ func TestEveryEndpoint(t *testing.T) {
 			}
 			if e.open {
 				token = ""
+			}
+			if e.before != nil {
+				e.before(w)
 			}
 			r := w.call(e.method, path, token, ct, e.body)
 			w.wantStatus(r, e.want)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -213,7 +214,9 @@ func (s *soak) verb(agent, verb string, within time.Duration) (int, error) {
 				continue
 			}
 			tries++
-			if last = r.svc.verb(s.ctx, agent, verb); last == nil {
+			if last = r.svc.verb(s.ctx, agent, verb); last == nil || (verb == "resume" && notPaused(last)) {
+				// A resume whose answer was lost and is asked again finds
+				// the agent open: a 409 "not paused", nothing left to do.
 				return true, nil
 			}
 		}
@@ -223,6 +226,12 @@ func (s *soak) verb(agent, verb string, within time.Duration) (int, error) {
 		err = fmt.Errorf("%w (last: %v)", err, last)
 	}
 	return tries, err
+}
+
+// notPaused reports whether err is the API's 409 for a resume of an agent
+// that is not paused (driver.ErrNotPaused).
+func notPaused(err error) bool {
+	return strings.Contains(err.Error(), "HTTP 409") && strings.Contains(err.Error(), " is not paused (state ")
 }
 
 // clearFaults makes sure no fault outlives the soak's duration: the

@@ -342,7 +342,11 @@ func (a *Agent) PauseAs(by Audit) bool {
 
 // Resume opens the gate and runs one turn with everything queued, plus
 // message (if non-empty) as an operator instruction. It is the only way
-// out of a pause.
+// out of a pause. An agent restored from the store that is neither paused
+// nor halted is not resumed: the error wraps ErrNotPaused and names the
+// agent's state, and no turn runs (Wake runs one). Before the restore
+// (and on a replica standing by) the stored pause is not known here, and
+// a resume is taken as before.
 func (a *Agent) Resume(message string) error {
 	_, err := a.ResumeAs(Audit{}, message, false)
 	return err
@@ -366,6 +370,15 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 	if a.stopping {
 		a.mu.Unlock()
 		return 0, ErrStopped
+	}
+	// Refused only where the pause is known: on a replica that restored
+	// the agent from the store. Before that (or standing by) the stored
+	// pause may be one this replica has not read, and the resume stands
+	// over it as it always did.
+	if a.restored && !a.paused && a.halt == "" {
+		state := a.stateLocked()
+		a.mu.Unlock()
+		return 0, fmt.Errorf("agent %q is %w (state %s): nothing to resume; use wake to run a turn", a.spec.Name, ErrNotPaused, state)
 	}
 	var abandoned []inbox.Message
 	if dropQueued {

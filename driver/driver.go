@@ -37,6 +37,9 @@ var (
 	ErrUnknownAgent = errors.New("unknown agent")
 	ErrHalted       = errors.New("agent is halted")
 	ErrStopped      = errors.New("agent is stopped")
+	// ErrNotPaused is a resume of an agent that is neither paused nor
+	// halted: there is no gate to open, and no turn is run (wake runs one).
+	ErrNotPaused = errors.New("not paused")
 	// ErrCapped wraps the cause of a turn stopped at a per-turn cap.
 	ErrCapped = errors.New("turn stopped at a per-turn limit")
 )

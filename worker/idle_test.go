@@ -64,6 +64,7 @@ agents:
 		}
 	}
 
+	ag.PauseAs(driver.Audit{By: "ops"}) // resume opens a pause; of an agent not paused it is refused
 	if _, err := ag.ResumeAs(driver.Audit{By: "ops"}, "", false); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +81,7 @@ agents:
 	prov.Fail(0)
 	// The operator drops the failed turn's message; the retry it left
 	// (and the resume's own wake) find nothing to do.
+	ag.PauseAs(driver.Audit{By: "ops"})
 	if n, err := ag.ResumeAs(driver.Audit{By: "ops"}, "", true); err != nil || n != 1 {
 		t.Fatalf("resume dropping the queued message: %d, %v", n, err)
 	}

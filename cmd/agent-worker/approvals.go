@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,9 @@ func (c *cli) approvalCmds() []*cobra.Command {
   agent-worker approvals oncall -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output == "json" {
+				return c.printApprovals(cmd, listAPI, args[0])
+			}
 			return listing(c, cmd, listAPI, output, "/v1/agents/"+args[0]+"/approvals", func(pending []approval.Request) error {
 				return writeApprovals(c.stdout, pending, time.Now())
 			})
@@ -69,6 +73,37 @@ func (c *cli) approvalCmds() []*cobra.Command {
 		decide("deny", "Deny a held tool call: it is never run, and the agent is told.",
 			`  agent-worker deny oncall 01HZX4K2 --reason "not during business hours"`),
 	}
+}
+
+// approvalList is what approvals -o json prints: an object naming the
+// agent, as the other lists (inbox, dlq list, status) are, around the
+// API's array of pending approvals ([] when there are none).
+type approvalList struct {
+	Agent     string          `json:"agent"`
+	Approvals json.RawMessage `json:"approvals"`
+}
+
+// printApprovals prints agent's pending approvals as an approvalList, each
+// as the API sent it.
+func (c *cli) printApprovals(cmd *cobra.Command, flags *apiFlags, agent string) error {
+	client, err := flags.client(cmd, c.env)
+	if err != nil {
+		return err
+	}
+	path := "/v1/agents/" + agent + "/approvals"
+	raw, _, err := c.getJSON(cmd, client, path, false)
+	if err != nil {
+		return err
+	}
+	var pending []json.RawMessage
+	if err := json.Unmarshal(raw, &pending); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	if pending == nil {
+		raw = json.RawMessage("[]")
+	}
+	printJSON(c.stdout, approvalList{Agent: agent, Approvals: raw})
+	return nil
 }
 
 // writeApprovals writes pending approvals as a table.

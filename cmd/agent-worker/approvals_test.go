@@ -68,3 +68,49 @@ func TestApprovalVerbs(t *testing.T) {
 		t.Fatalf("posted %q", posted)
 	}
 }
+
+// TestApprovalsJSONIsAnObject: approvals -o json prints {"agent",
+// "approvals": [...]} as the other lists print objects, with each approval
+// as the API sent it and [] for none. On the old code it printed the API's
+// bare array (or null).
+func TestApprovalsJSONIsAnObject(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/agents/oncall/approvals":
+			_, _ = w.Write([]byte(`[{"id": "oncall-t4-call_1", "agent": "oncall", "tool": "restart_deployment", "turn": 4}]`))
+		case "/v1/agents/quiet/approvals":
+			_, _ = w.Write([]byte(`null`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		agent string
+		ids   []string
+	}{{"oncall", []string{"oncall-t4-call_1"}}, {"quiet", []string{}}} {
+		out, errs, code := run(testEnv(nil), "approvals", c.agent, "-o", "json", "--api", srv.URL)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d: %s", c.agent, code, errs)
+		}
+		var got struct {
+			Agent     string `json:"agent"`
+			Approvals []struct {
+				ID   string `json:"id"`
+				Tool string `json:"tool"`
+			} `json:"approvals"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: not an {agent, approvals} object: %v\n%s", c.agent, err, out)
+		}
+		ids := []string{}
+		for _, a := range got.Approvals {
+			ids = append(ids, a.ID)
+		}
+		if got.Agent != c.agent || strings.Join(ids, ",") != strings.Join(c.ids, ",") || !strings.Contains(out, `"approvals": [`) {
+			t.Errorf("%s: printed\n%s", c.agent, out)
+		}
+	}
+}

@@ -199,6 +199,9 @@ func pageRowOf(v AgentView, now time.Time) pageRow {
 		}
 		if g.Trip != nil {
 			row.Trip = g.Trip.Guardrail + ": " + g.Trip.Reason
+			if lift := pageLift(g, now); lift != "" {
+				row.Trip += "; " + lift
+			}
 		}
 	}
 	if l := v.LastTurn; l != nil {

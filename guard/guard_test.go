@@ -212,6 +212,11 @@ func TestDailyCeilingReopensAtTheNextDayInItsTimezone(t *testing.T) {
 		t.Fatalf("tripped %v", e.Data)
 	}
 	waitFor(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
+	// The status says when the trip lifts by itself: Berlin's midnight.
+	st, _ := w.guard.Status("a")
+	if want := time.Date(2026, 11, 30, 0, 0, 0, 0, berlin); st.Timezone != "Europe/Berlin" || st.TripLiftsAt == nil || !st.TripLiftsAt.Equal(want) {
+		t.Fatalf("status of a daily trip: timezone %q, lifts at %v; want Europe/Berlin, %v", st.Timezone, st.TripLiftsAt, want)
+	}
 	w.send("a", "queued overnight")
 	c.Advance(29 * time.Minute) // 23:59 Berlin: still today
 	if w.agent("a").State() != driver.Halted {
@@ -238,6 +243,9 @@ func TestWorkerWideCeilingHaltsEveryAgent(t *testing.T) {
 	waitFor(t, "both halted", func() bool {
 		return w.agent("a").State() == driver.Halted && w.agent("b").State() == driver.Halted
 	})
+	if st, _ := w.guard.Status("b"); st.TripLiftsAt == nil || st.Timezone != "UTC" {
+		t.Fatalf("status of a worker-wide trip: timezone %q, lifts at %v; want UTC and the next midnight", st.Timezone, st.TripLiftsAt)
+	}
 	if _, err := w.guard.Reset("a", guard.WorkerDaily, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -270,6 +270,13 @@ type Status struct {
 	Daily       Ceiling `json:"daily"`
 	WorkerDaily Ceiling `json:"worker_daily"`
 	Trip        *Trip   `json:"trip,omitempty"`
+	// Timezone names the zone whose midnight starts the daily windows
+	// over (guardrails.timezone; "UTC" by default).
+	Timezone string `json:"timezone"`
+	// TripLiftsAt is when Trip lifts by itself: the next midnight in
+	// Timezone for a daily_usd or worker_daily_usd trip. Nil without a
+	// trip and for the other guardrails, which only a reset lifts.
+	TripLiftsAt *time.Time `json:"trip_lifts_at,omitempty"`
 }
 
 // Status reports the agent's spend and ceilings.
@@ -295,6 +302,10 @@ func (g *Guard) Status(agent string) (Status, bool) {
 	}
 	if s.Trip == nil {
 		s.Trip = g.worker.Trip
+	}
+	s.Timezone = g.o.Location.String()
+	if s.Trip != nil && (s.Trip.Guardrail == Daily || s.Trip.Guardrail == WorkerDaily) {
+		s.TripLiftsAt = &midnight
 	}
 	return s, true
 }

@@ -195,6 +195,9 @@ func writeBlock(w io.Writer, a api.AgentView, now time.Time) {
 		}
 		if tr := g.Trip; tr != nil {
 			more(fmt.Sprintf("tripped: %s %s (%s): %s", tr.Guardrail, relTime(tr.At, now), absTime(tr.At, now.Location()), tr.Reason))
+			if lift := liftText(g, now); lift != "" {
+				more(lift)
+			}
 		}
 	} else {
 		line("guardrails", "none")

@@ -28,8 +28,12 @@ type steer struct {
 	at   time.Time
 }
 
-// Steered says where a steered message went (Agent.Steer).
+// Steered says where a steered message went (Agent.Steer). It is also
+// the operator API's answer to a steered message.
 type Steered struct {
+	// Status is "steered" (a running turn takes it) or "woke" (no turn
+	// ran: it woke the agent).
+	Status string `json:"status"`
 	// ID names the message; message-handled lookups find it under it once
 	// its turn is recorded.
 	ID string `json:"id"`
@@ -67,7 +71,7 @@ func (a *Agent) Steer(by Audit, text string) (Steered, error) {
 		a.steers = append(a.steers, steer{id: id, text: text, by: by, at: a.clock.Now()})
 		a.mu.Unlock()
 		a.log.Info("operator message queued for the running turn", "id", id, "turn", n, "by", by.By)
-		return Steered{ID: id, Turn: n}, nil
+		return Steered{Status: "steered", ID: id, Turn: n}, nil
 	case a.paused:
 		a.mu.Unlock()
 		return Steered{}, ErrPaused
@@ -77,7 +81,7 @@ func (a *Agent) Steer(by Audit, text string) (Steered, error) {
 	}
 	a.mu.Unlock()
 	a.wake(Cause{Source: SourceOperator, Instruction: text}, by.into(map[string]any{"id": id, "steer": true}))
-	return Steered{ID: id, Woke: true}, nil
+	return Steered{Status: "woke", ID: id, Woke: true}, nil
 }
 
 // steerPlugin hands the running turn the operator messages steered to it

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agent-worker/agent-worker/driver"
 	"github.com/spf13/cobra"
 )
 
@@ -32,12 +33,7 @@ agent refuses it. Needs a token with role operate.`,
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Status string `json:"status"`
-				ID     string `json:"id"`
-				Turn   uint64 `json:"turn"`
-				Owner  string `json:"owner"`
-			}
+			var out driver.Steered
 			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/messages", map[string]any{"text": args[1], "steer": true}, output == "json")
 			if err != nil || printed {
 				return err

@@ -94,9 +94,8 @@ func limitOf(cause error) string {
 	if errors.Is(cause, ErrTurnTimeout) {
 		return "turn.timeout"
 	}
-	s := cause.Error()
-	if _, rest, ok := strings.Cut(s, ErrCapped.Error()+": "); ok {
-		return rest
+	if c, ok := errors.AsType[*CapError](cause); ok {
+		return c.Limit + " (" + c.Value + ")"
 	}
-	return s
+	return cause.Error()
 }

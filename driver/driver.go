@@ -40,9 +40,22 @@ var (
 	// ErrNotPaused is a resume of an agent that is neither paused nor
 	// halted: there is no gate to open, and no turn is run (wake runs one).
 	ErrNotPaused = errors.New("not paused")
-	// ErrCapped wraps the cause of a turn stopped at a per-turn cap.
+	// ErrCapped wraps the cause of a turn stopped at a per-turn cap
+	// (a *CapError says which).
 	ErrCapped = errors.New("turn stopped at a per-turn limit")
 )
+
+// CapError is the cause of a turn stopped at a per-turn cap: which limit
+// (tokens_per_turn, tool_calls_per_turn, model_calls_per_turn) and its
+// value in words ("500000 tokens"). It is ErrCapped.
+type CapError struct {
+	Limit, Value string
+}
+
+func (e *CapError) Error() string { return fmt.Sprintf("%v: %s (%s)", ErrCapped, e.Limit, e.Value) }
+
+// Unwrap makes a CapError ErrCapped.
+func (e *CapError) Unwrap() error { return ErrCapped }
 
 // Spec is one agent as the driver needs it, resolved from config.
 type Spec struct {

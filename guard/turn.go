@@ -223,7 +223,7 @@ func (g *Guard) beforeTool(name string) (map[string]any, error) {
 // every later model call of the turn is refused too. The next prompt is
 // told. Callers hold l.mu.
 func (g *Guard) capLocked(l *ledger, limit, what string) error {
-	err := fmt.Errorf("%w: %s (%s)", driver.ErrCapped, limit, what)
+	err := &driver.CapError{Limit: limit, Value: what}
 	if l.stopped != nil {
 		return l.stopped
 	}

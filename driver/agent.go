@@ -180,7 +180,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 	a.tools, a.expiries = ts, map[string]clock.Timer{}
 	llm, err := llmagent.New(llmagent.Config{
 		Name:        s.Name,
-		Description: "agent-worker agent " + s.Name,
+		Description: description(s.Name),
 		Model:       s.Model,
 		Instruction: s.Instruction,
 		Tools:       ts,

@@ -76,7 +76,7 @@ func (a *Agent) askCall(ctx context.Context, prompt string) (ans Answer, refused
 	c := &askCallState{a: a, used: used}
 	llm, err := llmagent.New(llmagent.Config{
 		Name:        a.spec.Name,
-		Description: "agent-worker agent " + a.spec.Name,
+		Description: description(a.spec.Name), // as the agent's turns
 		Model:       a.spec.Model,
 		Instruction: a.spec.Instruction,
 	})

@@ -254,3 +254,7 @@ func (a *Agent) takeOver(old *Agent, held []inbox.Message) {
 	a.log.Info("agent spec replaced; the next turn runs with it", "pending_wakes", len(causes), "handed_messages", len(held))
 	a.poke()
 }
+
+// description is the ADK agent description of agent name, the same for
+// its turns and its asks.
+func description(name string) string { return "agent-worker agent " + name }

@@ -173,8 +173,9 @@ func (a *Agent) turn(t turnStart) {
 	sum.Duration = a.clock.Now().Sub(start)
 	seen, left := a.endSteers()
 	if err == nil && len(seen) > 0 {
-		ids = append(ids, steerIDs(seen)...)
-		eventIDs = append(eventIDs, steerIDs(seen)[:min(len(seen), max(MaxEventIDs-len(eventIDs), 0))]...)
+		sids := steerIDs(seen)
+		ids = append(ids, sids...)
+		eventIDs = append(eventIDs, sids[:min(len(sids), MaxEventIDs-len(eventIDs))]...) // eventIDs holds at most MaxEventIDs
 	}
 
 	if err == nil && !a.owns() {

@@ -108,7 +108,20 @@ type binders struct {
 
 	mu  sync.Mutex
 	rec bindersRecord // as last read or written
-	at  time.Time     // when
+	rev uint64        // its store revision: an older read never replaces it
+}
+
+// keep makes rec (at store revision rev) the copy since answers from,
+// unless the copy is newer: a read that raced a write (others, on a
+// purger's goroutine, against placed) must not bring back a record
+// without the bindings the write started.
+func (b *binders) keep(rec bindersRecord, rev uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rev < b.rev {
+		return
+	}
+	b.rec, b.rev = rec, rev
 }
 
 func newBinders(st store.Store, holder string, live func(context.Context, string) (bool, error), log *slog.Logger, now func() time.Time) *binders {
@@ -146,10 +159,11 @@ func (b *binders) update(ctx context.Context, f func(rec *bindersRecord, fresh b
 		if err != nil {
 			return err
 		}
+		var rev uint64
 		if fresh {
-			_, err = b.st.Create(ctx, BindersKey, raw, 0)
+			rev, err = b.st.Create(ctx, BindersKey, raw, 0)
 		} else {
-			_, err = b.st.Update(ctx, BindersKey, raw, e.Revision)
+			rev, err = b.st.Update(ctx, BindersKey, raw, e.Revision)
 		}
 		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 			continue // another replica wrote it meanwhile
@@ -157,9 +171,7 @@ func (b *binders) update(ctx context.Context, f func(rec *bindersRecord, fresh b
 		if err != nil {
 			return fmt.Errorf("write %s: %w", BindersKey, err)
 		}
-		b.mu.Lock()
-		b.rec, b.at = rec, b.clock()
-		b.mu.Unlock()
+		b.keep(rec, rev)
 		return nil
 	}
 	return fmt.Errorf("write %s: too many concurrent writers", BindersKey)
@@ -320,12 +332,17 @@ type foreignBinder struct {
 // On an error the caller must purge no shared subject.
 func (b *binders) others(ctx context.Context, local func(subj, agent string) bool) ([]foreignBinder, error) {
 	var rec bindersRecord
-	if _, err := store.GetJSON(ctx, b.st, BindersKey, &rec); err != nil && !errors.Is(err, store.ErrNotFound) {
+	e, err := b.st.Get(ctx, BindersKey)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", BindersKey, err)
+	default:
+		if err := json.Unmarshal(e.Value, &rec); err != nil {
+			return nil, fmt.Errorf("read %s: %w", BindersKey, err)
+		}
+		b.keep(rec, e.Revision)
 	}
-	b.mu.Lock()
-	b.rec, b.at = rec, b.clock()
-	b.mu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []foreignBinder

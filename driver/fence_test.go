@@ -74,7 +74,7 @@ func TestOnlyTheOwnerWritesThePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	standby.Interrupt(true)
-	if err := standby.persist("paused", nil); !errors.Is(err, ErrNotOwner) {
+	if err := standby.persist("paused", "", nil); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("standby persist: %v", err)
 	}
 	// Not standing by, but the lease is not held here either.

@@ -157,7 +157,7 @@ func (a *Agent) storeSettled() {
 		return
 	}
 	a.mu.Unlock()
-	if err := a.persistAt(inbox.CursorsKey(a.spec.Name), "cursors", next); err != nil {
+	if err := a.persistAt(inbox.CursorsKey(a.spec.Name), "cursors", "retried in 1s", next); err != nil {
 		a.clock.AfterFunc(time.Second, a.poke)
 		return
 	}

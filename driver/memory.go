@@ -266,7 +266,7 @@ func (a *Agent) ClearMemory(ctx context.Context, by Audit) (MemoryView, error) {
 	old := m.rec
 	rec := memory.Record{Through: old.Through, Compactions: old.Compactions, Cleared: a.clock.Now(), ClearedBy: by.By}
 	m.mu.Unlock()
-	if err := a.persist("memory", rec); err != nil {
+	if err := a.persist("memory", "the clear is refused; the memory is unchanged", rec); err != nil {
 		m.write.Unlock()
 		return MemoryView{}, fmt.Errorf("clear memory: %w", err)
 	}
@@ -438,7 +438,7 @@ func (a *Agent) foldDone(gen uint64, f memory.Fold, modelName string, held int, 
 	rec.Compactions++
 	rec.LastError, rec.LastErrorAt, rec.Failures = "", time.Time{}, 0
 	m.mu.Unlock()
-	if err := a.persist("memory", rec); err != nil {
+	if err := a.persist("memory", "the fold is retried; its turns stay in the history", rec); err != nil {
 		m.write.Unlock()
 		a.foldFailed(gen, fmt.Errorf("store the memory: %w", err), held)
 		return
@@ -478,7 +478,7 @@ func (a *Agent) foldFailed(gen uint64, err error, held int) {
 	rec, current := m.rec, m.gen == gen
 	m.mu.Unlock()
 	if current {
-		_ = a.persist("memory", rec) // so the owner's next view, here or elsewhere, says why
+		_ = a.persist("memory", "the fold error is shown by this replica only, until the memory is stored again", rec) // so the owner's next view, here or elsewhere, says why
 	}
 	m.write.Unlock()
 	a.log.Warn("memory fold failed; its turns stay and it is retried", "error", err, "turns", held, "failures", failures, "retry_in", delay)

@@ -127,7 +127,7 @@ func (a *Agent) SwitchModel(by Audit, key, effort string) (ModelView, error) {
 	if sameChoice(prev, next) {
 		return a.ModelView()
 	}
-	if err := a.storeModel(next); err != nil {
+	if err := a.storeModel(next, "the switch is refused and undone"); err != nil {
 		a.useChoice(sw, prev)
 		return ModelView{}, fmt.Errorf("switch the model of agent %q: %w", a.spec.Name, err)
 	}
@@ -238,7 +238,7 @@ func (a *Agent) dropModel(sw ModelSwitch, c ModelChoice, why error) {
 	if c.By != "" {
 		data["switched_by"] = c.By
 	}
-	_ = a.storeModel(nil) // before the event: whoever hears it finds it gone
+	_ = a.storeModel(nil, "the stored switch stays and is dropped again at the next restore") // before the event: whoever hears it finds it gone
 	a.emit(events.ModelSwitchDropped, data)
 }
 
@@ -255,12 +255,13 @@ func (a *Agent) useChoice(sw ModelSwitch, c *ModelChoice) {
 	}
 }
 
-// storeModel writes c, or deletes the stored switch when c is nil.
-func (a *Agent) storeModel(c *ModelChoice) error {
+// storeModel writes c, or deletes the stored switch when c is nil; then
+// says what a failure leaves (persist).
+func (a *Agent) storeModel(c *ModelChoice, then string) error {
 	if c == nil {
-		return a.persist("model", nil)
+		return a.persist("model", then, nil)
 	}
-	return a.persist("model", c)
+	return a.persist("model", then, c)
 }
 
 func sameChoice(a, b *ModelChoice) bool {

@@ -62,12 +62,16 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 
 	standby := switchReplica(t, st, c, true, nil)
 	unleased := switchReplica(t, st, c, false, ownsNothing{})
+	// The unleased replica restores what the store holds (the owner's
+	// switch): the refusal must leave its view as the restore made it.
+	waitFor(t, "the unleased replica restored", func() bool { return !unleased.needsRestore() })
 	for name, a := range map[string]*Agent{"standby": standby, "unleased": unleased} {
+		was, _ := a.ModelView()
 		if _, err := a.SwitchModel(Audit{By: "ops"}, "", ""); !errors.Is(err, ErrNotOwner) {
 			t.Errorf("%s: SwitchModel = %v, want ErrNotOwner", name, err)
 		}
-		if v, _ := a.ModelView(); v.Switched {
-			t.Errorf("%s: switched %+v after a refusal", name, v)
+		if v, _ := a.ModelView(); v.Active != was.Active || v.Switched != was.Switched || v.By != was.By || (v.Since == nil) != (was.Since == nil) || (v.Since != nil && !v.Since.Equal(*was.Since)) {
+			t.Errorf("%s: view %+v after a refusal, was %+v", name, v, was)
 		}
 	}
 	if after, err := st.Get(ctx, "agent.tester.model"); err != nil || after.Revision != before.Revision {

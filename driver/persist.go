@@ -33,15 +33,18 @@ func (a *Agent) owns() bool {
 	return !a.Standby() && a.sched.Owns(a.spec.Name)
 }
 
-// persist writes v (or deletes the key when v is nil). A failure is logged
-// loudly: the in-memory state still holds, but would not survive a
-// restart. Fenced: on a replica that does not own the agent nothing is
-// written — the owner's stored state stays — and ErrNotOwner is returned.
-func (a *Agent) persist(what string, v any) error { return a.persistAt(a.key(what), what, v) }
+// persist writes v (or deletes the key when v is nil). A failure is
+// logged with then — what happens next: retried, undone, refused — so the
+// log never says a write is lost when it is tried again. Fenced: on a
+// replica that does not own the agent nothing is written — the owner's
+// stored state stays — and ErrNotOwner is returned.
+func (a *Agent) persist(what, then string, v any) error {
+	return a.persistAt(a.key(what), what, then, v)
+}
 
 // persistAt is persist under key, a key whose layout another package
 // shares (inbox.CursorsKey).
-func (a *Agent) persistAt(key, what string, v any) error {
+func (a *Agent) persistAt(key, what, then string, v any) error {
 	if !a.owns() {
 		a.log.Warn("agent state not written: this replica does not own the agent", "what", what)
 		return fmt.Errorf("agent %q %s: %w", a.spec.Name, what, ErrNotOwner)
@@ -56,25 +59,40 @@ func (a *Agent) persistAt(key, what string, v any) error {
 		_, err = a.store.Put(ctx, key, data)
 	}
 	if err != nil {
-		a.log.Error("could not persist agent state; it will not survive a restart", "what", what, "error", err)
+		a.log.Error("could not store agent state", "what", what, "then", then, "error", err)
 	}
 	return err
 }
 
+// pauseRetry is how soon a pause state the store refused is written
+// again.
+const pauseRetry = time.Second
+
 // syncPause stores the current pause state. Writes are serialised and
 // each writes the state as it is when it runs, so the last write is
 // always the latest state, however pause and resume interleave. Only the
-// owner writes it (persist).
+// owner writes it (persist). A write the store refuses is tried again
+// every pauseRetry while this replica owns the agent and the worker runs:
+// a pause made during a store outage survives a restart after it.
 func (a *Agent) syncPause() {
 	a.persistMu.Lock()
 	defer a.persistMu.Unlock()
 	a.mu.Lock()
 	paused, p := a.paused, a.pause
 	a.mu.Unlock()
+	var rec any
 	if paused {
-		_ = a.persist("paused", p)
-	} else {
-		_ = a.persist("paused", nil)
+		rec = p
+	}
+	err := a.persist("paused", "retried in "+pauseRetry.String(), rec)
+	if err == nil || errors.Is(err, ErrNotOwner) {
+		return
+	}
+	select {
+	case <-a.done:
+		a.log.Error("pause state not stored before shutdown; the stored one is in force after a restart", "paused", paused)
+	default:
+		a.clock.AfterFunc(pauseRetry, a.syncPause)
 	}
 }
 

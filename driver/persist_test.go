@@ -300,3 +300,42 @@ func TestAgentsRestoreAFewAtATime(t *testing.T) {
 		t.Fatalf("%d agents restored at once; want at most %d", most, restoreLanes)
 	}
 }
+
+// putsDown is a store whose writes fail while down is set.
+type putsDown struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *putsDown) Put(ctx context.Context, key string, v []byte) (uint64, error) {
+	if s.down.Load() {
+		return 0, errStoreDown
+	}
+	return s.Store.Put(ctx, key, v)
+}
+
+// A pause whose write fails while the store is out is written once it is
+// back, without another operator call: the pause survives a restart
+// after the outage (before, the write was given up and logged as "will
+// not survive a restart").
+func TestAPauseWrittenDuringAStoreOutageIsStoredOnceItIsBack(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(epoch)
+	mem := memory.New(c)
+	st := &putsDown{Store: mem}
+	a, _ := restart(t, st, c)
+	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.restored })
+	st.down.Store(true)
+	a.Pause()
+	if _, err := mem.Get(context.Background(), a.key("paused")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the pause is stored while the store is down: %v", err)
+	}
+	st.down.Store(false)
+	waitFor(t, "the pause written again", func() bool {
+		c.Advance(time.Second)
+		_, err := mem.Get(context.Background(), a.key("paused"))
+		return err == nil
+	})
+	b, _ := restart(t, mem, c)
+	waitFor(t, "restored pause", func() bool { return b.State() == Paused })
+}

@@ -134,6 +134,25 @@ type TurnView struct {
 // not be asked.
 const StateUnknown = "unknown"
 
+// MarshalJSON writes the view; an unknown agent's (State StateUnknown:
+// its owner could not be asked) has only what this replica's config knows
+// — name, model, schedule names — with the state, the error and
+// served_by: never counts or flags that would read as the owner's truth.
+func (v AgentView) MarshalJSON() ([]byte, error) {
+	if v.State != StateUnknown {
+		type plain AgentView // without this method
+		return json.Marshal(plain(v))
+	}
+	return json.Marshal(struct {
+		Name      string         `json:"name"`
+		State     string         `json:"state"`
+		ServedBy  string         `json:"served_by,omitempty"`
+		Error     string         `json:"error,omitempty"`
+		Model     string         `json:"model"`
+		Schedules []ScheduleView `json:"schedules"`
+	}{v.Name, v.State, v.ServedBy, v.Error, v.Model, v.Schedules})
+}
+
 // SubagentCounter counts an agent's running background subagents;
 // background.Manager is one.
 type SubagentCounter interface {

@@ -160,6 +160,13 @@
 //     right now (...)"} with Retry-After, and do nothing; a list shows the
 //     agent with state "unknown" and the reason in "error". Never a
 //     standby's state, never a success nothing backs.
+//   - When this replica cannot tell who owns the agent — its NATS
+//     connection is down (reconnecting), or its own lease on the agent has
+//     gone unconfirmed for TTL - renew interval (control.Doubter) — they
+//     answer at once, the same way, with "owner of agent x unknown right
+//     now: NATS reconnecting: ...; retry": never a guessed owner, never
+//     counts that may be stale. An unknown agent's list entry carries only
+//     name, state, error, served_by, model and schedule names.
 //
 // Messages need no owner: they are published to the agent's durable NATS
 // subject (Options.Deliver), which its owner consumes. Event streams read

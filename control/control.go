@@ -181,10 +181,18 @@ type NoOwnerError struct {
 	Agent string
 	// Why in words: no responder, no answer within the timeout, NATS down.
 	Why string
+	// Unknown: this replica cannot tell who owns the agent — its NATS
+	// connection is down, or its own lease on the agent is in doubt
+	// (Doubter) — rather than that no owner answered.
+	Unknown bool
 }
 
-// Error reads "no replica owns agent "x" right now (why)".
+// Error reads "no replica owns agent "x" right now (why)", or, Unknown,
+// "owner of agent "x" unknown right now: why; retry".
 func (e *NoOwnerError) Error() string {
+	if e.Unknown {
+		return fmt.Sprintf("owner of agent %q unknown right now: %s; retry", e.Agent, e.Why)
+	}
 	return fmt.Sprintf("no replica owns agent %q right now (%s)", e.Agent, e.Why)
 }
 
@@ -316,6 +324,18 @@ type Owner interface {
 	Owns(agent string) bool
 }
 
+// Doubter is an Owner that can tell when its word on an agent it owns
+// is in doubt (in the worker, the lease manager: a lease whose renewal
+// has not been confirmed for so long that another replica may have taken
+// it). Doubt returns why, or "" when sure. For an agent in doubt Control
+// neither applies a verb, nor answers a forwarded one, nor forwards: Do
+// returns a NoOwnerError that says the owner is unknown, so that no
+// replica answers with a view that may be stale or a verb that may be
+// lost.
+type Doubter interface {
+	Doubt(agent string) string
+}
+
 // Options configure a Control.
 type Options struct {
 	// Driver is required.
@@ -398,16 +418,33 @@ func (c *Control) Holder() string { return c.o.Holder }
 // owns reports whether this replica owns agent.
 func (c *Control) owns(agent string) bool { return c.o.Owner == nil || c.o.Owner.Owns(agent) }
 
+// doubt is why this replica's ownership of agent is in doubt (Doubter),
+// or "".
+func (c *Control) doubt(agent string) string {
+	if d, ok := c.o.Owner.(Doubter); ok {
+		return d.Doubt(agent)
+	}
+	return ""
+}
+
 // Do carries req out on agent's owner and returns the owner's reply: here
 // when this replica owns the agent, otherwise over NATS. The error, which
 // wraps ErrNoOwner, says why no owner answered (no responder, timeout,
 // NATS down); a reply with OK false is the owner's refusal, not an error.
 func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, error) {
+	if why := c.doubt(agent); why != "" {
+		return Reply{}, &NoOwnerError{Agent: agent, Why: why, Unknown: true}
+	}
 	if c.owns(agent) {
 		return c.apply(ctx, agent, req), nil
 	}
 	if c.o.Conn == nil {
 		return Reply{}, &NoOwnerError{Agent: agent, Why: "this replica does not, and has no NATS connection to reach one that does"}
+	}
+	if !c.o.Conn.IsConnected() {
+		// Asking would wait out the timeout in the reconnect buffer and
+		// then guess "no owner": say what is known instead.
+		return Reply{}, &NoOwnerError{Agent: agent, Why: "NATS " + strings.ToLower(c.o.Conn.Status().String()) + ": this replica cannot reach the agent's owner", Unknown: true}
 	}
 	data, err := json.Marshal(req)
 	if err != nil {
@@ -456,6 +493,9 @@ func (c *Control) apply(ctx context.Context, agent string, req Request) Reply {
 	}
 	if !c.owns(agent) || a.Standby() {
 		return r.fail(http.StatusServiceUnavailable, "replica %q does not run agent %q right now (it is changing owner); retry", c.o.Holder, agent)
+	}
+	if why := c.doubt(agent); why != "" {
+		return r.fail(http.StatusServiceUnavailable, "owner of agent %q unknown right now: %s; retry", agent, why)
 	}
 	switch req.Verb {
 	case VerbReset:
@@ -653,8 +693,8 @@ func (c *Control) ServeNATS() (*nats.Subscription, error) {
 		if _, err := c.o.Driver.Agent(name); err != nil && c.o.Owner != nil {
 			return // nobody owns an agent we do not know; stay silent
 		}
-		if !c.owns(name) {
-			return // silent: the owner answers
+		if !c.owns(name) || c.doubt(name) != "" {
+			return // silent: the owner answers (one in doubt may be a former owner)
 		}
 		go c.serve(m, name)
 	})

@@ -33,10 +33,27 @@ var subjects = natsbus.Subjects{Prefix: "agents"}
 // million, $1.
 var prices = map[string]config.Price{"priced-1": {InputPerMTok: 10}}
 
-// owned is a replica's set of owned agents, changeable while it runs.
+// owned is a replica's set of owned agents, changeable while it runs,
+// and the ones its word on is in doubt (control.Doubter).
 type owned struct {
 	mu     sync.Mutex
 	agents map[string]bool
+	doubts map[string]string
+}
+
+func (o *owned) Doubt(agent string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.doubts[agent]
+}
+
+func (o *owned) doubt(agent, why string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.doubts == nil {
+		o.doubts = map[string]string{}
+	}
+	o.doubts[agent] = why
 }
 
 func (o *owned) Owns(agent string) bool {
@@ -409,5 +426,54 @@ func TestNoOwnerIsAnErrorNotASuccess(t *testing.T) {
 	// Applied directly on a replica that does not own the agent: refused.
 	if r := c.ctl.Apply("alpha", control.Request{Verb: control.VerbPause}); r.OK || r.Status() != http.StatusServiceUnavailable {
 		t.Fatalf("Apply on a non-owner: %+v", r)
+	}
+}
+
+// An owner whose lease is in doubt (its renewal unconfirmed: another
+// replica may own the agent by now) neither applies a verb nor answers a
+// forwarded one: asked here it says the owner is unknown, and the others'
+// forwards get no answer from it. Once sure again it answers.
+func TestAnOwnerInDoubtNeitherAnswersNorActs(t *testing.T) {
+	t.Parallel()
+	url := runNATS(t)
+	a := newReplica(t, url, "replica-a", true, "alpha")
+	b := newReplica(t, url, "replica-b", true)
+	a.owner.doubt("alpha", "its lease is unconfirmed")
+
+	_, err := a.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbPause})
+	var no *control.NoOwnerError
+	if !errors.As(err, &no) || !no.Unknown || err.Error() != `owner of agent "alpha" unknown right now: its lease is unconfirmed; retry` {
+		t.Fatalf("asked on the owner in doubt: %v", err)
+	}
+	if r := a.ctl.Apply("alpha", control.Request{Verb: control.VerbPause}); r.OK || r.Status() != http.StatusServiceUnavailable || !strings.Contains(r.Error, "unknown") {
+		t.Fatalf("Apply on the owner in doubt: %+v", r)
+	}
+	if _, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbView}); !errors.Is(err, control.ErrNoOwner) || !strings.Contains(err.Error(), "no owner answered") {
+		t.Fatalf("forwarded to the owner in doubt: %v", err)
+	}
+	if a.agent(t, "alpha").Status().Paused {
+		t.Fatal("the owner in doubt carried out a pause")
+	}
+
+	a.owner.doubt("alpha", "")
+	reply, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbView})
+	if err != nil || !reply.OK || !strings.Contains(string(reply.Result), `"built_by":"replica-a"`) {
+		t.Fatalf("once sure again: %+v, %v", reply, err)
+	}
+}
+
+// A replica whose NATS connection is down says at once that it cannot
+// tell the owner, instead of waiting out the timeout in the reconnect
+// buffer and reporting that no replica owns the agent.
+func TestNATSDownMakesTheOwnerUnknownAtOnce(t *testing.T) {
+	t.Parallel()
+	url := runNATS(t)
+	newReplica(t, url, "replica-a", true, "alpha")
+	b := newReplicaWith(t, url, "replica-b", false, func(o *control.Options) { o.Timeout = time.Hour })
+	b.nc.Close()
+	_, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbView})
+	var no *control.NoOwnerError
+	if !errors.As(err, &no) || !no.Unknown || !strings.Contains(err.Error(), `owner of agent "alpha" unknown right now: NATS closed`) {
+		t.Fatalf("NATS down: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,4 +126,53 @@ func TestHolderCutOffFromTheStoreLetsGoBeforeExpiry(t *testing.T) {
 	if r1.Held("a") {
 		t.Fatalf("r1 still holds a lease it could not renew for 10s of a 15s TTL: %v", l.all())
 	}
+}
+
+// stuck is a store whose Updates, while armed, hang until released: a
+// renewal round stuck on an unreachable store.
+type stuck struct {
+	store.Store
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *stuck) Update(ctx context.Context, k string, v []byte, rev uint64) (uint64, error) {
+	if s.armed.Load() {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+		<-s.release
+		return 0, errors.New("store unreachable")
+	}
+	return s.Store.Update(ctx, k, v, rev)
+}
+
+// A holder whose renewal hangs on an unreachable store still holds its
+// leases (no round has let them go), but from TTL - RenewEvery after its
+// last confirmed renewal its word on them is in doubt: another replica may
+// have taken them. Before that it is sure.
+func TestAHolderStuckOnTheStoreDoubtsItsLeasesAtTheLapse(t *testing.T) {
+	t.Parallel()
+	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	st := &stuck{Store: memory.New(c), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	r1 := replica(t, "r1", st, c, &log{})
+	if !r1.Held("a") || r1.Doubt("a") != "" || r1.Doubt("nobody") != "" {
+		t.Fatalf("r1 holds a: %v, doubt %q", r1.Held("a"), r1.Doubt("a"))
+	}
+	st.armed.Store(true)
+	go c.Advance(5 * time.Second) // the renewal is due, and hangs (the fake clock runs it here)
+	<-st.entered
+	c.Advance(4 * time.Second)
+	if d := r1.Doubt("a"); d != "" {
+		t.Fatalf("9s after a confirmed renewal of a 15s lease, r1 doubts it: %q", d)
+	}
+	c.Advance(time.Second)
+	d := r1.Doubt("a")
+	if !r1.Held("a") || !strings.Contains(d, "unconfirmed") || !strings.Contains(d, "10s ago") {
+		t.Fatalf("at the lapse: held %v, doubt %q", r1.Held("a"), d)
+	}
+	st.armed.Store(false)
+	close(st.release)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agent-worker/agent-worker/store"
@@ -136,6 +137,27 @@ func (m *Manager) selfLive(now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.self.rev != 0 && now.Sub(m.self.renewed) < m.o.TTL-m.o.RenewEvery
+}
+
+// Doubt says why this replica's word on agent cannot be relied on: it
+// holds the agent's lease, but its record's last confirmed renewal is
+// TTL - RenewEvery old or more, so another replica may have taken the
+// lease while this one was cut off from the store. (A renewal round lets
+// such leases go, but only once it runs: one stuck on an unreachable
+// store keeps Held true meanwhile.) It returns "" when this replica does
+// not hold the lease, or holds it surely.
+func (m *Manager) Doubt(agent string) string {
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.held[agent]; !ok {
+		return ""
+	}
+	if m.self.rev != 0 && now.Sub(m.self.renewed) < m.o.TTL-m.o.RenewEvery {
+		return ""
+	}
+	return fmt.Sprintf("this replica's lease on it is unconfirmed: its record was last renewed %s ago, and another replica may have taken it while the store was out of reach",
+		now.Sub(m.self.renewed).Round(time.Second))
 }
 
 // loseAll lets every held agent go (OnLose with Lost).

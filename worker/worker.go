@@ -851,6 +851,15 @@ func (o *leaseOwner) Owns(agent string) bool {
 	return m != nil && m.Held(agent)
 }
 
+// Doubt implements control.Doubter: a lease held here whose renewal has
+// not been confirmed in time may be another replica's by now.
+func (o *leaseOwner) Doubt(agent string) string {
+	if m := o.m.Load(); m != nil {
+		return m.Doubt(agent)
+	}
+	return ""
+}
+
 // gauges reads the driver's agents for the metrics' scrape-time gauges:
 // every agent's ownership, and the other per-agent gauges of the agents
 // this replica owns only (metrics.AgentGauges.Standby), so that summed

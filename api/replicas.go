@@ -29,6 +29,11 @@ type Replica struct {
 	// caller may see.
 	AgentsOwned int      `json:"agents_owned"`
 	Agents      []string `json:"agents"`
+	// Unconfirmed, on the answering replica only, names the agents whose
+	// leases it holds but has not renewed in time (cut off from the
+	// store): another replica may own them by now, so they are not in
+	// Agents.
+	Unconfirmed []string `json:"agents_unconfirmed,omitempty"`
 }
 
 // ReplicaList is the answer of GET /v1/replicas.
@@ -56,6 +61,7 @@ func (s *Server) listReplicas(w http.ResponseWriter, r *http.Request) {
 	for _, rep := range reps {
 		rep.AgentsOwned = max(rep.AgentsOwned, len(rep.Agents))
 		rep.Agents = slices.DeleteFunc(slices.Clone(rep.Agents), func(a string) bool { return !who.MayAccess(a) })
+		rep.Unconfirmed = slices.DeleteFunc(slices.Clone(rep.Unconfirmed), func(a string) bool { return !who.MayAccess(a) })
 		if rep.Agents == nil {
 			rep.Agents = []string{}
 		}

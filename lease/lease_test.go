@@ -158,7 +158,7 @@ func TestAHolderStuckOnTheStoreDoubtsItsLeasesAtTheLapse(t *testing.T) {
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	st := &stuck{Store: memory.New(c), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	r1 := replica(t, "r1", st, c, &log{})
-	if !r1.Held("a") || r1.Doubt("a") != "" || r1.Doubt("nobody") != "" {
+	if !r1.Held("a") || !r1.Sure() || r1.Doubt("a") != "" || r1.Doubt("nobody") != "" {
 		t.Fatalf("r1 holds a: %v, doubt %q", r1.Held("a"), r1.Doubt("a"))
 	}
 	st.armed.Store(true)
@@ -170,7 +170,7 @@ func TestAHolderStuckOnTheStoreDoubtsItsLeasesAtTheLapse(t *testing.T) {
 	}
 	c.Advance(time.Second)
 	d := r1.Doubt("a")
-	if !r1.Held("a") || !strings.Contains(d, "unconfirmed") || !strings.Contains(d, "10s ago") {
+	if !r1.Held("a") || r1.Sure() || !strings.Contains(d, "unconfirmed") || !strings.Contains(d, "10s ago") {
 		t.Fatalf("at the lapse: held %v, doubt %q", r1.Held("a"), d)
 	}
 	st.armed.Store(false)

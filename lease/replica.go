@@ -147,12 +147,21 @@ func (m *Manager) selfLive(now time.Time) bool {
 // store keeps Held true meanwhile.) It returns "" when this replica does
 // not hold the lease, or holds it surely.
 func (m *Manager) Doubt(agent string) string {
+	if !m.Held(agent) {
+		return ""
+	}
+	return m.unsure()
+}
+
+// Sure reports whether every lease this replica holds is surely its own:
+// its record was confirmed renewed less than TTL - RenewEvery ago.
+func (m *Manager) Sure() bool { return m.unsure() == "" }
+
+// unsure says why this replica's leases are in doubt, or "".
+func (m *Manager) unsure() string {
 	now := m.o.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.held[agent]; !ok {
-		return ""
-	}
 	if m.self.rev != 0 && now.Sub(m.self.renewed) < m.o.TTL-m.o.RenewEvery {
 		return ""
 	}

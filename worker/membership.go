@@ -199,6 +199,9 @@ func (s *spread) replicas() []api.Replica {
 	self := api.Replica{Name: s.holder, Self: true}
 	if l := s.leases.Load(); l != nil {
 		self.Agents = l.HeldAgents()
+		if len(self.Agents) > 0 && !l.Sure() {
+			self.Agents, self.Unconfirmed = nil, self.Agents
+		}
 	}
 	m := s.members.Load()
 	if m == nil {

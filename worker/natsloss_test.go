@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/agent-worker/agent-worker/config"
 )
 
 // cutter is a TCP proxy to a NATS server that the test can cut (every
@@ -84,14 +87,18 @@ func (c *cutter) mend() {
 	c.serve(ln)
 }
 
-// TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown: r1 owns the agent; r2
-// reaches NATS through a proxy that the test cuts. While r2 cannot reach
-// NATS its API neither names an owner nor shows a state: GET answers 503
-// with Retry-After and "owner … unknown right now: NATS reconnecting", the
-// list shows the agent as unknown with that reason, and a verb is 503 and
-// done nowhere. On the old code r2 waited out the forward timeout and
-// answered "no replica owns agent" — a guess, r1 owned it all along. Once
-// r2 is back it shows r1's view again.
+// TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown: r1 owns triage, r2
+// owns local; r2 reaches NATS through a proxy that the test cuts. While
+// r2 cannot reach NATS its API never names an owner nor shows a state it
+// cannot know: GET of triage answers 503 with Retry-After and "owner …
+// unknown right now: NATS reconnecting", the list shows triage as unknown
+// with that reason and no counts, a verb is 503 and done nowhere. Once
+// r2's lease on local has gone unconfirmed (TTL - renew interval) r2
+// stops answering for local too and lists it as agents_unconfirmed, not
+// as its own, while r1 takes local over and runs its turns. On the old
+// code r2 waited out the forward timeout and answered "no replica owns
+// agent" (a guess: r1 owned it all along), and went on showing its own,
+// stale view of local. Once r2 is back it shows r1's views.
 func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 	t.Parallel()
 	port, dir := freePort(t), t.TempDir()
@@ -99,13 +106,23 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	proxy := newCutter(t, strings.TrimPrefix(ns.ClientURL(), "nats://"))
 	c := &cluster{t: t, reps: map[string]*running{}, recs: map[string]*recorder{}}
+	const local = "    tools: [schedule_next_turn, report_done]\n  - {name: local, model: fake, replica_affinity: r2, tools: [report_done]}\n"
 	for h, url := range map[string]string{"r1": ns.ClientURL(), "r2": "nats://" + proxy.addr} {
 		c.recs[h] = newRecorder()
-		c.reps[h] = start(t, replicaConfig(t, h, url, "", "", ""), c.recs[h], nil)
+		cfg := replicaConfig(t, h, url, "", local, "")
+		cfg.Lease.TTL = config.Duration(6 * time.Second) // r2's leases are in doubt 4s after its last renewal
+		c.reps[h] = start(t, cfg, c.recs[h], nil)
 	}
-	waitFor(t, "r1 owns the agent and r2 shows r1's view", func() bool {
-		code, body := c.call("r2", http.MethodGet, "/v1/agents/triage", "")
-		return code == http.StatusOK && strings.Contains(string(body), `"owner":"r1"`)
+	owner := func(h, agent string) string {
+		code, body := c.call(h, http.MethodGet, "/v1/agents/"+agent, "")
+		var v struct{ Owner string }
+		if code != http.StatusOK || json.Unmarshal(body, &v) != nil {
+			return ""
+		}
+		return v.Owner
+	}
+	waitFor(t, "r1 owns triage, r2 local, each shown by both", func() bool {
+		return owner("r2", "triage") == "r1" && owner("r1", "local") == "r2" && owner("r1", "triage") == "r1" && owner("r2", "local") == "r2"
 	})
 
 	proxy.cut()
@@ -133,7 +150,7 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 	var list struct {
 		Agents []map[string]any `json:"agents"`
 	}
-	if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Agents) != 1 {
+	if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Agents) != 2 || list.Agents[0]["name"] != "triage" {
 		t.Fatalf("list on r2 cut off: %d %s", code, body)
 	}
 	if v := list.Agents[0]; v["state"] != "unknown" || v["owner"] != nil || !strings.Contains(v["error"].(string), unknown) || v["turns"] != nil || v["paused"] != nil || v["inbox_pending"] != nil {
@@ -146,10 +163,47 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 		t.Fatalf("r1, which kept NATS: %v", v)
 	}
 
+	// r2's own agent: once its lease is in doubt, r2 no longer claims it.
+	waitFor(t, "r2 to list local as unconfirmed", func() bool {
+		code, body := c.call("r2", http.MethodGet, "/v1/replicas", "")
+		var l struct {
+			Replicas []struct {
+				Self        bool
+				Agents      []string
+				Unconfirmed []string `json:"agents_unconfirmed"`
+			}
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &l) != nil || len(l.Replicas) == 0 || !l.Replicas[0].Self {
+			t.Fatalf("replicas on r2: %d %s", code, body)
+		}
+		return len(l.Replicas[0].Agents) == 0 && strings.Join(l.Replicas[0].Unconfirmed, ",") == "local"
+	})
+	code, body = c.call("r2", http.MethodGet, "/v1/agents/local", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(errorOf(body), `owner of agent "local" unknown right now: this replica's lease on it is unconfirmed`) {
+		t.Fatalf("local on r2 with its lease in doubt: %d %s", code, body)
+	}
+	waitFor(t, "r1 to take local over", func() bool { return owner("r1", "local") == "r1" })
+	c.reps["r1"].publish("agents.local.inbox", "after the takeover")
+	waitFor(t, "local's turn on r1", func() bool {
+		var v struct{ Turns int }
+		code, body := c.call("r1", http.MethodGet, "/v1/agents/local", "")
+		return code == http.StatusOK && json.Unmarshal(body, &v) == nil && v.Turns >= 1
+	})
+	if code, body := c.call("r2", http.MethodGet, "/v1/agents/local", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("r2, still cut off, answered for local after r1 took it: %d %s", code, body)
+	}
+
+	// Back, r2 shows r1's truth; local is handed back to r2 (its
+	// affinity), which goes on from r1's turn count, not its own.
 	proxy.mend()
-	waitFor(t, "r2 back, showing r1's view", func() bool {
-		code, body := c.call("r2", http.MethodGet, "/v1/agents/triage", "")
-		return code == http.StatusOK && strings.Contains(string(body), `"owner":"r1"`) && strings.Contains(string(body), `"served_by":"r2"`)
+	waitFor(t, "r2 back, both replicas showing one owner of each agent", func() bool {
+		lo := owner("r1", "local")
+		return owner("r2", "triage") == "r1" && lo != "" && owner("r2", "local") == lo
+	})
+	waitFor(t, "r2's view of local to count r1's turn", func() bool {
+		var v struct{ Turns int }
+		code, body := c.call("r2", http.MethodGet, "/v1/agents/local", "")
+		return code == http.StatusOK && json.Unmarshal(body, &v) == nil && v.Turns >= 1
 	})
 }
 

@@ -95,6 +95,10 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 	nc, err := nats.Connect(c.ClientURL, opts...)
 	if err != nil {
 		c.shutdownServer()
+		var ne net.Error
+		if errors.Is(err, nats.ErrNoServers) || errors.As(err, &ne) {
+			return nil, fmt.Errorf("connect to NATS at %s: %w (%w)", c.ClientURL, err, ErrUnreachable)
+		}
 		return nil, fmt.Errorf("connect to NATS at %s: %w", c.ClientURL, err)
 	}
 	c.NC = nc
@@ -206,6 +210,15 @@ func probeListen(host string, port int) error {
 	return l.Close()
 }
 
+// Connect's errors that say what kind of trouble it met, for errors.Is.
+var (
+	// ErrListen: the embedded server cannot listen on nats.listen (the
+	// port is taken, the host has no such address, not permitted).
+	ErrListen = errors.New("embedded NATS server cannot listen")
+	// ErrUnreachable: no NATS server at nats.url answered.
+	ErrUnreachable = errors.New("NATS unreachable")
+)
+
 // listenError says why the embedded server cannot listen on nats.listen,
 // from probeListen's error: "in use" only when the port is taken
 // (EADDRINUSE); otherwise what the OS said ("cannot assign requested
@@ -213,11 +226,11 @@ func probeListen(host string, port int) error {
 func listenError(listen string, err error) error {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("embedded NATS server: nats.listen %s is already in use (another agent-worker or nats-server?); set nats.listen to a free port, or -1 for a random one", listen)
+		return fmt.Errorf("%w: nats.listen %s is already in use (another agent-worker or nats-server?); set nats.listen to a free port, or -1 for a random one", ErrListen, listen)
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		return fmt.Errorf("embedded NATS server: cannot listen on nats.listen %s: %w; this host has no such address: set nats.listen to one of its addresses (e.g. 127.0.0.1:4222)", listen, err)
+		return fmt.Errorf("%w on nats.listen %s: %w; this host has no such address: set nats.listen to one of its addresses (e.g. 127.0.0.1:4222)", ErrListen, listen, err)
 	default:
-		return fmt.Errorf("embedded NATS server: cannot listen on nats.listen %s: %w", listen, err)
+		return fmt.Errorf("%w on nats.listen %s: %w", ErrListen, listen, err)
 	}
 }
 

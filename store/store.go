@@ -21,6 +21,10 @@ var (
 	ErrConflict = errors.New("store: revision conflict")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrUnreachable: opening the store found no server to answer (a
+	// refused or timed-out connection), as opposed to one that refused
+	// the configuration (a wrong password, a bad URL).
+	ErrUnreachable = errors.New("store unreachable")
 )
 
 // Entry is a stored value and its revision.

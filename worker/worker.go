@@ -52,10 +52,6 @@ import (
 	"github.com/agent-worker/agent-worker/watchdog"
 )
 
-// ErrConfig marks start-up failures caused by the configuration (exit
-// code 2 in the command).
-var ErrConfig = errors.New("configuration")
-
 // Options tune a Worker beyond its config, for tests and embedding.
 type Options struct {
 	Log   *slog.Logger
@@ -138,11 +134,11 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err e
 
 	w.conn, err = natsbus.Connect(cfg.NATS, cfg.DataDir, o.Log)
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	st, err := openStore(ctx, cfg.Store, cfg.NATS.Replicas, w.conn, o.Log)
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	// Every round trip to the store is counted, once the metrics exist
 	// (agent_worker_store_operations_total).
@@ -361,7 +357,7 @@ func (w *Worker) startAPI(cfg *config.Config, o Options) error {
 	w.metrics.SetWebhooks(webhookNames(cfg))
 	l, err := net.Listen("tcp", cfg.API.Listen)
 	if err != nil {
-		return fmt.Errorf("%w: api.listen %s: %w", ErrConfig, cfg.API.Listen, err)
+		return apiListenError(cfg.API.Listen, err)
 	}
 	w.apiAddr = l.Addr().String()
 	w.apiDone = make(chan struct{})

@@ -15,13 +15,17 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/money"
+	"github.com/agent-worker/agent-worker/worker"
 )
 
-// Exit codes.
+// Exit codes: one per class of start-up failure (worker.ErrConfig,
+// ErrListen, ErrUnreachable), documented in docs/operations.md.
 const (
-	exitOK     = 0
-	exitFailed = 1 // the worker failed while running, or a check failed
-	exitConfig = 2 // bad flags, arguments or config: fix and retry
+	exitOK          = 0
+	exitFailed      = 1 // the worker failed while running, or a check failed
+	exitConfig      = 2 // bad flags, arguments or config: fix and retry
+	exitListen      = 3 // an address to listen on is taken or not this host's: free it or change it
+	exitUnreachable = 4 // NATS or the store did not answer at start-up: start again once it is up
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -93,7 +97,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // executeIn runs the command line args in env and returns the exit code:
 // 0 on success; 2 for an unknown command or flag, a wrong number of
-// arguments or a bad config; 1 for anything else. A failure is printed
+// arguments or a bad config; 3 when the worker cannot listen on an
+// address; 4 when NATS or the store did not answer at start-up; 1 for
+// anything else. A failure is printed
 // on stderr, as a JSON log record in JSON log mode.
 func executeIn(ctx context.Context, env environ, args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr, env: env}
@@ -111,6 +117,10 @@ func executeIn(ctx context.Context, env environ, args []string, stdout, stderr i
 		return ee.code
 	case errors.As(err, &ce), errors.Is(err, errUsage):
 		code = exitConfig
+	case errors.Is(err, worker.ErrListen):
+		code = exitListen
+	case errors.Is(err, worker.ErrUnreachable):
+		code = exitUnreachable
 	}
 	c.reportFailure(cmd, err, code)
 	return code

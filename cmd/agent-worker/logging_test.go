@@ -210,7 +210,7 @@ func TestFailureInTheConfigsJSONIsJSON(t *testing.T) { // not parallel: go-redis
 	l.Close() // nothing listens there now
 	p := writeFile(t, "log: {format: json}\nstore: {url: \"redis://:hunter2@"+addr+"/0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
 	out, errs, code := run(testEnv(nil), "run", "--config", p, "--data-dir", t.TempDir(), "--nats-listen", "-1", "--api-listen", "127.0.0.1:0")
-	if code != exitFailed {
+	if code != exitUnreachable {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	recs := jsonLines(t, errs)
@@ -224,7 +224,7 @@ func TestFailureInTheConfigsJSONIsJSON(t *testing.T) { // not parallel: go-redis
 		t.Errorf("no go-redis record: is its logger still routed through slog?\n%s", errs)
 	}
 	last := recs[len(recs)-1]
-	if last["msg"] != "command failed" || last["exit_code"] != 1.0 || !strings.Contains(last["error"].(string), "redis at "+addr) {
+	if last["msg"] != "command failed" || last["exit_code"] != float64(exitUnreachable) || !strings.Contains(last["error"].(string), "redis at "+addr) {
 		t.Fatalf("last record: %v", last)
 	}
 	if strings.Contains(out+errs, "hunter2") {

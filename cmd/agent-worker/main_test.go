@@ -171,7 +171,7 @@ func TestRunReportsAnUnreachableStore(t *testing.T) {
 	p := writeFile(t, "store: {url: \"redis://:hunter2@"+addr+"/0\"}\nmodels:\n  f: {provider: scripted, behaviour: demo}\nagents: [{name: a, model: f}]\n")
 	var out, errb syncBuffer
 	args := []string{"run", "--config", p, "--data-dir", t.TempDir(), "--nats-listen", "-1", "--api-listen", "127.0.0.1:0"}
-	if code := execute(context.Background(), args, &out, &errb); code != exitFailed {
+	if code := execute(context.Background(), args, &out, &errb); code != exitUnreachable {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	if !strings.Contains(errb.String(), "redis at "+addr) || strings.Contains(errb.String(), "hunter2") {

@@ -56,7 +56,11 @@ Signals:
                    and "api tokens reloaded" with the count, or "api
                    tokens not reloaded" with the problems. Replace a
                    file by renaming a complete file into place, then:
-                   kill -HUP <pid>`,
+                   kill -HUP <pid>
+
+Exit codes: 0 stopped by a signal, cleanly; 1 failed while running;
+2 bad flags or config; 3 cannot listen on api.listen or nats.listen (in
+use, not this host's); 4 NATS or the store did not answer at start-up.`,
 		Example: `  agent-worker run                           # the embedded demo
   agent-worker run --config worker.yaml
   agent-worker run -c worker.yaml --log-format json`,

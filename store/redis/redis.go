@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -106,8 +107,9 @@ var _ store.Store = (*Store)(nil)
 // Lua scripts with TIME and multi-field HSET, such as Valkey).
 //
 // The error of an unreachable or refusing server names it, "redis at
-// host:port: ...", and wraps go-redis's; ctx bounds the connection and
-// first PING.
+// host:port: ...", and wraps go-redis's; one that found no server to
+// answer (refused, timed out) also matches store.ErrUnreachable. ctx
+// bounds the connection and first PING.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	ropts, tg, err := parseURL(url, opts, os.LookupEnv)
 	if err != nil {
@@ -128,6 +130,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		_ = client.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
+		}
+		var ne net.Error
+		if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("redisstore: open: %s: %w (%w)", tg, err, store.ErrUnreachable)
 		}
 		return nil, fmt.Errorf("redisstore: open: %s: %w", tg, err)
 	}

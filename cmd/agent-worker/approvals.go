@@ -38,13 +38,16 @@ func (c *cli) approvalCmds() []*cobra.Command {
 
 	decide := func(verb, short, example string) *cobra.Command {
 		var api *apiFlags
-		var reason string
+		var reason, output string
 		cmd := &cobra.Command{
-			Use:     verb + " AGENT ID",
+			Use:     verb + " AGENT ID [-o json]",
 			Short:   short,
 			Example: example,
 			Args:    cobra.ExactArgs(2),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if output != "" && output != "json" {
+					return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+				}
 				client, err := api.client(cmd, c.env)
 				if err != nil {
 					return err
@@ -53,15 +56,21 @@ func (c *cli) approvalCmds() []*cobra.Command {
 				if reason != "" {
 					body = map[string]any{"reason": reason}
 				}
-				var out map[string]any
-				if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/approvals/"+args[1]+"/"+verb, body, &out); err != nil {
+				path := "/v1/agents/" + args[0] + "/approvals/" + args[1] + "/" + verb
+				raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, body, output == "json")
+				if err != nil || printed {
 					return err
 				}
-				printJSON(c.stdout, out)
+				var d approvalDecision
+				if err := json.Unmarshal(raw, &d); err != nil {
+					return fmt.Errorf("POST %s: %w", path, err)
+				}
+				fmt.Fprintln(c.stdout, decisionLine(args[0], reason, d))
 				return nil
 			},
 		}
 		api = addAPIFlags(cmd, 30*time.Second)
+		cmd.Flags().StringVarP(&output, "output", "o", "", "json: print the API's answer (default: a line)")
 		cmd.Flags().StringVar(&reason, "reason", "", "why, in your words: kept in the approval-decided event with your token's name, and told to the agent")
 		return cmd
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-worker/agent-worker/control"
+	"github.com/agent-worker/agent-worker/guard"
 )
 
 // opsClient talks to a worker's operator API.
@@ -240,7 +241,7 @@ func (c *cli) opsCmds() []*cobra.Command {
 		return cmd
 	}
 
-	resume := verb("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued).",
+	resume := verb("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued); an agent that is not paused is refused (exit 1, HTTP 409 with its state).",
 		`  agent-worker resume oncall
   agent-worker resume oncall --message "the migration is done; re-check db-2"
   agent-worker resume oncall --drop-queued --reason "stale alerts"`, func() map[string]any {
@@ -267,32 +268,46 @@ func (c *cli) opsCmds() []*cobra.Command {
 	interrupt.Flags().BoolVar(&noHold, "no-hold", false, "cancel the turn but do not pause")
 
 	var addBudget float64
-	var resetReason string
+	var resetReason, resetOutput string
 	var resetAPI *apiFlags
 	reset := &cobra.Command{
-		Use:   "reset AGENT GUARDRAIL [--add-budget USD]",
+		Use:   "reset AGENT GUARDRAIL [--add-budget USD] [-o json]",
 		Short: "Reset a tripped guardrail (turn_usd, session_usd, daily_usd, worker_daily_usd, watchdog).",
+		Long: `Reset a tripped guardrail (turn_usd, session_usd, daily_usd, worker_daily_usd, watchdog).
+
+Spend is never lowered: --add-budget raises the ceiling. A reset that would
+trip again at once is refused (exit 1, HTTP 409) with what is spent, the
+ceiling, and the budget that is missing.`,
 		Example: `  agent-worker reset oncall watchdog
   agent-worker reset oncall daily_usd --add-budget 2 --reason "incident 4711"`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if resetOutput != "" && resetOutput != "json" {
+				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", resetOutput))
+			}
 			client, err := resetAPI.client(cmd, c.env)
 			if err != nil {
 				return err
 			}
-			var out map[string]any
 			body := map[string]any{"guardrail": args[1], "add_budget_usd": addBudget}
 			if resetReason != "" {
 				body["reason"] = resetReason
 			}
-			if err := client.call(cmd.Context(), http.MethodPost, "/v1/agents/"+args[0]+"/guardrails/reset", body, &out); err != nil {
+			path := "/v1/agents/" + args[0] + "/guardrails/reset"
+			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, body, resetOutput == "json")
+			if err != nil || printed {
 				return err
 			}
-			printJSON(c.stdout, out)
+			var r guard.ResetResult
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("POST %s: %w", path, err)
+			}
+			fmt.Fprintln(c.stdout, resetLine(args[0], r))
 			return nil
 		},
 	}
 	resetAPI = addAPIFlags(reset, 30*time.Second)
+	reset.Flags().StringVarP(&resetOutput, "output", "o", "", "json: print the API's answer (default: a line)")
 	reset.Flags().Float64Var(&addBudget, "add-budget", 0, "USD to add to the ceiling (spend is never lowered)")
 	reset.Flags().StringVar(&resetReason, "reason", "", "why, in your words: kept in the guardrail-reset event with your token's name")
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
+	"github.com/agent-worker/agent-worker/control"
 	"github.com/spf13/cobra"
 )
 
@@ -16,26 +19,36 @@ func (c *cli) scheduleCmd() *cobra.Command {
 		Example: `  agent-worker schedule run oncall morning`,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
 	var api *apiFlags
+	var output string
 	run := &cobra.Command{
-		Use:     "run AGENT SCHEDULE",
-		Short:   "Fire one of an agent's schedules now: its prompt runs in a turn as a tick would (a paused or halted agent answers why not).",
-		Example: `  agent-worker schedule run oncall morning`,
-		Args:    cobra.ExactArgs(2),
+		Use:   "run AGENT SCHEDULE [-o json]",
+		Short: "Fire one of an agent's schedules now: its prompt runs in a turn as a tick would (a paused or halted agent answers why not).",
+		Example: `  agent-worker schedule run oncall morning
+  agent-worker schedule run oncall morning -o json`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "json" {
+				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+			}
 			client, err := api.client(cmd, c.env)
 			if err != nil {
 				return err
 			}
-			var out map[string]any
 			path := "/v1/agents/" + url.PathEscape(args[0]) + "/schedules/" + url.PathEscape(args[1]) + "/run"
-			if err := client.call(cmd.Context(), http.MethodPost, path, nil, &out); err != nil {
+			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, nil, output == "json")
+			if err != nil || printed {
 				return err
 			}
-			printJSON(c.stdout, out)
+			var r control.ScheduleRun
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("POST %s: %w", path, err)
+			}
+			fmt.Fprintln(c.stdout, scheduleLine(args[0], args[1], r, time.Now()))
 			return nil
 		},
 	}
 	api = addAPIFlags(run, 30*time.Second)
+	run.Flags().StringVarP(&output, "output", "o", "", "json: print the API's answer (default: a line)")
 	root.AddCommand(run)
 	return root
 }

@@ -43,8 +43,8 @@ agents: [{name: oncall, model: canned, schedules: [{name: morning, cron: "0 8 * 
 	if code := execute(context.Background(), []string{"schedule", "run", "oncall", "morning", "--config", cfg}, &out, &errb); code != exitOK {
 		t.Fatalf("schedule run: exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), `"queued": true`) {
-		t.Fatalf("output %s", out.String())
+	if out.String() != "oncall: schedule morning fired; its prompt runs in a turn now\n" {
+		t.Fatalf("output %q", out.String())
 	}
 	var refused syncBuffer
 	if code := execute(context.Background(), []string{"schedule", "run", "oncall", "nope", "--config", cfg}, &out, &refused); code == exitOK || !strings.Contains(refused.String(), `has no schedule \"nope\"`) && !strings.Contains(refused.String(), `has no schedule "nope"`) {

@@ -1,6 +1,8 @@
-// Package memory is an in-process store.Store for unit tests and the
-// embedded default until a durable store is configured. Nothing it holds
-// survives the process: a restart forgets spend, halts and pauses.
+// Package memory is an in-process store.Store for unit tests and
+// `store.url: memory://`. The embedded default keeps its state in
+// JetStream KV (store/natskv), not here. Nothing this store holds
+// survives the process: a restart forgets spend, halts and pauses. It
+// must not be used where state must outlive the process.
 package memory
 
 import (

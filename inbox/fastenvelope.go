@@ -18,8 +18,7 @@ func fastEnvelope(data []byte) (Body, bool) {
 	if !p.byte('{') {
 		return Body{}, false
 	}
-	var text, id, from *string
-	var attrs map[string]string
+	var f envelopeFields
 	first := true
 	for {
 		p.space()
@@ -27,90 +26,134 @@ func fastEnvelope(data []byte) (Body, bool) {
 			p.i++
 			break
 		}
-		key, ok := p.str()
-		if !ok || !p.byte(':') {
+		if !p.envelopeField(&f) {
 			return Body{}, false
-		}
-		p.space()
-		switch key {
-		case "alerts":
-			return Body{}, false
-		case "attributes":
-			if !p.byte('{') {
-				return Body{}, false
-			}
-			attrs = map[string]string{}
-			p.space()
-			if p.peek() == '}' {
-				p.i++
-				break
-			}
-			for {
-				k, ok := p.str()
-				if !ok || !p.byte(':') {
-					return Body{}, false
-				}
-				p.space()
-				v, ok := p.str()
-				if !ok {
-					return Body{}, false
-				}
-				attrs[k] = v
-				p.space()
-				if p.peek() == ',' {
-					p.i++
-					p.space()
-					continue
-				}
-				if !p.byte('}') {
-					return Body{}, false
-				}
-				break
-			}
-		default:
-			v, ok := p.str()
-			if !ok {
-				return Body{}, false // a number, null, object...: general path
-			}
-			switch key {
-			case "text":
-				text = &v
-			case "id":
-				id = &v
-			case "from":
-				from = &v
-			}
 		}
 		first = false
-		p.space()
-		if p.peek() == ',' {
-			p.i++
-			continue
-		}
-		if !p.byte('}') {
+		more, ok := p.objectNext()
+		if !ok {
 			return Body{}, false
 		}
-		break
+		if !more {
+			break
+		}
 	}
 	p.space()
-	if p.i != len(data) || text == nil {
+	if p.i != len(data) {
 		return Body{}, false
 	}
-	t := strings.TrimSpace(*text)
+	return f.body()
+}
+
+// envelopeFields holds what fastEnvelope has read so far. The strings are
+// values with has* flags rather than pointers so that nothing in the
+// object loop has to move to the heap.
+type envelopeFields struct {
+	text, id, from          string
+	hasText, hasID, hasFrom bool
+	attrs                   map[string]string
+}
+
+// body turns the fields into the Body the general path would build, or
+// reports false where the general path must decide (no or blank text).
+func (f *envelopeFields) body() (Body, bool) {
+	if !f.hasText {
+		return Body{}, false
+	}
+	t := strings.TrimSpace(f.text)
 	if t == "" {
 		return Body{}, false
 	}
 	b := Body{Text: t, Format: FormatEnvelope}
-	if id != nil {
-		b.ID = strings.TrimSpace(*id)
+	if f.hasID {
+		b.ID = strings.TrimSpace(f.id)
 	}
-	if from != nil {
-		b.From = strings.TrimSpace(*from)
+	if f.hasFrom {
+		b.From = strings.TrimSpace(f.from)
 	}
-	if len(attrs) > 0 {
-		b.Attributes = attrs
+	if len(f.attrs) > 0 {
+		b.Attributes = f.attrs
 	}
 	return b, true
+}
+
+// envelopeField reads one `"key": value` member of the envelope into f.
+// It reports false for anything the fast path does not handle: an
+// "alerts" key (an Alertmanager payload) or a value of another JSON type,
+// which the general path then judges.
+func (s *scanner) envelopeField(f *envelopeFields) bool {
+	key, ok := s.str()
+	if !ok || !s.byte(':') {
+		return false
+	}
+	s.space()
+	switch key {
+	case "alerts":
+		return false
+	case "attributes":
+		f.attrs, ok = s.stringObject()
+		return ok
+	}
+	v, ok := s.str()
+	if !ok {
+		return false // a number, null, object...: general path
+	}
+	switch key {
+	case "text":
+		f.text, f.hasText = v, true
+	case "id":
+		f.id, f.hasID = v, true
+	case "from":
+		f.from, f.hasFrom = v, true
+	}
+	return true
+}
+
+// stringObject reads a JSON object whose values are all strings, as the
+// envelope's "attributes" must be; the last of duplicate keys wins, as in
+// encoding/json. An empty object gives an empty, non-nil map.
+func (s *scanner) stringObject() (map[string]string, bool) {
+	if !s.byte('{') {
+		return nil, false
+	}
+	m := map[string]string{}
+	s.space()
+	if s.peek() == '}' {
+		s.i++
+		return m, true
+	}
+	for {
+		k, ok := s.str()
+		if !ok || !s.byte(':') {
+			return nil, false
+		}
+		s.space()
+		v, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		m[k] = v
+		more, ok := s.objectNext()
+		if !ok {
+			return nil, false
+		}
+		if !more {
+			return m, true
+		}
+	}
+}
+
+// objectNext consumes what follows an object member: a comma (more
+// members follow, and the whitespace after it) or the closing brace.
+// Anything else is not JSON the fast path accepts.
+func (s *scanner) objectNext() (more, ok bool) {
+	s.space()
+	if s.peek() == ',' {
+		s.i++
+		s.space()
+		return true, true
+	}
+	return false, s.byte('}')
 }
 
 // scanner walks JSON bytes for fastEnvelope.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/agent"
 	"google.golang.org/genai"
 
@@ -82,51 +83,92 @@ type turnStart struct {
 	resume *journal.Journal
 }
 
+// activeTurn is one admitted turn as its phases hand it on, in the order
+// they run: what it took, how it was framed, and what became of it.
+type activeTurn struct {
+	turnStart
+	start time.Time
+	batch inbox.Batch
+	gen   uint64 // the ownership the batch was read under
+	// log is the agent's logger with the turn's trace; span the turn's
+	// span and tid its trace id, for the outcome's event.
+	log  *slog.Logger
+	span trace.Span
+	tid  string
+	// prompt is what the model is given; record what the history keeps
+	// of it.
+	prompt, record string
+	sum            TurnSummary
+	// ids name the turn's messages (and, when it completes, the steers
+	// it was shown); eventIDs are the first MaxEventIDs of them.
+	ids, eventIDs []string
+	// seen are the steers the turn's model calls were shown, left those
+	// that came after its last one.
+	seen, left []steer
+}
+
 // turn runs one admitted turn and decides the next wake.
-func (a *Agent) turn(t turnStart) {
-	start := a.clock.Now()
+func (a *Agent) turn(ts turnStart) {
+	t := a.takeBatch(ts)
+	a.framePrompt(t)
+	err := a.runPrompt(t)
+	err = a.recordTurn(t, err)
+	a.settleTurn(t, err)
+	a.announceTurn(t, err)
+}
+
+// takeBatch takes the admitted turn's messages from the inbox: a resumed
+// turn's own, else what the input budget allows.
+func (a *Agent) takeBatch(ts turnStart) *activeTurn {
+	t := &activeTurn{turnStart: ts, start: a.clock.Now()}
 	// Taking the batch and naming it the running turn's are one step, so
 	// a lookup (Message) finds every message in the inbox or the turn.
 	a.mu.Lock()
-	var batch inbox.Batch
 	if t.resume != nil {
-		batch = a.inbox.TakeIDs(t.resume.Messages)
+		t.batch = a.inbox.TakeIDs(t.resume.Messages)
 	} else {
-		batch = a.inbox.Take(a.spec.MaxInputBytes)
+		t.batch = a.inbox.Take(a.spec.MaxInputBytes)
 	}
 	w, d := a.inbox.Len()
-	batch.Waiting = w + d + a.lg.waiting
-	a.current = &runningTurn{n: t.n, msgs: batch.Messages}
-	gen := a.lg.gen // the ownership the batch was read under
+	t.batch.Waiting = w + d + a.lg.waiting
+	a.current = &runningTurn{n: t.n, msgs: t.batch.Messages}
+	t.gen = a.lg.gen // the ownership the batch was read under
 	a.mu.Unlock()
+	return t
+}
+
+// framePrompt frames the turn's causes, notes and batch as its prompt (a
+// resumed turn runs its journal's), opens its span and journal, and says
+// the turn started.
+func (a *Agent) framePrompt(t *activeTurn) {
+	batch := t.batch
 	wakes, instructions, data := coalesce(t.causes)
 	ctx, span, log := a.startTurnSpan(t.ctx, t.n, wakes, batch)
-	t.ctx = ctx
+	t.ctx, t.span, t.log = ctx, span, log
 	framed := inbox.Prompt{Wakes: wakes, Instructions: instructions, Notes: t.notes, Batch: batch, External: data}
-	var prompt, record string
 	if t.resume != nil {
-		prompt, record = t.resume.Prompt, t.resume.Prompt
-		a.keepForNext(t)
+		t.prompt, t.record = t.resume.Prompt, t.resume.Prompt
+		a.keepForNext(t.turnStart)
 	} else {
-		prompt = framed.Render()
-		record = framed.RecordOf(prompt)
+		t.prompt = framed.Render()
+		t.record = framed.RecordOf(t.prompt)
 	}
 	if a.jr != nil {
-		a.jr.begin(t.n, start, wakes, batch, prompt, t.resume)
+		a.jr.begin(t.n, t.start, wakes, batch, t.prompt, t.resume)
 	}
-	sum := TurnSummary{N: t.n, Started: start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(prompt)}
-	ids := make([]string, 0, len(batch.Messages))
+	t.sum = TurnSummary{N: t.n, Started: t.start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(t.prompt)}
+	t.ids = make([]string, 0, len(batch.Messages))
 	for _, m := range batch.Messages {
 		if m.ID != "" {
-			ids = append(ids, m.ID)
+			t.ids = append(t.ids, m.ID)
 		}
 	}
-	eventIDs := messageIDs(batch.Messages) // the first MaxEventIDs
+	t.eventIDs = messageIDs(batch.Messages) // the first MaxEventIDs
 
 	if log.Enabled(t.ctx, slog.LevelInfo) {
-		log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped, "ids", ids)
+		log.Info("turn started", "turn", t.n, "wakes", strings.Join(wakes, "; "), "messages", len(batch.Messages), "dropped", batch.Dropped, "ids", t.ids)
 	}
-	started := map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages), "ids": eventIDs}
+	started := map[string]any{"turn": t.n, "wakes": wakes, "messages": len(batch.Messages), "ids": t.eventIDs}
 	if at := earliest(t.causes); !at.IsZero() {
 		// When the oldest cause arose: wake latency is measured from it.
 		started["cause_at"] = at
@@ -136,7 +178,13 @@ func (a *Agent) turn(t turnStart) {
 		log.Info("turn resumes an unfinished turn", "turn", t.n, "journal_turn", r.Turn, "steps", len(r.Steps), "resumes", r.Resumes)
 		a.emit(events.TurnResumed, map[string]any{"turn": t.n, "journal_turn": r.Turn, "steps": len(r.Steps), "resumes": r.Resumes})
 	}
+}
 
+// runPrompt runs the turn's prompt through the ADK runner within the
+// turn's timeout and guards, and ends the turn's work. It returns why the
+// turn stopped (nil: it completed); the summary takes the guards' usage
+// and cost, and the turn the steers it was shown.
+func (a *Agent) runPrompt(t *activeTurn) error {
 	var timer interface{ Stop() bool }
 	if a.spec.TurnTimeout > 0 {
 		timer = a.clock.AfterFunc(a.spec.TurnTimeout, func() { t.cancel(ErrTurnTimeout) })
@@ -144,7 +192,7 @@ func (a *Agent) turn(t turnStart) {
 	for _, g := range a.guards {
 		g.BeginTurn(a.spec.Name, TurnInfo{N: t.n, Eager: t.eager})
 	}
-	err := a.execute(t.ctx, prompt, &sum)
+	err := a.execute(t.ctx, t.prompt, &t.sum)
 	if timer != nil {
 		timer.Stop()
 	}
@@ -162,26 +210,33 @@ func (a *Agent) turn(t turnStart) {
 		if m, ok := g.(meter); ok {
 			// The guard saw every completed response, including one it
 			// stopped the turn on, which never reached execute.
-			if calls, in, out := m.TurnUsage(a.spec.Name); calls > sum.ModelCalls {
-				sum.ModelCalls, sum.TokensIn, sum.TokensOut = calls, in, out
+			if calls, in, out := m.TurnUsage(a.spec.Name); calls > t.sum.ModelCalls {
+				t.sum.ModelCalls, t.sum.TokensIn, t.sum.TokensOut = calls, in, out
 			}
 		}
 		if c, ok := g.(coster); ok {
-			sum.CostUSD += c.TurnCost(a.spec.Name)
+			t.sum.CostUSD += c.TurnCost(a.spec.Name)
 		}
 	}
-	sum.Duration = a.clock.Now().Sub(start)
-	seen, left := a.endSteers()
-	if err == nil && len(seen) > 0 {
-		sids := steerIDs(seen)
-		ids = append(ids, sids...)
-		eventIDs = append(eventIDs, sids[:min(len(sids), MaxEventIDs-len(eventIDs))]...) // eventIDs holds at most MaxEventIDs
+	t.sum.Duration = a.clock.Now().Sub(t.start)
+	t.seen, t.left = a.endSteers()
+	if err == nil && len(t.seen) > 0 {
+		sids := steerIDs(t.seen)
+		t.ids = append(t.ids, sids...)
+		t.eventIDs = append(t.eventIDs, sids[:min(len(sids), MaxEventIDs-len(t.eventIDs))]...) // eventIDs holds at most MaxEventIDs
 	}
+	return err
+}
 
+// recordTurn stores a completed turn in the history with the agent's
+// cursors past its messages, unless this replica no longer owns the
+// agent. It returns the turn's error: err, a failed record's, or either
+// marked as the lease's loss when the lease went as the turn ended.
+func (a *Agent) recordTurn(t *activeTurn, err error) error {
 	if err == nil && !a.owns() {
 		// Fenced: the lease went while the turn ran and the driver has not
 		// heard yet. Its record would land in the new owner's history.
-		log.Warn("turn not recorded: this replica no longer holds the agent's lease", "turn", t.n)
+		t.log.Warn("turn not recorded: this replica no longer holds the agent's lease", "turn", t.n)
 		err = fmt.Errorf("record turn: %w", ErrLeaseLost)
 	}
 	if err == nil {
@@ -192,11 +247,11 @@ func (a *Agent) turn(t turnStart) {
 		a.mu.Lock()
 		cursors, gen := a.nextCursorsLocked(), a.lg.gen
 		a.mu.Unlock()
-		rec := history.Turn{N: t.n, Messages: ids, Input: genai.NewContentFromText(record, genai.RoleUser), Cursors: cursors}
+		rec := history.Turn{N: t.n, Messages: t.ids, Input: genai.NewContentFromText(t.record, genai.RoleUser), Cursors: cursors}
 		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name, rec); cerr != nil {
 			err = fmt.Errorf("record turn: %w", cerr)
 		} else {
-			a.remember(t.n, ids)
+			a.remember(t.n, t.ids)
 			a.mu.Lock()
 			if gen == a.lg.gen {
 				a.settledLocked(cursors)
@@ -210,64 +265,94 @@ func (a *Agent) turn(t turnStart) {
 		// owner's now, whatever else went wrong.
 		err = fmt.Errorf("%w (%w)", ErrLeaseLost, err)
 	}
-	sum.Outcome = outcome(err)
+	return err
+}
+
+// settleTurn fixes the turn's outcome, ends its journal and span, and
+// settles its messages and causes (settleFailed, settleCompleted).
+func (a *Agent) settleTurn(t *activeTurn, err error) {
+	t.sum.Outcome = outcome(err)
 	if a.jr != nil {
-		sum.Replayed = a.jr.end(sum.Outcome, errors.Is(err, ErrLeaseLost))
+		t.sum.Replayed = a.jr.end(t.sum.Outcome, errors.Is(err, ErrLeaseLost))
 	}
-	tid := traceID(span)
-	a.endTurnSpan(span, sum, err)
+	t.tid = traceID(t.span)
+	a.endTurnSpan(t.span, t.sum, err)
+	if err != nil {
+		a.settleFailed(t, err)
+	} else {
+		a.settleCompleted(t)
+	}
+}
+
+// settleFailed gives a failed turn's messages back to the inbox, to the
+// log (the lease moved) or up (a cut turn), and decides its retry.
+func (a *Agent) settleFailed(t *activeTurn, err error) {
+	batch := t.batch
+	t.sum.Error = err.Error()
+	a.hist.Discard(AppName, a.spec.Name, a.spec.Name)
+	attempts := 0 // interrupted, halted, shut down, a dependency down: not the messages' fault
+	if blamed(t.sum.Outcome) {
+		attempts = MaxAttempts
+	}
+	a.mu.Lock()
+	moved := a.lg.gen != t.gen
+	a.mu.Unlock()
+	// Steered messages ride along with the turn's other tasks.
+	t.causes = append(t.causes, steerCauses(append(t.seen, t.left...))...)
+	cut := isCut(t.sum)
+	requeued := 0
+	switch {
+	case errors.Is(err, ErrLeaseLost) || moved:
+		// The messages are the log's to give again: to the next owner,
+		// or — the lease lost and taken back while the turn ran — to
+		// this one, which reads on from its cursors. Requeued as well,
+		// they would be read twice.
+		a.letGo(batch.Messages)
+	case cut:
+		a.cutMessages(batch.Messages, err)
+	default:
+		a.inbox.Requeue(batch, attempts)
+		requeued = len(batch.Messages)
+	}
+	a.endCurrent()
+	if t.sum.Outcome == OutcomeUnavailable && a.health != nil {
+		a.health.Failed(err)
+	}
+	retryIn := a.afterFailure(t.causes, t.sum.Outcome, cut)
+	if cut {
+		a.tellCut(t.causes, len(batch.Messages), err)
+	}
+	t.log.Warn("turn failed", "turn", t.n, "outcome", t.sum.Outcome, "error", err, "duration", t.sum.Duration, "messages_requeued", requeued, "retry_in", retryIn)
+}
+
+// settleCompleted ends a completed turn: its messages are handled, its
+// notices delivered, and steers that came after its last model call wake
+// the next turn.
+func (a *Agent) settleCompleted(t *activeTurn) {
+	sum := t.sum
+	a.endCurrent()
+	a.deliveredNotices(context.WithoutCancel(t.ctx), t.causes)
+	t.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", t.ids), slog.String("text", clip(sum.Text, 400)))
+	for _, c := range steerCauses(t.left) {
+		// Steered after the turn's last model call: the next turn's.
+		a.wake(c, map[string]any{"steer": true})
+	}
+}
+
+// announceTurn keeps the turn's summary, then sets the next wake and
+// announces the turn's outcome (finish).
+func (a *Agent) announceTurn(t *activeTurn, err error) {
+	sum, batch, eventIDs, tid := t.sum, t.batch, t.eventIDs, t.tid
 	var done func() // announces the outcome once the next wake is set
 	if err != nil {
-		sum.Error = err.Error()
-		a.hist.Discard(AppName, a.spec.Name, a.spec.Name)
-		attempts := 0 // interrupted, halted, shut down, a dependency down: not the messages' fault
-		if blamed(sum.Outcome) {
-			attempts = MaxAttempts
-		}
-		a.mu.Lock()
-		moved := a.lg.gen != gen
-		a.mu.Unlock()
-		// Steered messages ride along with the turn's other tasks.
-		t.causes = append(t.causes, steerCauses(append(seen, left...))...)
-		cut := isCut(sum)
-		requeued := 0
-		switch {
-		case errors.Is(err, ErrLeaseLost) || moved:
-			// The messages are the log's to give again: to the next owner,
-			// or — the lease lost and taken back while the turn ran — to
-			// this one, which reads on from its cursors. Requeued as well,
-			// they would be read twice.
-			a.letGo(batch.Messages)
-		case cut:
-			a.cutMessages(batch.Messages, err)
-		default:
-			a.inbox.Requeue(batch, attempts)
-			requeued = len(batch.Messages)
-		}
-		a.endCurrent()
-		if sum.Outcome == OutcomeUnavailable && a.health != nil {
-			a.health.Failed(err)
-		}
-		retryIn := a.afterFailure(t.causes, sum.Outcome, cut)
-		if cut {
-			a.tellCut(t.causes, len(batch.Messages), err)
-		}
-		log.Warn("turn failed", "turn", t.n, "outcome", sum.Outcome, "error", err, "duration", sum.Duration, "messages_requeued", requeued, "retry_in", retryIn)
 		done = func() {
 			a.emit(events.TurnFailed, withTrace(map[string]any{"turn": t.n, "outcome": sum.Outcome, "error": sum.Error, "duration_ms": sum.Duration.Milliseconds(),
 				"messages": len(batch.Messages), "ids": eventIDs}, tid))
 		}
 	} else {
-		a.endCurrent()
-		a.deliveredNotices(context.WithoutCancel(t.ctx), t.causes)
-		log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", ids), slog.String("text", clip(sum.Text, 400)))
 		done = func() {
 			a.emit(events.TurnCompleted, withTrace(map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": eventIDs, "cost_usd": sum.CostUSD}, tid))
 			a.announceHandled(t.n, batch.Messages)
-		}
-		for _, c := range steerCauses(left) {
-			// Steered after the turn's last model call: the next turn's.
-			a.wake(c, map[string]any{"steer": true})
 		}
 	}
 	if a.records != nil {

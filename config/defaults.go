@@ -33,18 +33,7 @@ func applyDefaults(c *Config) {
 	setDuration(&c.Lease.Heartbeat, time.Second)
 	setString(&c.Log.Level, "info")
 
-	setString(&c.NATS.Listen, "127.0.0.1:4222")
-	setString(&c.NATS.SubjectPrefix, subject.DefaultPrefix)
-	setString(&c.NATS.Stream, "AGENTS")
-	setInt(&c.NATS.MaxMessageBytes, 65536)
-	setBool(&c.NATS.JetStream, true)
-	setDuration(&c.NATS.DuplicateWindow, 2*time.Minute)
-	setDuration(&c.NATS.AckWait, 10*time.Second)
-	setDuration(&c.NATS.DLQMaxAge, 7*24*time.Hour)
-	setInt64(&c.NATS.DLQMaxBytes, 256<<20)
-	setInt(&c.NATS.MaxMsgsPerSubject, defaultMaxMsgsPerSubject)
-	setInt64(&c.NATS.MaxBytes, defaultInputMaxBytes)
-	setInt(&c.NATS.Replicas, 1)
+	applyNATSDefaults(&c.NATS)
 	applyEventsDefaults(&c.Events)
 	applyWebhookDefaults(c)
 
@@ -58,6 +47,34 @@ func applyDefaults(c *Config) {
 	setInt(&c.API.AlertmanagerMaxBytes, 4<<20)
 	setInt(&c.API.MaxInflightBytes, 16<<20)
 
+	applyModelDefaults(c)
+
+	for i := range c.Agents {
+		applyAgentDefaults(&c.Agents[i])
+	}
+	applyMemoryDefaults(c)
+	setString(&c.Metrics.PerAgent, "auto")
+}
+
+// applyNATSDefaults fills the unset fields of nats.
+func applyNATSDefaults(n *NATS) {
+	setString(&n.Listen, "127.0.0.1:4222")
+	setString(&n.SubjectPrefix, subject.DefaultPrefix)
+	setString(&n.Stream, "AGENTS")
+	setInt(&n.MaxMessageBytes, 65536)
+	setBool(&n.JetStream, true)
+	setDuration(&n.DuplicateWindow, 2*time.Minute)
+	setDuration(&n.AckWait, 10*time.Second)
+	setDuration(&n.DLQMaxAge, 7*24*time.Hour)
+	setInt64(&n.DLQMaxBytes, 256<<20)
+	setInt(&n.MaxMsgsPerSubject, defaultMaxMsgsPerSubject)
+	setInt64(&n.MaxBytes, defaultInputMaxBytes)
+	setInt(&n.Replicas, 1)
+}
+
+// applyModelDefaults fills the unset fields of each model: a scripted
+// model's name, a provider model's timeout, retries and max_tokens.
+func applyModelDefaults(c *Config) {
 	for name, m := range c.Models {
 		// A scripted model has no provider-side name; its key stands in, so
 		// pricing and metrics have something to look up.
@@ -76,53 +93,52 @@ func applyDefaults(c *Config) {
 		}
 		c.Models[name] = m
 	}
+}
 
-	for i := range c.Agents {
-		a := &c.Agents[i]
-		setDuration(&a.Sleep.Max, 24*time.Hour)
-		if a.Sleep.Min == 0 {
-			floor := Duration(10 * time.Second)
-			if a.Sleep.Default > 0 {
-				floor = min(floor, a.Sleep.Default)
-			}
-			a.Sleep.Min = max(min(floor, a.Sleep.Max), 0)
+// applyAgentDefaults fills the unset fields of one agent, its
+// subscriptions and its schedules.
+func applyAgentDefaults(a *Agent) {
+	setDuration(&a.Sleep.Max, 24*time.Hour)
+	if a.Sleep.Min == 0 {
+		floor := Duration(10 * time.Second)
+		if a.Sleep.Default > 0 {
+			floor = min(floor, a.Sleep.Default)
 		}
-		setString(&a.Watchdog.Mode, "enforce")
-		setInt(&a.Watchdog.Repeat, 5)
-		setInt(&a.Watchdog.CycleRepeats, 3)
-		setInt(&a.Watchdog.Dominant, 8)
-		setInt(&a.Watchdog.Window, 12)
-		setInt(&a.Watchdog.Failures, 3)
-		setInt(&a.Watchdog.TurnRepeat, 5)
-		setInt(&a.Subagents.Max, 3)
-		setInt(&a.Subagents.Depth, 1)
-		setDuration(&a.Subagents.Timeout, 10*time.Minute)
-		setInt(&a.Limits.ModelCallsPerTurn, 50)
-		setInt(&a.Limits.ToolCallsPerTurn, 100)
-		setInt(&a.Limits.TokensPerTurn, 500000)
-		setInt(&a.Limits.TurnsPerHour, 360)
-		setInt(&a.Limits.TurnBurst, 20)
-		setInt(&a.Inbox.Cap, 256)
-		setDuration(&a.Turn.Timeout, 10*time.Minute)
-		setInt(&a.Turn.MaxPerWake, 10)
-		setInt(&a.Turn.HistoryTurns, 10)
-		setDuration(&a.Turn.Retry.Base, 2*time.Second)
-		setDuration(&a.Turn.Retry.Max, 5*time.Minute)
-		setInt(&a.Turn.MaxInputBytes, 256<<10)
-		setDuration(&a.Turn.ResumeWithin, time.Hour)
-		setDuration(&a.ApprovalTTL, time.Hour)
-		for j := range a.Subscribe {
-			setString(&a.Subscribe[j].Mode, "inbox")
-		}
-		for j := range a.Schedules {
-			s := &a.Schedules[j]
-			setString(&s.Timezone, "UTC")
-			setString(&s.Overlap, "skip")
-			setBool(&s.Enabled, true)
-		}
+		a.Sleep.Min = max(min(floor, a.Sleep.Max), 0)
 	}
-	applyMemoryDefaults(c)
-	setString(&c.Metrics.PerAgent, "auto")
+	setString(&a.Watchdog.Mode, "enforce")
+	setInt(&a.Watchdog.Repeat, 5)
+	setInt(&a.Watchdog.CycleRepeats, 3)
+	setInt(&a.Watchdog.Dominant, 8)
+	setInt(&a.Watchdog.Window, 12)
+	setInt(&a.Watchdog.Failures, 3)
+	setInt(&a.Watchdog.TurnRepeat, 5)
+	setInt(&a.Subagents.Max, 3)
+	setInt(&a.Subagents.Depth, 1)
+	setDuration(&a.Subagents.Timeout, 10*time.Minute)
+	setInt(&a.Limits.ModelCallsPerTurn, 50)
+	setInt(&a.Limits.ToolCallsPerTurn, 100)
+	setInt(&a.Limits.TokensPerTurn, 500000)
+	setInt(&a.Limits.TurnsPerHour, 360)
+	setInt(&a.Limits.TurnBurst, 20)
+	setInt(&a.Inbox.Cap, 256)
+	setDuration(&a.Turn.Timeout, 10*time.Minute)
+	setInt(&a.Turn.MaxPerWake, 10)
+	setInt(&a.Turn.HistoryTurns, 10)
+	setDuration(&a.Turn.Retry.Base, 2*time.Second)
+	setDuration(&a.Turn.Retry.Max, 5*time.Minute)
+	setInt(&a.Turn.MaxInputBytes, 256<<10)
+	setDuration(&a.Turn.ResumeWithin, time.Hour)
+	setDuration(&a.ApprovalTTL, time.Hour)
+	for j := range a.Subscribe {
+		setString(&a.Subscribe[j].Mode, "inbox")
+	}
+	for j := range a.Schedules {
+		s := &a.Schedules[j]
+		setString(&s.Timezone, "UTC")
+		setString(&s.Overlap, "skip")
+		setBool(&s.Enabled, true)
+	}
 }
 
 func setString(p *string, def string) {

@@ -1,0 +1,78 @@
+package background
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/natsbus"
+	"github.com/agent-worker/agent-worker/tracing"
+)
+
+// publishReport publishes a report to the parent's inbox subject (see
+// the package documentation), retrying until JetStream has it or quit is
+// closed. It reports whether it was published (or already was: a
+// duplicate of the same id).
+func (r *remote) publishReport(parent, id, text, traceParent string, quit <-chan struct{}) bool {
+	o := r.opts()
+	msg := nats.NewMsg(o.Subjects.Inbox(parent))
+	tracing.SetNATS(msg.Header, traceParent)
+	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
+	msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(parent, id))
+	msg.Header.Set(natsinbox.HeaderVia, natsinbox.ViaSubagent)
+	natsinbox.SealVia(o.Seal, msg)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		ack, err := o.JetStream.PublishMsg(ctx, msg)
+		cancel()
+		if err == nil {
+			if ack.Duplicate {
+				o.Log.Info("subagent report was already published", "agent", parent, "subagent", id)
+			}
+			return true
+		}
+		o.Log.Warn("subagent report not published yet; retrying", "agent", parent, "subagent", id, "error", natsbus.Full(err))
+		select {
+		case <-quit:
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// encodeReport is the report's JSON envelope (text, id, from, attributes)
+// as inbox.ParseBody reads it, its text cut so that it fits limit bytes.
+func encodeReport(id, text string, limit int) []byte {
+	for {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(struct {
+			Text       string            `json:"text"`
+			ID         string            `json:"id"`
+			From       string            `json:"from"`
+			Attributes map[string]string `json:"attributes"`
+		}{text, id, id, map[string]string{"via": natsinbox.ViaSubagent}})
+		data := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		over := len(data) - limit
+		if over <= 0 || len(text) == 0 {
+			return data
+		}
+		const note = "\n[report cut to fit nats.max_message_bytes]"
+		cut := max(len(text)-over-len(note)-16, 0)
+		for cut > 0 && !utf8RuneStart(text[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			text = ""
+			continue
+		}
+		text = text[:cut] + note
+	}
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -171,9 +171,22 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 
 	m.lazy = opts.PerAgent.resolve(len(byName)) == PerAgentLazy
 
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
-	}
+	m.newTurnMetrics()
+	m.newModelMetrics()
+	m.newAPIMetrics()
+	m.register(src)
+	m.precreate()
+	m.handler = newHandler(m.reg)
+	return m
+}
+
+// counter is a counter vector of the worker's namespace.
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+// newTurnMetrics makes the series of turns, wakes and messages.
+func (m *Metrics) newTurnMetrics() {
 	m.turns = counter("turns_total",
 		"Turns that ended, by outcome: completed, or why it failed (failed, timeout, interrupted, halted, shutdown, capped, unavailable: a dependency was down).",
 		"agent", "outcome")
@@ -216,6 +229,11 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.unsealed = counter("messages_unsealed_total",
 		"Messages that claimed to come through the worker (an Alertmanager notification, a subagent's report: the Agent-Worker-Via header; a sender the API authenticated: the Agent-Worker-Sender header) without the deployment's seal. The claim is ignored and the message delivered as an ordinary external message; anything above 0 is a publisher forging the header, or a replica of a version before seals.",
 		"agent")
+}
+
+// newModelMetrics makes the series of what turns do: model and tool
+// calls, guardrails, the watchdog, subagents and schedules.
+func (m *Metrics) newModelMetrics() {
 	m.modelRequests = counter("model_requests_total",
 		"Model calls, by outcome: ok (a response with usage), error (the call failed for good: the turn fails or falls back), retry (a failed attempt that was retried) or rate_limited (a 429 that was retried after Retry-After). The model label is the configured model name.",
 		"agent", "model", "outcome")
@@ -247,6 +265,10 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.scheduleLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "schedule_last_run_timestamp_seconds",
 		Help: "When the schedule's last fired tick was due, in seconds since the Unix epoch (no series until it first fires)."},
 		[]string{"agent", "schedule"})
+}
+
+// newAPIMetrics makes the series of the operator API and of ownership.
+func (m *Metrics) newAPIMetrics() {
 	m.httpRequests = counter("http_requests_total",
 		"Operator API requests answered, by route pattern (\"POST /v1/alertmanager/{name}\"; \"other\" for a path no route matched) and status code.",
 		"route", "code")
@@ -259,7 +281,12 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 	m.ownership = counter("ownership_changes_total",
 		"Times this replica gained or gave up an agent, by reason: acquired (took its lease), released (let it go as it stopped), lost (another replica holds the lease, or it could not be renewed in time; a running turn was cancelled), handed_over (the agent is placed on another replica; its running turn finished first).",
 		"agent", "reason")
+}
 
+// register makes the metrics kept beside Metrics' own (memory, skipped
+// turns, asks, input, webhooks, store, config) and registers them, the
+// collectors reporting src and Metrics' own series.
+func (m *Metrics) register(src Source) {
 	m.memory = newMemoryMetrics()
 	m.reg.MustRegister(m.memory.collectors()...)
 	m.skipped = newSkipMetrics()
@@ -288,21 +315,22 @@ func NewWith(agents []AgentInfo, src Source, opts Options) *Metrics {
 		newGaugeCollector(&m.agents, src, m.lazy),
 		m.drops,
 	)
-	m.precreate()
+}
 
+// newHandler is the scrape handler of reg.
+func newHandler(reg *prometheus.Registry) http.Handler {
 	// HandlerOpts.Registry adds promhttp_metric_handler_errors_total to
 	// the registry, and InstrumentMetricHandler the scrape counters, so a
 	// failing scrape is itself visible. Built once: registering twice
 	// would panic.
-	m.handler = promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		Registry:      m.reg,
+	return promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		Registry:      reg,
 		ErrorHandling: promhttp.ContinueOnError,
 		// A scrape that asks for OpenMetrics (Prometheus with exemplar
 		// storage) gets turn_duration_seconds' exemplars: the trace id
 		// of a traced turn.
 		EnableOpenMetrics: true,
 	}))
-	return m
 }
 
 // precreate makes every series of the fixed label sets exist at 0, so

@@ -81,6 +81,29 @@ func (m *Metrics) record(e events.Event) {
 		m.drops.unconfigured.Add(1)
 		return
 	}
+	switch e.Type {
+	case events.TurnCompleted, events.TurnFailed, events.TurnStarted, events.Wake,
+		events.RetryScheduled, events.ApprovalRequested, events.ApprovalDecided,
+		events.TurnResumed, events.JournalAbandoned, events.Throttled,
+		events.TurnSkipped, events.WakeDropped:
+		m.recordTurn(e)
+	case events.MessageQueued, events.MessageRejected, events.MessageDropped, events.MessageUnsealed:
+		m.recordMessage(e)
+	case eventModelUsage, eventModelError, eventModelRetry, eventModelFallback:
+		m.recordModel(e, a)
+	case events.MemoryCompacted, events.MemoryCompactionFailed, events.MemoryCompactionSkipped, events.MemoryTurnsDropped:
+		m.memory.record(e)
+	case events.Asked:
+		m.asks.record(e)
+	case eventToolCall, eventGuardrailTripped, eventWatchdogAlert,
+		eventSubagentFinished, eventSubagentStarted, eventScheduleRun:
+		m.recordWork(e, a)
+	}
+}
+
+// recordTurn counts an event of a turn's life: its wake, start and end,
+// retries, resumptions, approvals and throttling.
+func (m *Metrics) recordTurn(e events.Event) {
 	d := e.Data
 	switch e.Type {
 	case events.TurnCompleted:
@@ -97,14 +120,6 @@ func (m *Metrics) record(e events.Event) {
 		}
 	case events.Wake:
 		m.wakes.WithLabelValues(e.Agent, oneOf(text(d["source"]), wakeSources)).Inc()
-	case events.MessageQueued:
-		if d["redelivered"] == true {
-			// Received before (by this or another process) and not handled
-			// then: counted once, not once per delivery.
-			m.redelivered.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
-			return
-		}
-		m.received.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
 	case events.RetryScheduled:
 		m.retries.WithLabelValues(e.Agent, oneOf(text(d["reason"]), retryReasons)).Inc()
 	case events.ApprovalRequested:
@@ -121,12 +136,36 @@ func (m *Metrics) record(e events.Event) {
 		m.skipped.record(e)
 	case events.WakeDropped:
 		m.wakesDropped.WithLabelValues(e.Agent, oneOf(text(d["source"]), wakeSources)).Inc()
+	}
+}
+
+// recordMessage counts an event of a message of a configured agent:
+// queued, redelivered, rejected, dropped or unsealed.
+func (m *Metrics) recordMessage(e events.Event) {
+	d := e.Data
+	switch e.Type {
+	case events.MessageQueued:
+		if d["redelivered"] == true {
+			// Received before (by this or another process) and not handled
+			// then: counted once, not once per delivery.
+			m.redelivered.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
+			return
+		}
+		m.received.WithLabelValues(e.Agent, oneOf(text(d["kind"]), messageKinds)).Inc()
 	case events.MessageRejected:
 		m.recordRejected(e)
 	case events.MessageDropped:
 		m.rejected.WithLabelValues(e.Agent, droppedReason(d)).Inc()
 	case events.MessageUnsealed:
 		m.unsealed.WithLabelValues(e.Agent).Inc()
+	}
+}
+
+// recordModel counts a model call's event under the model it names, as
+// the agent a knows it.
+func (m *Metrics) recordModel(e events.Event, a *agent) {
+	d := e.Data
+	switch e.Type {
 	case eventModelUsage:
 		// Under the model that answered: the agent's, or a fallback.
 		model, priced := a.modelLabel(text(d["model"]))
@@ -145,10 +184,15 @@ func (m *Metrics) record(e events.Event) {
 		m.modelRequests.WithLabelValues(e.Agent, model, oneOf(text(d["outcome"]), []string{"retry", "rate_limited"})).Inc()
 	case eventModelFallback:
 		m.recordFallback(e.Agent, a, d)
-	case events.MemoryCompacted, events.MemoryCompactionFailed, events.MemoryCompactionSkipped, events.MemoryTurnsDropped:
-		m.memory.record(e)
-	case events.Asked:
-		m.asks.record(e)
+	}
+}
+
+// recordWork counts what a turn did besides calling its model: tool
+// calls, guardrail trips, watchdog alerts, subagents and schedule runs.
+// A run of a schedule a does not configure is counted only as dropped.
+func (m *Metrics) recordWork(e events.Event, a *agent) {
+	d := e.Data
+	switch e.Type {
 	case eventToolCall:
 		tool := text(d["tool"])
 		if !a.tools[tool] {

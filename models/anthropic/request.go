@@ -66,19 +66,44 @@ func messageParams(name string, maxTokens, budget int64, req *model.LLMRequest) 
 		p.MaxTokens += budget
 	}
 
+	msgs, err := messages(req.Contents, thinking)
+	if err != nil {
+		return p, err
+	}
+	p.Messages = msgs
+
+	tools, err := toolParams(cfg.Tools)
+	if err != nil {
+		return p, err
+	}
+	p.Tools = tools
+	if len(p.Tools) > 0 {
+		p.ToolChoice = toolChoice(cfg.ToolConfig)
+	}
+	if len(cfg.StopSequences) > 0 {
+		p.StopSequences = cfg.StopSequences
+	}
+	return p, nil
+}
+
+// messages turns the request's contents into the Messages API's
+// alternating turns. Consecutive contents of the same role are merged into
+// one message, because the API rejects two user or two assistant messages
+// in a row; in a user message tool results go first, as the API requires.
+func messages(contents []*genai.Content, thinking bool) ([]sdk.MessageParam, error) {
 	type turn struct {
 		assistant bool
 		blocks    []sdk.ContentBlockParamUnion
 	}
 	var turns []turn
-	for i, c := range req.Contents {
+	for i, c := range contents {
 		if c == nil {
 			continue
 		}
 		assistant := c.Role == genai.RoleModel
 		blocks, err := contentBlocks(c, assistant, thinking)
 		if err != nil {
-			return p, fmt.Errorf("contents[%d]: %w", i, err)
+			return nil, fmt.Errorf("contents[%d]: %w", i, err)
 		}
 		if len(blocks) == 0 {
 			continue
@@ -90,44 +115,56 @@ func messageParams(name string, maxTokens, budget int64, req *model.LLMRequest) 
 		turns = append(turns, turn{assistant: assistant, blocks: blocks})
 	}
 	if len(turns) == 0 {
-		return p, fmt.Errorf("request has no messages")
+		return nil, fmt.Errorf("request has no messages")
 	}
+	var msgs []sdk.MessageParam
 	for _, t := range turns {
 		if t.assistant {
-			p.Messages = append(p.Messages, sdk.NewAssistantMessage(t.blocks...))
+			msgs = append(msgs, sdk.NewAssistantMessage(t.blocks...))
 		} else {
-			p.Messages = append(p.Messages, sdk.NewUserMessage(toolResultsFirst(t.blocks)...))
+			msgs = append(msgs, sdk.NewUserMessage(toolResultsFirst(t.blocks)...))
 		}
 	}
+	return msgs, nil
+}
 
-	fns, err := wire.Functions(cfg.Tools)
+// toolParams declares the request's function tools to the API, each with
+// its JSON schema and, when it has one, its description.
+func toolParams(tools []*genai.Tool) ([]sdk.ToolUnionParam, error) {
+	fns, err := wire.Functions(tools)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
+	var out []sdk.ToolUnionParam
 	for _, f := range fns {
 		tp := sdk.ToolParam{Name: f.Name, InputSchema: inputSchema(f.Parameters)}
 		if f.Description != "" {
 			tp.Description = sdk.String(f.Description)
 		}
-		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &tp})
+		out = append(out, sdk.ToolUnionParam{OfTool: &tp})
 	}
-	if tc := cfg.ToolConfig; tc != nil && tc.FunctionCallingConfig != nil && len(p.Tools) > 0 {
-		fc := tc.FunctionCallingConfig
-		switch fc.Mode {
-		case genai.FunctionCallingConfigModeNone:
-			p.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
-		case genai.FunctionCallingConfigModeAny, genai.FunctionCallingConfigModeValidated:
-			if len(fc.AllowedFunctionNames) == 1 {
-				p.ToolChoice = sdk.ToolChoiceUnionParam{OfTool: &sdk.ToolChoiceToolParam{Name: fc.AllowedFunctionNames[0]}}
-			} else {
-				p.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
-			}
+	return out, nil
+}
+
+// toolChoice maps genai's function-calling mode onto the API's tool
+// choice: NONE forbids tools, ANY and VALIDATED force a tool (the one
+// named, when exactly one is allowed). Other modes, or no config, leave
+// the choice unset so the API's default (auto) applies.
+func toolChoice(tc *genai.ToolConfig) sdk.ToolChoiceUnionParam {
+	if tc == nil || tc.FunctionCallingConfig == nil {
+		return sdk.ToolChoiceUnionParam{}
+	}
+	fc := tc.FunctionCallingConfig
+	switch fc.Mode {
+	case genai.FunctionCallingConfigModeNone:
+		return sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
+	case genai.FunctionCallingConfigModeAny, genai.FunctionCallingConfigModeValidated:
+		if len(fc.AllowedFunctionNames) == 1 {
+			return sdk.ToolChoiceUnionParam{OfTool: &sdk.ToolChoiceToolParam{Name: fc.AllowedFunctionNames[0]}}
 		}
+		return sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
 	}
-	if len(cfg.StopSequences) > 0 {
-		p.StopSequences = cfg.StopSequences
-	}
-	return p, nil
+	return sdk.ToolChoiceUnionParam{}
 }
 
 // forcesTool reports whether cfg makes the model call a tool (tool_choice

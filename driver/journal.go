@@ -280,87 +280,101 @@ func (j *journaler) writeLocked(ctx context.Context) error {
 // plugin records and replays the running turn's steps.
 func (j *journaler) plugin() *plugin.Plugin {
 	p, _ := plugin.New(plugin.Config{
-		Name: "journal",
-		BeforeModelCallback: func(ctx agent.CallbackContext, _ *model.LLMRequest) (*model.LLMResponse, error) {
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			if j.cur == nil {
-				return nil, nil
-			}
-			if j.unsaved != nil {
-				if err := j.saveLocked(ctx); err != nil {
-					return nil, err
-				}
-			}
-			k := j.models
-			j.models++
-			if r := j.cur.Model(k); r != nil {
-				j.replayed++
-				return r.LLMResponse(), nil
-			}
-			return nil, nil
-		},
-		AfterModelCallback: func(ctx agent.CallbackContext, resp *model.LLMResponse, err error) (*model.LLMResponse, error) {
-			if err != nil || resp == nil || resp.Partial || resp.Content == nil {
-				return nil, nil
-			}
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			if j.cur == nil {
-				return nil, nil
-			}
-			if len(j.cur.Steps) == 0 && !callsTools(resp) {
-				return nil, nil // a single-step turn: nothing to resume
-			}
-			// The guards charged the response (they run before this
-			// plugin); their charge is stored before the response is
-			// recorded, so a replay — never charged — finds it paid once.
-			if err := j.a.flushCharges(ctx); err != nil {
-				j.unsaved = err
-				return nil, err
-			}
-			j.cur.AddModel(resp)
-			return nil, j.saveLocked(ctx)
-		},
-		BeforeToolCallback: func(ctx tool.Context, t tool.Tool, _ map[string]any) (map[string]any, error) {
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			if j.cur == nil {
-				return nil, nil
-			}
-			if r, ok := j.cur.Result(ctx.FunctionCallID(), t.Name()); ok {
-				j.replayed++
-				if j.replayedCalls == nil {
-					j.replayedCalls = map[string]bool{}
-				}
-				j.replayedCalls[ctx.FunctionCallID()] = true
-				if rerunOnResume[t.Name()] {
-					return nil, nil // its effect lived in the lost turn's memory
-				}
-				if r == nil {
-					r = map[string]any{}
-				}
-				return r, nil
-			}
-			return nil, nil
-		},
-		AfterToolCallback: func(ctx tool.Context, t tool.Tool, _, result map[string]any, err error) (map[string]any, error) {
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			if j.cur == nil || j.replayedCalls[ctx.FunctionCallID()] {
-				return nil, nil
-			}
-			if err != nil {
-				result = map[string]any{"error": err.Error()}
-			}
-			j.cur.AddResult(ctx.FunctionCallID(), t.Name(), result)
-			// A failed write is not the tool's error: the model gets the
-			// result, and the next model call waits for the write.
-			_ = j.saveLocked(ctx)
-			return nil, nil
-		},
+		Name:                "journal",
+		BeforeModelCallback: j.beforeModel,
+		AfterModelCallback:  j.afterModel,
+		BeforeToolCallback:  j.beforeTool,
+		AfterToolCallback:   j.afterTool,
 	})
 	return p
+}
+
+// beforeModel saves what the last write left unsaved, and replays the
+// model call's recorded response when the journal has one.
+func (j *journaler) beforeModel(ctx agent.CallbackContext, _ *model.LLMRequest) (*model.LLMResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cur == nil {
+		return nil, nil
+	}
+	if j.unsaved != nil {
+		if err := j.saveLocked(ctx); err != nil {
+			return nil, err
+		}
+	}
+	k := j.models
+	j.models++
+	if r := j.cur.Model(k); r != nil {
+		j.replayed++
+		return r.LLMResponse(), nil
+	}
+	return nil, nil
+}
+
+// afterModel records a model response of a turn with more than one step.
+func (j *journaler) afterModel(ctx agent.CallbackContext, resp *model.LLMResponse, err error) (*model.LLMResponse, error) {
+	if err != nil || resp == nil || resp.Partial || resp.Content == nil {
+		return nil, nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cur == nil {
+		return nil, nil
+	}
+	if len(j.cur.Steps) == 0 && !callsTools(resp) {
+		return nil, nil // a single-step turn: nothing to resume
+	}
+	// The guards charged the response (they run before this
+	// plugin); their charge is stored before the response is
+	// recorded, so a replay — never charged — finds it paid once.
+	if err := j.a.flushCharges(ctx); err != nil {
+		j.unsaved = err
+		return nil, err
+	}
+	j.cur.AddModel(resp)
+	return nil, j.saveLocked(ctx)
+}
+
+// beforeTool replays the tool call's recorded result when the journal
+// has one (but for the tools rerunOnResume runs again).
+func (j *journaler) beforeTool(ctx tool.Context, t tool.Tool, _ map[string]any) (map[string]any, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cur == nil {
+		return nil, nil
+	}
+	if r, ok := j.cur.Result(ctx.FunctionCallID(), t.Name()); ok {
+		j.replayed++
+		if j.replayedCalls == nil {
+			j.replayedCalls = map[string]bool{}
+		}
+		j.replayedCalls[ctx.FunctionCallID()] = true
+		if rerunOnResume[t.Name()] {
+			return nil, nil // its effect lived in the lost turn's memory
+		}
+		if r == nil {
+			r = map[string]any{}
+		}
+		return r, nil
+	}
+	return nil, nil
+}
+
+// afterTool records a tool call's result (its error as one).
+func (j *journaler) afterTool(ctx tool.Context, t tool.Tool, _, result map[string]any, err error) (map[string]any, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cur == nil || j.replayedCalls[ctx.FunctionCallID()] {
+		return nil, nil
+	}
+	if err != nil {
+		result = map[string]any{"error": err.Error()}
+	}
+	j.cur.AddResult(ctx.FunctionCallID(), t.Name(), result)
+	// A failed write is not the tool's error: the model gets the
+	// result, and the next model call waits for the write.
+	_ = j.saveLocked(ctx)
+	return nil, nil
 }
 
 // rerunOnResume are the tools a resumed turn runs again instead of taking

@@ -343,24 +343,8 @@ func (a *Agent) foldMemory(ctx context.Context) {
 		}
 		return
 	}
-	if gate == SkipPaused && forced {
-		gate = "" // an operator's fold runs behind a pause
-	}
-	if gate != "" {
-		a.foldSkipped(gate, "", len(held))
+	if a.foldHeldBack(ctx, gate, forced, len(held)) {
 		return
-	}
-	if a.health != nil {
-		if err := a.health.Unavailable(); err != nil {
-			a.foldSkipped(SkipUnavailable, err.Error(), len(held))
-			return
-		}
-	}
-	for _, g := range a.guards {
-		if err := g.Admit(ctx, a.spec.Name); err != nil {
-			a.foldSkipped(SkipGuardrail, err.Error(), len(held))
-			return
-		}
 	}
 
 	if !forced {
@@ -372,6 +356,40 @@ func (a *Agent) foldMemory(ctx context.Context) {
 		}
 		held = foldBatch(all, a.foldKeep())
 	}
+	a.fold(ctx, gen, prev, held, forced)
+}
+
+// foldHeldBack reports whether a fold of held turns waits, and says why
+// (foldSkipped): behind the agent's gate (halted, or paused unless the
+// fold is forced), an outage or a guardrail.
+func (a *Agent) foldHeldBack(ctx context.Context, gate string, forced bool, held int) bool {
+	if gate == SkipPaused && forced {
+		gate = "" // an operator's fold runs behind a pause
+	}
+	if gate != "" {
+		a.foldSkipped(gate, "", held)
+		return true
+	}
+	if a.health != nil {
+		if err := a.health.Unavailable(); err != nil {
+			a.foldSkipped(SkipUnavailable, err.Error(), held)
+			return true
+		}
+	}
+	for _, g := range a.guards {
+		if err := g.Admit(ctx, a.spec.Name); err != nil {
+			a.foldSkipped(SkipGuardrail, err.Error(), held)
+			return true
+		}
+	}
+	return false
+}
+
+// fold folds held into the memory prev with one model call, within the
+// turn timeout and cut short by a shutdown; charges its cost to the
+// guards; and stores what it wrote (foldDone) or says it failed.
+func (a *Agent) fold(ctx context.Context, gen uint64, prev string, held []history.Held, forced bool) {
+	m := &a.mem
 	turns := make([]memory.Turn, len(held))
 	for i, h := range held {
 		turns[i] = memory.Turn{N: h.N, At: h.At, Events: h.Events}

@@ -98,6 +98,28 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	want, err := streamConfig(spec)
+	if err != nil {
+		return nil, err
+	}
+	s, err := js.Stream(ctx, spec.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, want)
+		if err != nil {
+			return nil, fmt.Errorf("create stream %s over %v%s: %w", spec.Name, want.Subjects, replicasHint(err, want.Replicas), err)
+		}
+		log.Info("stream created", "stream", spec.Name, "subjects", want.Subjects, "replicas", want.Replicas, "max_consumers", want.MaxConsumers)
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", spec.Name, err)
+	}
+	return updateStream(ctx, js, s, spec, want, log)
+}
+
+// streamConfig is the configuration spec asks for, with its defaults
+// applied, or an error when spec contradicts itself.
+func streamConfig(spec StreamSpec) (jetstream.StreamConfig, error) {
 	switch {
 	case spec.MaxAge == 0:
 		spec.MaxAge = 7 * 24 * time.Hour
@@ -108,18 +130,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		spec.Description = "agent-worker: agents' inbox and deferred input"
 	}
 	if spec.Replicas < 0 {
-		return nil, fmt.Errorf("stream %s: replicas must not be negative; got %d", spec.Name, spec.Replicas)
+		return jetstream.StreamConfig{}, fmt.Errorf("stream %s: replicas must not be negative; got %d", spec.Name, spec.Replicas)
 	}
-	retention := jetstream.InterestPolicy
-	switch {
-	case spec.WorkQueue && spec.Limits:
-		return nil, fmt.Errorf("stream %s: a stream is either a work queue or limits-based", spec.Name)
-	case spec.WorkQueue:
-		retention = jetstream.WorkQueuePolicy
-	case spec.Limits:
-		retention = jetstream.LimitsPolicy
-	case spec.DiscardNew:
-		return nil, fmt.Errorf("stream %s: discarding new messages needs a limits-based stream", spec.Name)
+	retention, err := retentionOf(spec)
+	if err != nil {
+		return jetstream.StreamConfig{}, err
 	}
 	discard := jetstream.DiscardOld
 	if spec.DiscardNew {
@@ -137,7 +152,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	// alerts.prod.>); a stream's subjects may not overlap.
 	subjects, err := subject.Cover(slices.Sorted(slices.Values(spec.Subjects)))
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", spec.Name, err)
+		return jetstream.StreamConfig{}, fmt.Errorf("stream %s: %w", spec.Name, err)
 	}
 	want := jetstream.StreamConfig{
 		Name:        spec.Name,
@@ -159,26 +174,32 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	if spec.MaxConsumers > 0 {
 		want.MaxConsumers = spec.MaxConsumers
 	}
-	s, err := js.Stream(ctx, spec.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, want)
-		if err != nil {
-			return nil, fmt.Errorf("create stream %s over %v%s: %w", spec.Name, subjects, replicasHint(err, want.Replicas), err)
-		}
-		log.Info("stream created", "stream", spec.Name, "subjects", subjects, "replicas", want.Replicas, "max_consumers", want.MaxConsumers)
-		return s, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up stream %s: %w", spec.Name, err)
-	}
-	have := s.CachedInfo().Config
+	return want, nil
+}
+
+// retentionOf is the retention policy spec asks for: interest, work
+// queue or limits.
+func retentionOf(spec StreamSpec) (jetstream.RetentionPolicy, error) {
+	retention := jetstream.InterestPolicy
 	switch {
-	case have.Metadata[managedKey] == "":
-		return nil, fmt.Errorf("%w: stream %s exists but was not created by agent-worker (subjects %v); set nats.stream to another name", ErrStreamConflict, spec.Name, have.Subjects)
-	case have.Retention != want.Retention:
-		return nil, fmt.Errorf("%w: stream %s has retention %s, agent-worker needs %s; delete it or set nats.stream to another name", ErrStreamConflict, spec.Name, have.Retention, want.Retention)
-	case have.Storage != want.Storage:
-		return nil, fmt.Errorf("%w: stream %s has storage %s, agent-worker needs %s", ErrStreamConflict, spec.Name, have.Storage, want.Storage)
+	case spec.WorkQueue && spec.Limits:
+		return 0, fmt.Errorf("stream %s: a stream is either a work queue or limits-based", spec.Name)
+	case spec.WorkQueue:
+		retention = jetstream.WorkQueuePolicy
+	case spec.Limits:
+		retention = jetstream.LimitsPolicy
+	case spec.DiscardNew:
+		return 0, fmt.Errorf("stream %s: discarding new messages needs a limits-based stream", spec.Name)
+	}
+	return retention, nil
+}
+
+// updateStream brings s, the existing stream of spec, up to want, or
+// refuses with an error wrapping ErrStreamConflict when it cannot.
+func updateStream(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, spec StreamSpec, want jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
+	have := s.CachedInfo().Config
+	if err := streamConflict(spec.Name, have, want); err != nil {
+		return nil, err
 	}
 	have.Subjects = slices.Sorted(slices.Values(have.Subjects))
 	if spec.Replicas == 0 {
@@ -201,9 +222,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 	upd.Subjects, upd.Duplicates, upd.MaxAge, upd.Replicas = want.Subjects, want.Duplicates, want.MaxAge, want.Replicas
 	upd.MaxBytes, upd.MaxConsumers = want.MaxBytes, want.MaxConsumers
 	upd.Discard, upd.MaxMsgsPerSubject, upd.DiscardNewPerSubject, upd.AllowDirect = want.Discard, want.MaxMsgsPerSubject, want.DiscardNewPerSubject, want.AllowDirect
-	s, err = js.UpdateStream(ctx, upd)
+	s, err := js.UpdateStream(ctx, upd)
 	if err != nil {
-		return nil, fmt.Errorf("update stream %s to subjects %v, %d replicas%s: %w", spec.Name, subjects, want.Replicas, replicasHint(err, want.Replicas), err)
+		return nil, fmt.Errorf("update stream %s to subjects %v, %d replicas%s: %w", spec.Name, want.Subjects, want.Replicas, replicasHint(err, want.Replicas), err)
 	}
 	if !sameReplicas {
 		// New copies catch up from the others in the background; the
@@ -211,11 +232,26 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec, 
 		log.Info("stream replicas changed", "stream", spec.Name, "replicas", want.Replicas, "was", have.Replicas)
 	}
 	if !sameRest {
-		log.Info("stream updated", "stream", spec.Name, "subjects", subjects, "was", have.Subjects, "duplicate_window", want.Duplicates,
+		log.Info("stream updated", "stream", spec.Name, "subjects", want.Subjects, "was", have.Subjects, "duplicate_window", want.Duplicates,
 			"max_age", want.MaxAge, "max_bytes", want.MaxBytes, "max_consumers", want.MaxConsumers,
 			"max_msgs_per_subject", want.MaxMsgsPerSubject, "discard", want.Discard.String(), "allow_direct", want.AllowDirect)
 	}
 	return s, nil
+}
+
+// streamConflict is an error wrapping ErrStreamConflict when the stream
+// name, as it is (have), cannot be brought to want: agent-worker did not
+// create it, or its retention or storage differ.
+func streamConflict(name string, have, want jetstream.StreamConfig) error {
+	switch {
+	case have.Metadata[managedKey] == "":
+		return fmt.Errorf("%w: stream %s exists but was not created by agent-worker (subjects %v); set nats.stream to another name", ErrStreamConflict, name, have.Subjects)
+	case have.Retention != want.Retention:
+		return fmt.Errorf("%w: stream %s has retention %s, agent-worker needs %s; delete it or set nats.stream to another name", ErrStreamConflict, name, have.Retention, want.Retention)
+	case have.Storage != want.Storage:
+		return fmt.Errorf("%w: stream %s has storage %s, agent-worker needs %s", ErrStreamConflict, name, have.Storage, want.Storage)
+	}
+	return nil
 }
 
 // JetStream's error codes for a replica count the servers cannot hold.

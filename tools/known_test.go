@@ -15,7 +15,7 @@ func (nopPublisher) Publish(context.Context, string, []byte, string) error { ret
 type nopSpawner struct{}
 
 func (nopSpawner) Spawn(context.Context, string, string) (string, error) { return "", nil }
-func (nopSpawner) Stop(string) error                                    { return nil }
+func (nopSpawner) Stop(string) error                                     { return nil }
 
 // Every tool name config accepts (config.KnownTools, which validate
 // checks a config's tools: lists against) builds, with the environment the

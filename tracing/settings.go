@@ -45,78 +45,34 @@ func (s Settings) On() bool { return s.Endpoint != "" }
 // environment supplied: a bad OTEL_* value is an error naming the
 // variable. OTEL_SDK_DISABLED=true turns tracing off whatever is set.
 func Resolve(c config.Telemetry, lookup func(string) (string, bool)) (Settings, error) {
-	env := func(names ...string) (string, string) {
-		for _, n := range names {
-			if v, ok := lookup(n); ok && strings.TrimSpace(v) != "" {
-				return strings.TrimSpace(v), n
-			}
-		}
-		return "", ""
-	}
+	env := envReader(lookup)
 	if v, _ := env("OTEL_SDK_DISABLED"); strings.EqualFold(v, "true") {
 		return Settings{}, nil
 	}
+	// errors.Join drops the nil errors, so each step's error is appended
+	// as it comes and the order of the messages is the order of the keys.
 	var errs []error
-	s := Settings{Endpoint: c.Endpoint, Protocol: c.Protocol, ServiceName: c.ServiceName, Sampler: c.Sampler, SamplerArg: 1}
+	var err error
+	s := Settings{Endpoint: c.Endpoint, Protocol: c.Protocol, ServiceName: c.ServiceName, Sampler: c.Sampler}
 	if s.Endpoint == "" {
-		if v, name := env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"); v != "" {
-			if msg := config.CheckOTLPEndpoint(v); msg != "" {
-				errs = append(errs, fmt.Errorf("%s: %s", name, msg))
-			}
-			s.Endpoint = v
-		}
+		s.Endpoint, err = envEndpoint(env)
+		errs = append(errs, err)
 	}
 	if s.Protocol == "" {
-		v, name := env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-		switch v {
-		case "":
-			s.Protocol = config.ProtocolHTTP
-		case config.ProtocolGRPC, config.ProtocolHTTP:
-			s.Protocol = v
-		default:
-			errs = append(errs, fmt.Errorf("%s: must be %q or %q; got %q", name, config.ProtocolGRPC, config.ProtocolHTTP, v))
-		}
+		s.Protocol, err = envProtocol(env)
+		errs = append(errs, err)
 	}
 	if s.ServiceName == "" {
-		s.ServiceName, _ = env("OTEL_SERVICE_NAME")
-		if s.ServiceName == "" {
-			s.ServiceName = DefaultServiceName
-		}
+		s.ServiceName = envServiceName(env)
 	}
 	if s.Sampler == "" {
-		v, name := env("OTEL_TRACES_SAMPLER")
-		switch {
-		case v == "":
-			s.Sampler = DefaultSampler
-		case slices.Contains(config.SamplerNames, v):
-			s.Sampler = v
-		default:
-			errs = append(errs, fmt.Errorf("%s: must be one of %s; got %q", name, strings.Join(config.SamplerNames, ", "), v))
-		}
+		s.Sampler, err = envSampler(env)
+		errs = append(errs, err)
 	}
-	if c.SamplerArg != nil {
-		s.SamplerArg = *c.SamplerArg
-	} else if v, name := env("OTEL_TRACES_SAMPLER_ARG"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 || f > 1 {
-			errs = append(errs, fmt.Errorf("%s: must be a ratio from 0 to 1; got %q", name, v))
-		} else {
-			s.SamplerArg = f
-		}
-	}
-	if v, name := env("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"); v != "" {
-		h, err := parseHeaders(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-		s.Headers = h
-	}
-	for k, v := range c.Headers {
-		if s.Headers == nil {
-			s.Headers = map[string]string{}
-		}
-		s.Headers[k] = v
-	}
+	s.SamplerArg, err = samplerArg(c.SamplerArg, env)
+	errs = append(errs, err)
+	s.Headers, err = exportHeaders(c.Headers, env)
+	errs = append(errs, err)
 	if v, _ := env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"); strings.EqualFold(v, "true") {
 		s.CaptureContent = true
 	}
@@ -124,6 +80,112 @@ func Resolve(c config.Telemetry, lookup func(string) (string, bool)) (Settings, 
 		return Settings{}, fmt.Errorf("telemetry: %w", err)
 	}
 	return s, nil
+}
+
+// envFunc returns the first of names whose value is not blank, trimmed,
+// and that name, so an error can name the variable the value came from;
+// "" and "" when none is set.
+type envFunc func(names ...string) (value, name string)
+
+// envReader makes an envFunc over lookup. Blank values count as unset,
+// so the generic variable still applies when the traces-specific one is
+// set but empty.
+func envReader(lookup func(string) (string, bool)) envFunc {
+	return func(names ...string) (string, string) {
+		for _, n := range names {
+			if v, ok := lookup(n); ok && strings.TrimSpace(v) != "" {
+				return strings.TrimSpace(v), n
+			}
+		}
+		return "", ""
+	}
+}
+
+// envEndpoint is the OTLP traces endpoint from the environment, "" (off)
+// when none is set. A malformed one is kept but reported.
+func envEndpoint(env envFunc) (string, error) {
+	v, name := env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	if v == "" {
+		return "", nil
+	}
+	if msg := config.CheckOTLPEndpoint(v); msg != "" {
+		return v, fmt.Errorf("%s: %s", name, msg)
+	}
+	return v, nil
+}
+
+// envProtocol is the OTLP protocol from the environment, HTTP when none
+// is set; anything but the two protocols the exporter speaks is an error.
+func envProtocol(env envFunc) (string, error) {
+	v, name := env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	switch v {
+	case "":
+		return config.ProtocolHTTP, nil
+	case config.ProtocolGRPC, config.ProtocolHTTP:
+		return v, nil
+	}
+	return "", fmt.Errorf("%s: must be %q or %q; got %q", name, config.ProtocolGRPC, config.ProtocolHTTP, v)
+}
+
+// envServiceName is OTEL_SERVICE_NAME, DefaultServiceName when unset.
+func envServiceName(env envFunc) string {
+	if v, _ := env("OTEL_SERVICE_NAME"); v != "" {
+		return v
+	}
+	return DefaultServiceName
+}
+
+// envSampler is OTEL_TRACES_SAMPLER, DefaultSampler when unset; only the
+// samplers config.SamplerNames lists are accepted, the same names the
+// configuration's sampler key takes.
+func envSampler(env envFunc) (string, error) {
+	v, name := env("OTEL_TRACES_SAMPLER")
+	switch {
+	case v == "":
+		return DefaultSampler, nil
+	case slices.Contains(config.SamplerNames, v):
+		return v, nil
+	}
+	return "", fmt.Errorf("%s: must be one of %s; got %q", name, strings.Join(config.SamplerNames, ", "), v)
+}
+
+// samplerArg is the sampler's ratio: the configured one, else
+// OTEL_TRACES_SAMPLER_ARG, else 1 (sample everything the sampler lets
+// through).
+func samplerArg(configured *float64, env envFunc) (float64, error) {
+	if configured != nil {
+		return *configured, nil
+	}
+	v, name := env("OTEL_TRACES_SAMPLER_ARG")
+	if v == "" {
+		return 1, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 1 {
+		return 1, fmt.Errorf("%s: must be a ratio from 0 to 1; got %q", name, v)
+	}
+	return f, nil
+}
+
+// exportHeaders are the headers from the environment overlaid with the
+// configured ones, so the configuration wins key by key; nil when there
+// are none.
+func exportHeaders(configured map[string]string, env envFunc) (map[string]string, error) {
+	var h map[string]string
+	var err error
+	if v, name := env("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"); v != "" {
+		h, err = parseHeaders(v)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	for k, v := range configured {
+		if h == nil {
+			h = map[string]string{}
+		}
+		h[k] = v
+	}
+	return h, err
 }
 
 // parseHeaders reads the OTLP headers variable's "k1=v1,k2=v2" (values

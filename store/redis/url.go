@@ -58,87 +58,13 @@ var queryParams = []string{"client_name", "dial_timeout", "pool_size", "read_tim
 // before anything else is looked at, and messages show the URL with it
 // replaced by "***" and without its query.
 func parseURL(raw string, opts Options, lookupEnv func(string) (string, bool)) (*redis.UniversalOptions, target, error) {
-	var tg target
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		// Without a scheme the input cannot be split safely: never echo it.
-		return nil, tg, fmt.Errorf("store URL: want redis://, rediss://, redis+sentinel:// or redis+cluster://, got a string without \"://\"")
-	}
-	scheme = strings.ToLower(scheme)
-	// The user info ends at the last '@', as in net/url, so a password
-	// with an unescaped '@' is still cut off whole.
-	var userinfo string
-	hasUserinfo := false
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		userinfo, rest, hasUserinfo = rest[:at], rest[at+1:], true
-	}
-	// Messages show the URL without its user info and query (which may
-	// hold a misplaced password); errors about a query parameter name it.
-	rest, rawQuery, hasQuery := strings.Cut(rest, "?")
-	shown := scheme + "://" + rest
-	if hasUserinfo {
-		shown = scheme + "://***@" + rest
-	}
-	if hasQuery {
-		shown += "?..."
-	}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("store URL %q: %s", shown, fmt.Sprintf(format, args...))
-	}
-
-	switch scheme {
-	case "redis", "rediss":
-		tg.topology = single
-	case "redis+sentinel", "rediss+sentinel":
-		tg.topology = sentinel
-	case "redis+cluster", "rediss+cluster":
-		tg.topology = cluster
-	default:
-		return nil, tg, fail("unknown scheme %q: want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster", scheme)
-	}
-	tg.tls = strings.HasPrefix(scheme, "rediss")
-	if strings.Contains(rest, "#") || strings.Contains(rawQuery, "#") {
-		return nil, tg, fail("a URL fragment (#) means nothing here")
-	}
-
-	hostport, path, _ := strings.Cut(rest, "/")
-
-	port := defaultPort
-	if tg.topology == sentinel {
-		port = defaultSentinelPort
-	}
-	for hp := range strings.SplitSeq(hostport, ",") {
-		addr, err := parseHostPort(hp, port)
-		if err != nil {
-			return nil, tg, fail("%v", err)
-		}
-		tg.addrs = append(tg.addrs, addr)
-	}
-	if tg.topology == single && len(tg.addrs) > 1 {
-		return nil, tg, fail("%s:// takes one host; for several use %s+cluster:// or %s+sentinel://", scheme, scheme, scheme)
-	}
-
-	var err error
-	switch tg.topology {
-	case single:
-		tg.db, err = parseDB(path)
-	case sentinel:
-		master, db, _ := strings.Cut(path, "/")
-		if master == "" {
-			return nil, tg, fail("no master name: want %s://host:26379[,host:26379...]/MASTER[/DB]", scheme)
-		}
-		if tg.master, err = url.PathUnescape(master); err != nil {
-			return nil, tg, fail("master name: %v", err)
-		}
-		tg.db, err = parseDB(db)
-	case cluster:
-		tg.db, err = parseDB(path)
-		if err == nil && tg.db != 0 {
-			err = fmt.Errorf("database %d: Redis Cluster has only database 0", tg.db)
-		}
-	}
+	u, err := splitURL(raw)
 	if err != nil {
-		return nil, tg, fail("%v", err)
+		return nil, target{}, err
+	}
+	tg, err := u.target()
+	if err != nil {
+		return nil, tg, err
 	}
 
 	o := &redis.UniversalOptions{
@@ -151,43 +77,173 @@ func parseURL(raw string, opts Options, lookupEnv func(string) (string, bool)) (
 		ContextTimeoutEnabled: true,
 	}
 
-	if err := applyQuery(o, rawQuery); err != nil {
-		return nil, tg, fail("%v", err)
+	if err := applyQuery(o, u.rawQuery); err != nil {
+		return nil, tg, u.fail("%v", err)
+	}
+	if err := u.credentials(o, opts, tg, lookupEnv); err != nil {
+		return nil, tg, err
+	}
+	if err := u.applyTLS(o, opts, tg); err != nil {
+		return nil, tg, err
+	}
+	return o, tg, nil
+}
+
+// storeURL is a store URL cut into its parts, its user info (which holds
+// the password) kept apart from what messages show.
+type storeURL struct {
+	scheme      string // lower case
+	rest        string // hosts and path: no user info, no query
+	rawQuery    string
+	userinfo    string
+	hasUserinfo bool
+	// shown is the URL as messages show it: user info as "***", query as
+	// "...".
+	shown string
+}
+
+// splitURL cuts raw into its parts; its error never echoes raw.
+func splitURL(raw string) (storeURL, error) {
+	var u storeURL
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		// Without a scheme the input cannot be split safely: never echo it.
+		return u, fmt.Errorf("store URL: want redis://, rediss://, redis+sentinel:// or redis+cluster://, got a string without \"://\"")
+	}
+	u.scheme = strings.ToLower(scheme)
+	// The user info ends at the last '@', as in net/url, so a password
+	// with an unescaped '@' is still cut off whole.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		u.userinfo, rest, u.hasUserinfo = rest[:at], rest[at+1:], true
+	}
+	// Messages show the URL without its user info and query (which may
+	// hold a misplaced password); errors about a query parameter name it.
+	rest, rawQuery, hasQuery := strings.Cut(rest, "?")
+	u.rest, u.rawQuery = rest, rawQuery
+	u.shown = u.scheme + "://" + rest
+	if u.hasUserinfo {
+		u.shown = u.scheme + "://***@" + rest
+	}
+	if hasQuery {
+		u.shown += "?..."
+	}
+	return u, nil
+}
+
+// fail is an error about u, showing it without user info and query.
+func (u storeURL) fail(format string, args ...any) error {
+	return fmt.Errorf("store URL %q: %s", u.shown, fmt.Sprintf(format, args...))
+}
+
+// target is where u points: its topology from the scheme, its addresses,
+// and its database (and master name) from the path.
+func (u storeURL) target() (target, error) {
+	var tg target
+	scheme := u.scheme
+	switch scheme {
+	case "redis", "rediss":
+		tg.topology = single
+	case "redis+sentinel", "rediss+sentinel":
+		tg.topology = sentinel
+	case "redis+cluster", "rediss+cluster":
+		tg.topology = cluster
+	default:
+		return tg, u.fail("unknown scheme %q: want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster", scheme)
+	}
+	tg.tls = strings.HasPrefix(scheme, "rediss")
+	if strings.Contains(u.rest, "#") || strings.Contains(u.rawQuery, "#") {
+		return tg, u.fail("a URL fragment (#) means nothing here")
 	}
 
-	if hasUserinfo {
-		user, pass, hasPass := strings.Cut(userinfo, ":")
+	hostport, path, _ := strings.Cut(u.rest, "/")
+
+	port := defaultPort
+	if tg.topology == sentinel {
+		port = defaultSentinelPort
+	}
+	for hp := range strings.SplitSeq(hostport, ",") {
+		addr, err := parseHostPort(hp, port)
+		if err != nil {
+			return tg, u.fail("%v", err)
+		}
+		tg.addrs = append(tg.addrs, addr)
+	}
+	if tg.topology == single && len(tg.addrs) > 1 {
+		return tg, u.fail("%s:// takes one host; for several use %s+cluster:// or %s+sentinel://", scheme, scheme, scheme)
+	}
+	return tg, u.parsePath(&tg, path)
+}
+
+// parsePath fills in tg's database, and a sentinel's master name, from
+// the URL's path.
+func (u storeURL) parsePath(tg *target, path string) error {
+	var err error
+	switch tg.topology {
+	case single:
+		tg.db, err = parseDB(path)
+	case sentinel:
+		master, db, _ := strings.Cut(path, "/")
+		if master == "" {
+			return u.fail("no master name: want %s://host:26379[,host:26379...]/MASTER[/DB]", u.scheme)
+		}
+		if tg.master, err = url.PathUnescape(master); err != nil {
+			return u.fail("master name: %v", err)
+		}
+		tg.db, err = parseDB(db)
+	case cluster:
+		tg.db, err = parseDB(path)
+		if err == nil && tg.db != 0 {
+			err = fmt.Errorf("database %d: Redis Cluster has only database 0", tg.db)
+		}
+	}
+	if err != nil {
+		return u.fail("%v", err)
+	}
+	return nil
+}
+
+// credentials sets o's user name and passwords: from the URL's user info
+// and the environment variables opts names.
+func (u storeURL) credentials(o *redis.UniversalOptions, opts Options, tg target, lookupEnv func(string) (string, bool)) error {
+	var err error
+	if u.hasUserinfo {
+		user, pass, hasPass := strings.Cut(u.userinfo, ":")
 		if o.Username, err = url.PathUnescape(user); err != nil {
-			return nil, tg, fail("user name is not valid percent-encoding")
+			return u.fail("user name is not valid percent-encoding")
 		}
 		if hasPass {
 			if o.Password, err = url.PathUnescape(pass); err != nil {
 				// The error would quote part of the password.
-				return nil, tg, fail("password is not valid percent-encoding")
+				return u.fail("password is not valid percent-encoding")
 			}
 		}
 	}
 	if opts.PasswordEnv != "" {
 		if o.Password != "" {
-			return nil, tg, fail("a password both in the URL and in $%s (Options.PasswordEnv): give one", opts.PasswordEnv)
+			return u.fail("a password both in the URL and in $%s (Options.PasswordEnv): give one", opts.PasswordEnv)
 		}
 		pw, ok := lookupEnv(opts.PasswordEnv)
 		if !ok || pw == "" {
-			return nil, tg, fail("the password's environment variable $%s (Options.PasswordEnv) is not set or empty", opts.PasswordEnv)
+			return u.fail("the password's environment variable $%s (Options.PasswordEnv) is not set or empty", opts.PasswordEnv)
 		}
 		o.Password = pw
 	}
 	if opts.SentinelPasswordEnv != "" {
 		if tg.topology != sentinel {
-			return nil, tg, fail("Options.SentinelPasswordEnv is set but the URL names no sentinel")
+			return u.fail("Options.SentinelPasswordEnv is set but the URL names no sentinel")
 		}
 		pw, ok := lookupEnv(opts.SentinelPasswordEnv)
 		if !ok || pw == "" {
-			return nil, tg, fail("the sentinel password's environment variable $%s (Options.SentinelPasswordEnv) is not set or empty", opts.SentinelPasswordEnv)
+			return u.fail("the sentinel password's environment variable $%s (Options.SentinelPasswordEnv) is not set or empty", opts.SentinelPasswordEnv)
 		}
 		o.SentinelPassword = pw
 	}
+	return nil
+}
 
+// applyTLS sets o's TLS config for a rediss scheme, and refuses
+// Options.TLS for a scheme without TLS.
+func (u storeURL) applyTLS(o *redis.UniversalOptions, opts Options, tg target) error {
 	switch {
 	case tg.tls:
 		cfg := &tls.Config{}
@@ -200,9 +256,9 @@ func parseURL(raw string, opts Options, lookupEnv func(string) (string, bool)) (
 		cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
 		o.TLSConfig = cfg
 	case opts.TLS != nil:
-		return nil, tg, fail("Options.TLS is set but %s:// does not use TLS: use %s://", scheme, strings.Replace(scheme, "redis", "rediss", 1))
+		return u.fail("Options.TLS is set but %s:// does not use TLS: use %s://", u.scheme, strings.Replace(u.scheme, "redis", "rediss", 1))
 	}
-	return o, tg, nil
+	return nil
 }
 
 // parseHostPort checks one host[:port] (IPv6 in brackets) and fills in

@@ -12,6 +12,7 @@
 package fakeprovider
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -78,6 +79,36 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	second, err := secondStep(r)
+	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error": {"message": "unreadable request", "type": "invalid_request_error", "param": null, "code": null}}`)
+		return
+	}
+	reply, hold, status := p.begin(second)
+	if status != 0 {
+		refuse(w, status)
+		return
+	}
+	if second {
+		defer p.endSecond()
+		if !p.waitSecond(r.Context(), hold) {
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := io.WriteString(w, reply); err != nil || r.Context().Err() != nil {
+		return
+	}
+	p.countAnswer(second)
+}
+
+// secondStep reads the request's messages and reports whether it is a
+// turn's second step. The history before the newest user message holds
+// earlier turns' tool results: only one after it makes this the second
+// step. That is all the provider needs to know, being stateless.
+func secondStep(r *http.Request) (bool, error) {
 	body, err := io.ReadAll(r.Body)
 	var req struct {
 		Messages []struct {
@@ -88,13 +119,8 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(body, &req)
 	}
 	if err != nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"error": {"message": "unreadable request", "type": "invalid_request_error", "param": null, "code": null}}`)
-		return
+		return false, err
 	}
-	// The history before the newest user message holds earlier turns'
-	// tool results: only one after it makes this the second step.
 	second := false
 	for _, m := range req.Messages {
 		switch m.Role {
@@ -104,52 +130,65 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			second = true
 		}
 	}
+	return second, nil
+}
+
+// begin counts a request as a step and builds its answer: the publish
+// call for a first step, the closing text for a second. hold reports that
+// this is the first second-step request and Hold is set. While Fail is in
+// force it counts the request as refused instead and returns the status
+// to refuse it with, so a refused request is not a step.
+func (p *Provider) begin(second bool) (reply string, hold bool, status int) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if status := p.failing; status != 0 {
 		p.refused++
-		p.mu.Unlock()
-		refuse(w, status)
-		return
+		return "", false, status
 	}
-	var reply string
-	hold := false
 	if second {
 		p.second++
 		p.inSecond++
 		hold = p.Hold != nil && p.second == 1
-		reply = completion(p.first+p.second, "stop", `"content": "Report filed."`, SecondIn, SecondOut)
-	} else {
-		p.first++
-		args, _ := json.Marshal(map[string]string{"subject": p.Subject, "text": p.Text})
-		quoted, _ := json.Marshal(string(args))
-		call := fmt.Sprintf(`"content": null, "tool_calls": [{"id": "call_%d", "type": "function", "function": {"name": "publish", "arguments": %s}}]`, p.first, quoted)
-		reply = completion(p.first+p.second, "tool_calls", call, FirstIn, FirstOut)
+		return completion(p.first+p.second, "stop", `"content": "Report filed."`, SecondIn, SecondOut), hold, 0
 	}
+	p.first++
+	args, _ := json.Marshal(map[string]string{"subject": p.Subject, "text": p.Text})
+	quoted, _ := json.Marshal(string(args))
+	call := fmt.Sprintf(`"content": null, "tool_calls": [{"id": "call_%d", "type": "function", "function": {"name": "publish", "arguments": %s}}]`, p.first, quoted)
+	return completion(p.first+p.second, "tool_calls", call, FirstIn, FirstOut), false, 0
+}
+
+// waitSecond delays a second-step answer: held until Hold is closed when
+// hold is set (closing Held to say it arrived), then SecondDelay. It
+// reports false when the client went away meanwhile, as a worker killed
+// while it waits does, so the answer is not written.
+func (p *Provider) waitSecond(ctx context.Context, hold bool) bool {
+	if hold {
+		close(p.Held)
+		select {
+		case <-p.Hold:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case <-time.After(p.SecondDelay):
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// endSecond ends a second-step request, whether answered or not, for
+// Counts' inSecond.
+func (p *Provider) endSecond() {
+	p.mu.Lock()
+	p.inSecond--
 	p.mu.Unlock()
-	if second {
-		defer func() {
-			p.mu.Lock()
-			p.inSecond--
-			p.mu.Unlock()
-		}()
-		if hold {
-			close(p.Held)
-			select {
-			case <-p.Hold:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		select { // the worker may be killed meanwhile
-		case <-time.After(p.SecondDelay):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if _, err := io.WriteString(w, reply); err != nil || r.Context().Err() != nil {
-		return
-	}
+}
+
+// countAnswer counts an answer written whole to its client, for Answered.
+func (p *Provider) countAnswer(second bool) {
 	p.mu.Lock()
 	if second {
 		p.answeredSecond++

@@ -44,13 +44,9 @@ type Agent struct {
 
 	mu          sync.Mutex
 	causes      []Cause
-	paused      bool
+	gate        gate      // what keeps turns from starting (gate.go)
 	pause       PauseInfo // since, by and why, while paused
-	halt        string    // non-empty: halted, with the reason
-	stopping    bool
 	stopped     bool
-	restored    bool // persisted state loaded; the gate stays shut until then
-	standby     bool // another replica owns this agent (lease); no turns here
 	leased      bool // ownership moves between replicas (Deps.Leased)
 	pauseSet    bool // an operator paused or resumed since start: newer than the store
 	persistMu   sync.Mutex
@@ -93,10 +89,8 @@ type Agent struct {
 	// restoring holds the driver's restore lanes (restoreLanes); nil: none.
 	restoring chan struct{}
 
-	// releasing: Release closed the gate for a handover; SetOwned opens
-	// it again. owner: the lease holder as last told (SetOwner).
-	releasing bool
-	owner     string
+	// owner: the lease holder as last told (SetOwner).
+	owner string
 
 	// jr keeps the turn journal (journal.go); nil without a store.
 	jr *journaler
@@ -134,7 +128,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 		log:     deps.Log.With("agent", s.Name),
 		bus:     deps.Events,
 		guards:  deps.Guards,
-		standby: deps.Leased,
+		gate:    gate{standby: deps.Leased},
 		leased:  deps.Leased,
 		hist:    hist,
 		store:   deps.Store,

@@ -117,7 +117,7 @@ func (a *Agent) Ask(ctx context.Context, by Audit, question string) (Answer, err
 // ask gates the ask and runs its call; it returns the outcome.
 func (a *Agent) ask(ctx context.Context, by Audit, question string) (Answer, string, error) {
 	a.mu.Lock()
-	stopping, owned, halt := a.stopping, !a.standby && a.restored, a.halt
+	stopping, owned, halt := a.gate.stopping, !a.gate.standby && a.gate.restored, a.gate.halt
 	st := a.askStateLocked()
 	a.mu.Unlock()
 	switch {
@@ -162,7 +162,7 @@ func (a *Agent) askStateLocked() string {
 	switch {
 	case a.running && a.current != nil:
 		return fmt.Sprintf("your turn %d is running now; what it has done so far is not shown above", a.current.n)
-	case a.paused:
+	case a.gate.paused:
 		s := "you are paused by an operator"
 		if a.pause.By != "" {
 			s += " (" + a.pause.By + ")"

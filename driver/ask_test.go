@@ -55,7 +55,7 @@ func (h *harness) waitRestored() {
 	waitFor(h.t, "the agent's state restored", func() bool {
 		h.a.mu.Lock()
 		defer h.a.mu.Unlock()
-		return h.a.restored
+		return h.a.gate.restored
 	})
 }
 

@@ -24,7 +24,7 @@ func TestPauseRecordKeepsWhoWhyAndSince(t *testing.T) {
 	c := clock.NewFake(epoch)
 	st := memory.New(c)
 	a, sub := restart(t, st, c)
-	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.restored })
+	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
 	if !a.PauseAs(Audit{By: "alice", Reason: "db migration"}) {
 		t.Fatal("PauseAs of a running agent reported no change")
 	}

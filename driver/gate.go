@@ -8,6 +8,43 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 )
 
+// gate is what keeps turns from starting; each field closes it by
+// itself. It is the agent's, under a.mu.
+type gate struct {
+	paused   bool
+	halt     string // non-empty: halted, with the reason
+	stopping bool
+	restored bool // persisted state loaded; the gate stays shut until then
+	standby  bool // another replica owns this agent (lease); no turns here
+	// releasing: Release closed the gate for a handover; SetOwned opens
+	// it again.
+	releasing bool
+}
+
+// gateRestoring is why the gate of an agent whose durable state is not
+// loaded yet is closed.
+const gateRestoring = "restoring"
+
+// closed says why no turn may start ("" when none keeps it): the agent
+// is "stopped" (stopping), on "standby" (another replica owns it, or a
+// Release hands it over), "halted", "paused", or "restoring" its state.
+// Callers hold a.mu.
+func (g gate) closed() (why string) {
+	switch {
+	case g.stopping:
+		return "stopped"
+	case g.standby, g.releasing:
+		return "standby"
+	case g.halt != "":
+		return "halted"
+	case g.paused:
+		return "paused"
+	case !g.restored:
+		return gateRestoring
+	}
+	return ""
+}
+
 // admit decides under the lock whether a turn starts now. On yes, it takes
 // the waiting causes and marks the agent running with a cancel function in
 // place, so Interrupt/Halt reach the turn from this instant.
@@ -19,7 +56,7 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 		a.consecutive = 0
 		return turnStart{}, false
 	}
-	if a.stopping || a.paused || a.halt != "" || !a.restored || a.standby || a.releasing {
+	if a.gate.closed() != "" {
 		return turnStart{}, false
 	}
 	if a.health != nil {
@@ -61,7 +98,7 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	}
 	for _, g := range a.guards {
 		if err := g.Admit(ctx, a.spec.Name); err != nil {
-			a.halt = err.Error()
+			a.gate.halt = err.Error()
 			a.log.Warn("turn refused by guard; agent halted", "reason", err)
 			a.emit(events.Halted, map[string]any{"reason": err.Error()})
 			return turnStart{}, false
@@ -109,17 +146,11 @@ func (a *Agent) staleLocked() bool {
 func (a *Agent) Gate() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	switch {
-	case a.stopping:
-		return "stopped"
-	case a.standby, a.releasing:
-		// Releasing: the next owner serves the timers and ticks (a tick's
-		// replace overlap must not cancel the turn being let finish).
-		return "standby"
-	case a.halt != "":
-		return "halted"
-	case a.paused:
-		return "paused"
+	// Standby covers releasing: the next owner serves the timers and
+	// ticks (a tick's replace overlap must not cancel the turn being let
+	// finish). A state not yet restored is no reason here.
+	if why := a.gate.closed(); why != gateRestoring {
+		return why
 	}
 	return ""
 }

@@ -14,7 +14,7 @@ import (
 func (a *Agent) needsRestore() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return !a.standby && !a.restored && !a.stopping
+	return !a.gate.standby && !a.gate.restored && !a.gate.stopping
 }
 
 // Standby reports whether another replica holds (or this one no longer
@@ -22,7 +22,7 @@ func (a *Agent) needsRestore() bool {
 func (a *Agent) Standby() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.standby
+	return a.gate.standby
 }
 
 // ErrLeaseLost ends a turn whose agent this replica no longer holds the
@@ -38,11 +38,11 @@ var ErrLeaseLost = errors.New("lease lost: this replica no longer owns the agent
 // ends a Release's closed gate.
 func (a *Agent) SetOwned(owned bool) {
 	a.mu.Lock()
-	was := !a.standby
-	a.releasing = false // a handover ended (false) or was called off (true)
-	a.standby = !owned
+	was := !a.gate.standby
+	a.gate.releasing = false // a handover ended (false) or was called off (true)
+	a.gate.standby = !owned
 	if owned && !was {
-		a.restored = false
+		a.gate.restored = false
 	}
 	if owned != was {
 		a.lg = logState{gen: a.lg.gen + 1}
@@ -76,7 +76,7 @@ func (a *Agent) SetOwned(owned bool) {
 // stay in the log, and the next owner reads them from the cursors).
 func (a *Agent) Release(ctx context.Context) error {
 	a.mu.Lock()
-	a.releasing = true
+	a.gate.releasing = true
 	a.mu.Unlock()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -91,7 +91,7 @@ func (a *Agent) Release(ctx context.Context) error {
 		case <-tick.C:
 		case <-ctx.Done():
 			a.mu.Lock()
-			a.releasing = false
+			a.gate.releasing = false
 			a.mu.Unlock()
 			a.poke()
 			return ctx.Err()

@@ -63,7 +63,7 @@ func (a *Agent) fill(ctx context.Context) {
 		return
 	}
 	a.mu.Lock()
-	if a.standby || !a.restored || a.stopping {
+	if a.gate.standby || !a.gate.restored || a.gate.stopping {
 		a.mu.Unlock()
 		return
 	}
@@ -84,7 +84,7 @@ func (a *Agent) fill(ctx context.Context) {
 	}
 	var queued []inbox.Message
 	a.mu.Lock()
-	if gen != a.lg.gen || a.standby {
+	if gen != a.lg.gen || a.gate.standby {
 		a.mu.Unlock()
 		return // ownership changed during the read: the next owner reads
 	}
@@ -146,7 +146,7 @@ func (a *Agent) settledLocked(c inbox.Cursors) {
 // turn's record or the next try.
 func (a *Agent) storeSettled() {
 	a.mu.Lock()
-	if !a.lg.dirty || a.running || a.standby {
+	if !a.lg.dirty || a.running || a.gate.standby {
 		a.mu.Unlock()
 		return
 	}

@@ -9,10 +9,10 @@ import (
 // stop closes the gate for good (Shutdown).
 func (a *Agent) stop() {
 	a.mu.Lock()
-	if !a.stopping {
+	if !a.gate.stopping {
 		close(a.done)
 	}
-	a.stopping = true
+	a.gate.stopping = true
 	running := a.running
 	a.mu.Unlock()
 	a.emit(events.Stopping, map[string]any{"turn_running": running})
@@ -62,7 +62,7 @@ func (a *Agent) loop(ctx context.Context) {
 		}
 		a.foldMemory(ctx) // a retried or forced fold, no turn waiting
 		a.mu.Lock()
-		done := a.stopping
+		done := a.gate.stopping
 		a.mu.Unlock()
 		if done {
 			return

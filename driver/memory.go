@@ -236,7 +236,7 @@ func (a *Agent) CompactMemory(ctx context.Context, by Audit) (MemoryView, error)
 		return MemoryView{}, ErrMemoryOff
 	}
 	a.mu.Lock()
-	halt, stopping := a.halt, a.stopping
+	halt, stopping := a.gate.halt, a.gate.stopping
 	a.mu.Unlock()
 	switch {
 	case stopping:
@@ -310,15 +310,15 @@ func (a *Agent) foldMemory(ctx context.Context) {
 		return
 	}
 	a.mu.Lock()
-	if a.stopping || a.standby || a.releasing || !a.restored || a.running {
+	if a.gate.stopping || a.gate.standby || a.gate.releasing || !a.gate.restored || a.running {
 		a.mu.Unlock()
 		return // not this replica's to fold now, or a turn runs
 	}
 	gate := ""
 	switch {
-	case a.halt != "":
+	case a.gate.halt != "":
 		gate = SkipHalted
-	case a.paused:
+	case a.gate.paused:
 		gate = SkipPaused
 	}
 	a.mu.Unlock()

@@ -19,9 +19,9 @@ func (a *Agent) Pause() { a.PauseAs(Audit{}) }
 // not even who paused it, and reports false.
 func (a *Agent) PauseAs(by Audit) bool {
 	a.mu.Lock()
-	was := a.paused
+	was := a.gate.paused
 	if !was {
-		a.paused = true
+		a.gate.paused = true
 		a.pause = PauseInfo{Since: a.clock.Now(), By: by.By, Reason: by.Reason}
 	}
 	a.pauseSet = true
@@ -62,7 +62,7 @@ func (a *Agent) Resume(message string) error {
 // log yet because it was at its cap; they are read after and run.
 func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int, err error) {
 	a.mu.Lock()
-	if a.stopping {
+	if a.gate.stopping {
 		a.mu.Unlock()
 		return 0, ErrStopped
 	}
@@ -70,7 +70,7 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 	// the agent from the store. Before that (or standing by) the stored
 	// pause may be one this replica has not read, and the resume stands
 	// over it as it always did.
-	if a.restored && !a.paused && a.halt == "" {
+	if a.gate.restored && !a.gate.paused && a.gate.halt == "" {
 		state := a.stateLocked()
 		a.mu.Unlock()
 		return 0, fmt.Errorf("agent %q is %w (state %s): nothing to resume; use wake to run a turn", a.spec.Name, ErrNotPaused, state)
@@ -83,7 +83,7 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 	// one lock, so the turn the gate lets through includes the operator's
 	// message.
 	was := a.pause
-	a.paused = false
+	a.gate.paused = false
 	a.pause = PauseInfo{}
 	a.pauseSet = true
 	a.retryAt = time.Time{}
@@ -136,12 +136,12 @@ func (a *Agent) Interrupt(hold bool) bool { return a.InterruptAs(Audit{}, hold) 
 func (a *Agent) InterruptAs(by Audit, hold bool) bool {
 	a.mu.Lock()
 	wasRunning := a.running
-	pausedNow := hold && !a.paused
+	pausedNow := hold && !a.gate.paused
 	if hold {
 		if pausedNow {
 			a.pause = PauseInfo{Since: a.clock.Now(), By: by.By, Reason: by.Reason, Interrupt: true}
 		}
-		a.paused = true
+		a.gate.paused = true
 		a.pauseSet = true
 	}
 	if a.cancelTurn != nil {
@@ -165,7 +165,7 @@ func (a *Agent) InterruptAs(by Audit, hold bool) bool {
 func (a *Agent) PauseInfo() (PauseInfo, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.paused {
+	if !a.gate.paused {
 		return PauseInfo{}, false
 	}
 	return a.pause, true
@@ -193,7 +193,7 @@ func (a *Agent) Queued() []QueuedMessage {
 // running turn. Only ClearHalt reopens it.
 func (a *Agent) Halt(reason string) {
 	a.mu.Lock()
-	a.halt = reason
+	a.gate.halt = reason
 	if a.cancelTurn != nil {
 		a.cancelTurn(fmt.Errorf("%w: %s", ErrHalted, reason))
 	}
@@ -223,7 +223,7 @@ func (a *Agent) StopTurn(cause error) {
 // a turn follows.
 func (a *Agent) ClearHalt() {
 	a.mu.Lock()
-	a.halt = ""
+	a.gate.halt = ""
 	a.mu.Unlock()
 	a.log.Info("halt cleared")
 	if w, _ := a.inbox.Len(); w > 0 {

@@ -78,7 +78,7 @@ func (a *Agent) syncPause() {
 	a.persistMu.Lock()
 	defer a.persistMu.Unlock()
 	a.mu.Lock()
-	paused, p := a.paused, a.pause
+	paused, p := a.gate.paused, a.pause
 	a.mu.Unlock()
 	var rec any
 	if paused {
@@ -136,10 +136,10 @@ func (a *Agent) restore(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	if paused && !a.pauseSet {
-		a.paused = true
+		a.gate.paused = true
 		a.pause = p
 	}
-	a.restored = true
+	a.gate.restored = true
 	a.mu.Unlock()
 	if _, _, ok := a.sched.NextTimer(a.spec.Name); !ok && a.spec.Heartbeat > 0 {
 		a.sched.SetTimer(a.spec.Name, a.clock.Now().Add(a.spec.Heartbeat), true)

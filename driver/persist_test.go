@@ -53,7 +53,7 @@ func TestPauseSurvivesRestart(t *testing.T) {
 		}
 	}
 	c2, _ := restart(t, st, c)
-	waitFor(t, "restore", func() bool { c2.mu.Lock(); defer c2.mu.Unlock(); return c2.restored })
+	waitFor(t, "restore", func() bool { c2.mu.Lock(); defer c2.mu.Unlock(); return c2.gate.restored })
 	if c2.State() != Sleeping {
 		t.Fatalf("resume did not clear the persisted pause: %s", c2.State())
 	}
@@ -294,7 +294,7 @@ func TestAgentsRestoreAFewAtATime(t *testing.T) {
 	waitFor(t, "a lane's worth of restores under way", func() bool { return st.waiting.Load() == restoreLanes })
 	close(st.open)
 	for _, a := range d.Agents() {
-		waitFor(t, a.spec.Name+" restored", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.restored })
+		waitFor(t, a.spec.Name+" restored", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
 	}
 	if most := st.most.Load(); most > restoreLanes {
 		t.Fatalf("%d agents restored at once; want at most %d", most, restoreLanes)
@@ -324,7 +324,7 @@ func TestAPauseWrittenDuringAStoreOutageIsStoredOnceItIsBack(t *testing.T) {
 	mem := memory.New(c)
 	st := &putsDown{Store: mem}
 	a, _ := restart(t, st, c)
-	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.restored })
+	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
 	st.down.Store(true)
 	a.Pause()
 	if _, err := mem.Get(context.Background(), a.key("paused")); !errors.Is(err, store.ErrNotFound) {

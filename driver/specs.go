@@ -148,7 +148,7 @@ func (d *Driver) Replace(ctx context.Context, s Spec, h Handover) error {
 			return fmt.Errorf("driver: %w", err)
 		}
 		old.mu.Lock()
-		owned, owner := !old.standby, old.owner
+		owned, owner := !old.gate.standby, old.owner
 		old.mu.Unlock()
 		a.SetOwner(owner)
 		if h.Swapped != nil {
@@ -193,12 +193,12 @@ func (d *Driver) swap(ctx context.Context, name string, lane Lane, change func(o
 				old.mu.Unlock()
 				return
 			}
-			old.releasing = true // closed again, under the lock the loop admits under
+			old.gate.releasing = true // closed again, under the lock the loop admits under
 			old.mu.Unlock()
 			done = true
 			if err = change(old); err != nil {
 				old.mu.Lock()
-				old.releasing = false
+				old.gate.releasing = false
 				old.mu.Unlock()
 				old.poke()
 			}

@@ -31,9 +31,9 @@ func (a *Agent) stateLocked() State {
 		return Stopped
 	case a.running:
 		return Running
-	case a.halt != "":
+	case a.gate.halt != "":
 		return Halted
-	case a.paused:
+	case a.gate.paused:
 		return Paused
 	case a.waiting != "":
 		return Waiting

@@ -52,9 +52,9 @@ func (a *Agent) Status() Status {
 	s := Status{
 		Name:         a.spec.Name,
 		State:        a.stateLocked(),
-		HaltReason:   a.halt,
-		Paused:       a.paused,
-		Standby:      a.standby,
+		HaltReason:   a.gate.halt,
+		Paused:       a.gate.paused,
+		Standby:      a.gate.standby,
 		Owner:        a.owner,
 		InboxPending: w,
 		Deferred:     d,
@@ -106,5 +106,5 @@ func (a *Agent) ModelName() string { return a.spec.Model.Name() }
 func (a *Agent) HaltReason() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.halt
+	return a.gate.halt
 }

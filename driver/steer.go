@@ -63,7 +63,7 @@ func (a *Agent) Steer(by Audit, text string) (Steered, error) {
 	id := "steer-" + rand.Text()
 	a.mu.Lock()
 	switch {
-	case a.stopping:
+	case a.gate.stopping:
 		a.mu.Unlock()
 		return Steered{}, ErrStopped
 	case a.running && a.current != nil && !a.current.settled:
@@ -72,10 +72,10 @@ func (a *Agent) Steer(by Audit, text string) (Steered, error) {
 		a.mu.Unlock()
 		a.log.Info("operator message queued for the running turn", "id", id, "turn", n, "by", by.By)
 		return Steered{Status: "steered", ID: id, Turn: n}, nil
-	case a.paused:
+	case a.gate.paused:
 		a.mu.Unlock()
 		return Steered{}, ErrPaused
-	case a.halt != "":
+	case a.gate.halt != "":
 		a.mu.Unlock()
 		return Steered{}, ErrHalted
 	}

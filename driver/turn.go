@@ -493,7 +493,7 @@ func (a *Agent) afterFailure(causes []Cause, outcome string, cut bool) time.Dura
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if outcome == OutcomeInterrupted || outcome == OutcomeHalted {
-		if a.paused || a.halt != "" {
+		if a.gate.paused || a.gate.halt != "" {
 			a.causes = append(kept, a.causes...)
 		} else if outcome == OutcomeHalted && (len(kept) > 0 || wakeMsgs > 0) {
 			// The halt was lifted (a guardrail reset) before the halted

@@ -61,7 +61,7 @@ func (a *Agent) wake(c Cause, extra map[string]any) {
 		c.At = a.clock.Now()
 	}
 	a.mu.Lock()
-	if a.stopping {
+	if a.gate.stopping {
 		a.mu.Unlock()
 		a.log.Info("wake ignored: agent is stopping", "source", c.Source)
 		return

@@ -43,19 +43,44 @@ type Placement struct {
 // push a handful of agents to their second choice and back).
 func Assign(agents, members []string, affinity map[string]string) map[string]Placement {
 	out := make(map[string]Placement, len(agents))
-	ms := slices.Clone(members)
-	sort.Strings(ms)
-	ms = slices.Compact(ms)
+	ms := sortedUnique(members)
 	if len(ms) == 0 {
 		return out
 	}
-	as := slices.Clone(agents)
-	sort.Strings(as)
-	as = slices.Compact(as)
-	// Room: every member takes base agents, and extra of them one more.
-	base, extra := len(as)/len(ms), len(as)%len(ms)
+	as := sortedUnique(agents)
+	s := &assignment{
+		out:      out,
+		affinity: affinity,
+		eligible: eligibleMembers(as, ms, affinity),
+		load:     make(map[string]int, len(ms)),
+		base:     len(as) / len(ms),
+		extra:    len(as) % len(ms),
+	}
+	pairs := rankedPairs(as, ms, s.may)
+	// Pinned agents first: they have fewer places to go.
+	for _, pinnedPass := range []bool{true, false} {
+		for _, p := range pairs {
+			if _, done := out[p.a]; done || (s.eligible[p.a] != nil) != pinnedPass || s.full(p.m) {
+				continue
+			}
+			s.place(p.a, p.m)
+		}
+	}
+	s.placeLeft(as, ms)
+	return out
+}
 
-	// eligible[a] lists the members agent a may go to.
+// sortedUnique is a sorted copy of names without duplicates.
+func sortedUnique(names []string) []string {
+	out := slices.Clone(names)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// eligibleMembers lists, for each agent of as with an affinity some
+// member of ms matches, the members it may go to. An agent not in it may
+// go to any member.
+func eligibleMembers(as, ms []string, affinity map[string]string) map[string]map[string]bool {
 	eligible := make(map[string]map[string]bool, len(as))
 	for _, a := range as {
 		pat := affinity[a]
@@ -72,12 +97,18 @@ func Assign(agents, members []string, affinity map[string]string) map[string]Pla
 			eligible[a] = set
 		}
 	}
-	may := func(a, m string) bool { return eligible[a] == nil || eligible[a][m] }
+	return eligible
+}
 
-	type pair struct {
-		a, m string
-		w    uint64
-	}
+// pair is an agent a, a member m it may go to, and their weight.
+type pair struct {
+	a, m string
+	w    uint64
+}
+
+// rankedPairs is every (agent, member) pair for which may holds,
+// heaviest first; ties go by agent, then member.
+func rankedPairs(as, ms []string, may func(a, m string) bool) []pair {
 	pairs := make([]pair, 0, len(as)*len(ms))
 	for _, a := range as {
 		for _, m := range ms {
@@ -95,45 +126,56 @@ func Assign(agents, members []string, affinity map[string]string) map[string]Pla
 		}
 		return pairs[i].m < pairs[j].m
 	})
-	load := make(map[string]int, len(ms))
-	place := func(a, m string) {
-		pinned := affinity[a] != ""
-		out[a] = Placement{Owner: m, Pinned: pinned, Matched: !pinned || eligible[a] != nil}
-		if load[m] == base {
-			extra--
-		}
-		load[m]++
+	return pairs
+}
+
+// assignment is an Assign under way: the placements so far and each
+// member's load against its room.
+type assignment struct {
+	out      map[string]Placement
+	affinity map[string]string
+	// eligible[a] lists the members agent a may go to.
+	eligible map[string]map[string]bool
+	load     map[string]int
+	// Room: every member takes base agents, and extra of them one more.
+	base, extra int
+}
+
+func (s *assignment) may(a, m string) bool { return s.eligible[a] == nil || s.eligible[a][m] }
+
+func (s *assignment) place(a, m string) {
+	pinned := s.affinity[a] != ""
+	s.out[a] = Placement{Owner: m, Pinned: pinned, Matched: !pinned || s.eligible[a] != nil}
+	if s.load[m] == s.base {
+		s.extra--
 	}
-	full := func(m string) bool { return load[m] > base || (load[m] == base && extra <= 0) }
-	// Pinned agents first: they have fewer places to go.
-	for _, pinnedPass := range []bool{true, false} {
-		for _, p := range pairs {
-			if _, done := out[p.a]; done || (eligible[p.a] != nil) != pinnedPass || full(p.m) {
-				continue
-			}
-			place(p.a, p.m)
-		}
-	}
-	// Whoever is left (pinned agents whose members are full, and agents
-	// those pushed out) goes to the least loaded member it may take,
-	// heaviest pair first among equals.
+	s.load[m]++
+}
+
+func (s *assignment) full(m string) bool {
+	return s.load[m] > s.base || (s.load[m] == s.base && s.extra <= 0)
+}
+
+// placeLeft places whoever is left (pinned agents whose members are
+// full, and agents those pushed out) on the least loaded member it may
+// take, heaviest pair first among equals.
+func (s *assignment) placeLeft(as, ms []string) {
 	for _, a := range as {
-		if _, done := out[a]; done {
+		if _, done := s.out[a]; done {
 			continue
 		}
 		best, bestLoad, bestW := "", 0, uint64(0)
 		for _, m := range ms {
-			if !may(a, m) {
+			if !s.may(a, m) {
 				continue
 			}
 			w := weight(m, a)
-			if best == "" || load[m] < bestLoad || (load[m] == bestLoad && w > bestW) {
-				best, bestLoad, bestW = m, load[m], w
+			if best == "" || s.load[m] < bestLoad || (s.load[m] == bestLoad && w > bestW) {
+				best, bestLoad, bestW = m, s.load[m], w
 			}
 		}
-		place(a, best)
+		s.place(a, best)
 	}
-	return out
 }
 
 // Matches reports whether member (a lease holder name) matches pattern, a

@@ -1,0 +1,71 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agent-worker/agent-worker/store"
+)
+
+// Restore implements driver.Guard: it loads the agent's spend and trip
+// (and, once, the worker's) and re-halts a tripped agent. What this
+// replica held of the agent and had not stored is dropped: the store is
+// the truth for a replica that (re)gains the agent.
+func (g *Guard) Restore(ctx context.Context, agent string) error {
+	l := g.ledger(agent)
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	// No write of the old ledger lands after the load: none starts from
+	// here (not loaded), and one in flight is waited for.
+	l.restored = false
+	for l.writing {
+		ch := l.done
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("restore guardrails of %s: %w", agent, ctx.Err())
+		}
+		l.mu.Lock()
+	}
+	l.mu.Unlock()
+	g.wmu.Lock()
+	needWorker := !g.wload
+	g.wmu.Unlock()
+	var st state
+	if _, err := store.GetJSON(ctx, g.o.Store, agentKey(agent), &st); err != nil {
+		return fmt.Errorf("restore guardrails of %s: %w", agent, err)
+	}
+	var ws workerState
+	if needWorker {
+		if _, err := store.GetJSON(ctx, g.o.Store, workerKey, &ws); err != nil {
+			return fmt.Errorf("restore worker-wide guardrail: %w", err)
+		}
+	}
+	l.mu.Lock()
+	g.wmu.Lock()
+	if needWorker && !g.wload {
+		g.worker, g.wload = ws, true
+	}
+	g.wmu.Unlock()
+	l.st, l.restored = st, true
+	l.saved, l.failing = l.ver, false
+	if changed, _ := g.rollDay(l); changed {
+		g.markLocked(l)
+	}
+	trip := l.st.Trip
+	g.wmu.Lock()
+	if trip == nil && g.worker.Trip != nil {
+		trip = g.worker.Trip
+	}
+	g.wmu.Unlock()
+	l.mu.Unlock()
+	if ctl := g.ctl(agent); trip != nil && ctl != nil {
+		g.o.Log.Warn("agent restored halted by a guardrail", "agent", agent, "guardrail", trip.Guardrail, "reason", trip.Reason)
+		ctl.Halt(trip.Reason)
+		g.armDayBoundary()
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
 )
 
@@ -76,8 +77,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow)
 	}
 	h := w.Header()
 	if r.Method == http.MethodHead {
-		h.Set("Content-Type", "text/event-stream; charset=utf-8")
-		h.Set("Cache-Control", "no-store")
+		setStreamHeaders(h)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -93,28 +93,32 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow)
 	defer tail.Close()
 
 	rc := http.NewResponseController(w)
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
+	setStreamHeaders(h)
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	if err := rc.Flush(); err != nil {
 		s.log.Warn("event stream cannot flush; closing it", "error", err)
 		return
 	}
+	s.pump(ctx, w, rc, tail, record(r).who)
+}
 
-	beat := make(chan struct{}, 1)
-	arm := func() interface{ Stop() bool } {
-		return s.clock.AfterFunc(s.o.Heartbeat, func() {
-			select {
-			case beat <- struct{}{}:
-			default:
-			}
-		})
-	}
-	timer := arm()
-	defer func() { timer.Stop() }()
+// setStreamHeaders marks an answer as an event stream that no cache may
+// keep; a HEAD request gets the same headers as the stream itself.
+func setStreamHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+}
 
-	who := record(r).who
+// pump writes the tail's items and the heartbeats to an open stream until
+// it ends: the client goes (ctx, or a failed write), the server shuts
+// down, the tail ends, or the tokens change so that who's token is no
+// longer valid. who.Set is nil on an open path, whose stream no token
+// change ends.
+func (s *Server) pump(ctx context.Context, w io.Writer, rc *http.ResponseController, tail events.Tail, who caller) {
+	hb := s.startHeartbeat()
+	defer hb.stop()
+
 	var tokensChanged <-chan struct{} // nil on an open path: never
 	if set := who.Set(); set != nil {
 		tokensChanged = set.Changed()
@@ -133,12 +137,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow)
 				return // its token was revoked or changed
 			}
 			tokensChanged = set.Changed()
-		case <-beat:
+		case <-hb.c:
 			_, err = io.WriteString(w, ": heartbeat\n\n")
 			if err == nil {
 				err = rc.Flush()
 			}
-			timer = arm()
+			hb.rearm()
 		case it, ok := <-items:
 			if !ok {
 				if err := tail.Err(); err != nil {
@@ -146,11 +150,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow)
 				}
 				return
 			}
-			if it.Gap != nil {
-				err = writeSSE(w, "", EventGap, it.Gap)
-			} else {
-				err = writeEvent(w, it.Event)
-			}
+			err = writeItem(w, it)
 			if err == nil && len(items) == 0 {
 				err = rc.Flush() // once per burst: a replay is flushed at its end
 			}
@@ -160,6 +160,45 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f events.Follow)
 		}
 	}
 }
+
+// writeItem writes one item of a tail: an event, or the gap frame that
+// says events were lost before it.
+func writeItem(w io.Writer, it events.Item) error {
+	if it.Gap != nil {
+		return writeSSE(w, "", EventGap, it.Gap)
+	}
+	return writeEvent(w, it.Event)
+}
+
+// heartbeat ticks on c every Heartbeat of a stream, through the server's
+// clock so tests can drive it. It is re-armed only once a tick was taken,
+// so a stream that cannot keep up never has more than one tick waiting.
+type heartbeat struct {
+	c     chan struct{}
+	timer clock.Timer
+	arm   func() clock.Timer
+}
+
+// startHeartbeat arms the first tick.
+func (s *Server) startHeartbeat() *heartbeat {
+	hb := &heartbeat{c: make(chan struct{}, 1)}
+	hb.arm = func() clock.Timer {
+		return s.clock.AfterFunc(s.o.Heartbeat, func() {
+			select {
+			case hb.c <- struct{}{}:
+			default:
+			}
+		})
+	}
+	hb.timer = hb.arm()
+	return hb
+}
+
+// rearm schedules the next tick after one was taken.
+func (hb *heartbeat) rearm() { hb.timer = hb.arm() }
+
+// stop cancels the pending tick.
+func (hb *heartbeat) stop() { hb.timer.Stop() }
 
 // resumePoint reads where a stream resumes: Last-Event-ID, else ?since.
 // replay is false when neither is given (live events only).

@@ -292,6 +292,52 @@ func New(o Options) (*Server, error) {
 	if o.Driver == nil {
 		return nil, errors.New("api: a driver is required")
 	}
+	o, err := withDefaults(o)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := tokenStore(o)
+	if err != nil {
+		return nil, err
+	}
+	page, err := parsePage()
+	if err != nil {
+		return nil, fmt.Errorf("api: status page template: %w", err)
+	}
+	ctl := o.Control
+	if ctl == nil {
+		ctl, err = localControl(o)
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+	}
+	s := &Server{
+		o: o, driver: o.Driver, ctl: ctl, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
+		log: o.Log, clock: o.Clock, open: map[string]bool{},
+		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access.Need{}, tokens: tokens,
+		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
+		groups:  newGroupWindow(o.Clock, DefaultGroupMemory, maxRemembered),
+		page:    page,
+		closing: make(chan struct{}),
+	}
+	s.inflight = &inflight{limit: o.MaxInflightBytes}
+	table, err := s.newWebhookTable(o.Webhooks, o.WakeOnResolved)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s.routing.Store(table)
+	for _, p := range o.OpenPaths {
+		s.open[p] = true
+	}
+	s.routes()
+	return s, nil
+}
+
+// withDefaults fills o's zero values with the documented defaults (o has
+// a Driver). It refuses a MaxInflightBytes below the largest body a
+// request may carry, because such a request could never be admitted and
+// would be answered 503 forever.
+func withDefaults(o Options) (Options, error) {
 	if o.Listen == "" {
 		o.Listen = DefaultListen
 	}
@@ -320,7 +366,7 @@ func New(o Options) (*Server, error) {
 		o.MaxInflightBytes = DefaultMaxInflightBytes
 	}
 	if largest := max(o.MaxBody, o.AlertmanagerMaxBytes); o.MaxInflightBytes < largest {
-		return nil, fmt.Errorf("api: api.max_inflight_bytes %d is below the largest request body the API takes (%d): no request of that size could ever be admitted", o.MaxInflightBytes, largest)
+		return o, fmt.Errorf("api: api.max_inflight_bytes %d is below the largest request body the API takes (%d): no request of that size could ever be admitted", o.MaxInflightBytes, largest)
 	}
 	if o.DedupWindow <= 0 {
 		o.DedupWindow = DefaultDedupWindow
@@ -331,6 +377,14 @@ func New(o Options) (*Server, error) {
 	if o.OpenPaths == nil {
 		o.OpenPaths = []string{"/healthz", "/readyz", "/metrics"}
 	}
+	return o, nil
+}
+
+// tokenStore is the token store the server authenticates against:
+// Options.Access when shared with other transports, else one holding
+// Options.Tokens. It enforces the no-token rule: without a token the API
+// must not be reachable beyond loopback, where anyone could drive it.
+func tokenStore(o Options) (*access.Tokens, error) {
 	tokens := o.Access
 	if tokens == nil {
 		set, err := access.NewSet(o.Tokens)
@@ -344,38 +398,15 @@ func New(o Options) (*Server, error) {
 	if tokens.Load().Empty() && !config.IsLoopback(o.Listen) {
 		return nil, fmt.Errorf("%w: api.listen %q is reachable beyond loopback and api.tokens is empty; add a token to api.tokens (role read, ingest or operate) or set api.listen to a loopback address such as 127.0.0.1:8080", ErrNoToken, o.Listen)
 	}
-	page, err := parsePage()
-	if err != nil {
-		return nil, fmt.Errorf("api: status page template: %w", err)
-	}
-	ctl := o.Control
-	if ctl == nil {
-		ctl, err = control.New(control.Options{Driver: o.Driver, Guard: o.Guard, Scheduler: o.Scheduler, Holder: o.Holder, Log: o.Log,
-			View: LocalView(ViewOptions{Driver: o.Driver, Guard: o.Guard, Scheduler: o.Scheduler, Subagents: o.Subagents, Holder: o.Holder})})
-		if err != nil {
-			return nil, fmt.Errorf("api: %w", err)
-		}
-	}
-	s := &Server{
-		o: o, driver: o.Driver, ctl: ctl, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
-		log: o.Log, clock: o.Clock, open: map[string]bool{},
-		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access.Need{}, tokens: tokens,
-		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
-		groups:  newGroupWindow(o.Clock, DefaultGroupMemory, maxRemembered),
-		page:    page,
-		closing: make(chan struct{}),
-	}
-	s.inflight = &inflight{limit: o.MaxInflightBytes}
-	table, err := s.newWebhookTable(o.Webhooks, o.WakeOnResolved)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
-	}
-	s.routing.Store(table)
-	for _, p := range o.OpenPaths {
-		s.open[p] = true
-	}
-	s.routes()
-	return s, nil
+	return tokens, nil
+}
+
+// localControl is the Control used when Options.Control is nil: this
+// process owns every agent, and the views are built from its own driver,
+// guard and scheduler.
+func localControl(o Options) (*control.Control, error) {
+	return control.New(control.Options{Driver: o.Driver, Guard: o.Guard, Scheduler: o.Scheduler, Holder: o.Holder, Log: o.Log,
+		View: LocalView(ViewOptions{Driver: o.Driver, Guard: o.Guard, Scheduler: o.Scheduler, Subagents: o.Subagents, Holder: o.Holder})})
 }
 
 // SetTokens replaces the accepted tokens while the server runs (for

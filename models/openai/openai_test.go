@@ -1,10 +1,7 @@
 package openai
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,6 +14,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/providersuite"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
@@ -82,11 +80,11 @@ func errorBody(msg, typ string) string {
 	return string(b)
 }
 
-func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.Logger) *Model {
+func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM {
 	t.Helper()
 	m, err := New(Options{
 		Model:   "gpt-4.1-mini",
-		BaseURL: f.URL + "/v1",
+		BaseURL: url + "/v1",
 		APIKey:  testKey,
 		Headers: map[string]string{"X-Team": "payments"},
 		Retry:   pol,
@@ -101,7 +99,7 @@ func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.
 func TestToolTurnThroughADK(t *testing.T) {
 	t.Parallel()
 	f := providertest.NewServer(t, providertest.Reply(200, toolCallReply), providertest.Reply(200, textReply))
-	m := newModel(t, f, retry.Policy{}, nil)
+	m := newModel(t, f.URL, retry.Policy{}, nil)
 
 	events, cities := providertest.WeatherTurn(t, "openai-test", m)
 
@@ -188,153 +186,55 @@ func TestToolTurnThroughADK(t *testing.T) {
 	}
 }
 
-func TestUsageRecorded(t *testing.T) {
+// TestConformance runs the cases every provider shares on Chat
+// Completions replies.
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	f := providertest.NewServer(t, providertest.Reply(200, textReply))
-	m := newModel(t, f, retry.Policy{}, nil)
-	resp, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &genai.GenerateContentResponseUsageMetadata{
-		PromptTokenCount:        1200,
-		CachedContentTokenCount: 1024,
-		CandidatesTokenCount:    200, // completion_tokens minus reasoning
-		ThoughtsTokenCount:      100,
-		TotalTokenCount:         1500,
-	}
-	if !reflect.DeepEqual(resp.UsageMetadata, want) {
-		t.Errorf("usage = %+v\nwant    %+v", resp.UsageMetadata, want)
-	}
-	if resp.FinishReason != genai.FinishReasonStop || resp.ModelVersion != "gpt-4.1-mini-2025-04-14" || resp.Partial {
-		t.Errorf("finish %q version %q partial %v", resp.FinishReason, resp.ModelVersion, resp.Partial)
-	}
-	// What the cost guardrail reads from it, and what it costs at list
-	// price ($0.40 in, $0.10 cached, $1.60 out per million).
-	u := guard.UsageOf(resp.UsageMetadata, resp.CustomMetadata)
-	if u != (guard.Usage{Input: 1200, CachedInput: 1024, Output: 300}) {
-		t.Errorf("guard.UsageOf = %+v", u)
-	}
-	price, ok := guard.NewPrices(nil).Lookup(m.Name())
-	if !ok {
-		t.Fatalf("no price for %s", m.Name())
-	}
-	wantCost := (176*0.40 + 1024*0.10 + 300*1.60) / 1e6
-	if got := price.Cost(u); fmt.Sprintf("%.9f", got) != fmt.Sprintf("%.9f", wantCost) {
-		t.Errorf("cost = %.9f, want %.9f", got, wantCost)
-	}
-}
-
-func TestRateLimitedThenOK(t *testing.T) {
-	t.Parallel()
-	f := providertest.NewServer(t,
-		providertest.Reply(429, errorBody("Rate limit reached for gpt-4.1-mini on requests per min (RPM): Limit 3, Used 3.", "requests"), "Retry-After", "2"),
-		providertest.Reply(200, textReply),
-	)
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
-		t.Fatal(err)
-	}
-	waits, outcomes := a.Snapshot()
-	if n := len(f.Requests()); n != 2 {
-		t.Errorf("server got %d requests, want 2", n)
-	}
-	if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
-		t.Errorf("waits = %v, want [2s] from Retry-After", waits)
-	}
-	if !reflect.DeepEqual(outcomes, []string{retry.OutcomeRateLimited, retry.OutcomeOK}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestServerErrorRetriedToTheLimit(t *testing.T) {
-	t.Parallel()
-	msg := "The server had an error while processing your request. Sorry about that!"
-	f := providertest.NewServer(t, providertest.Reply(500, errorBody(msg, "server_error")))
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(2), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil {
-		t.Fatal("want an error")
-	}
-	if n := len(f.Requests()); n != 3 {
-		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
-	}
-	want := "openai: 500 Internal Server Error (server_error): " + msg + " (gave up after 3 attempts)"
-	if err.Error() != want {
-		t.Errorf("error = %q\nwant    %q", err, want)
-	}
-	waits, outcomes := a.Snapshot()
-	if !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-	if !reflect.DeepEqual(waits, []time.Duration{500 * time.Millisecond, time.Second}) {
-		t.Errorf("waits = %v, want jittered 0.5·1s, 0.5·2s", waits)
-	}
-}
-
-func TestBadRequestNotRetried(t *testing.T) {
-	t.Parallel()
-	msg := "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
-	f := providertest.NewServer(t, providertest.Reply(400, errorBody(msg, "invalid_request_error")))
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
-	}
-	var se *retry.StatusError
-	if !errors.As(err, &se) || se.StatusCode != 400 || se.Message != msg {
-		t.Fatalf("error = %v, want a 400 StatusError with the server's message", err)
-	}
-	if err.Error() != "openai: 400 Bad Request (invalid_request_error): "+msg {
-		t.Errorf("error text = %q", err)
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestCancelMidRequest(t *testing.T) {
-	t.Parallel()
-	arrived := make(chan struct{})
-	released := make(chan struct{})
-	f := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
-		close(arrived)
-		<-r.Context().Done() // the client hung up
-		close(released)
+	serverError := "The server had an error while processing your request. Sorry about that!"
+	keyHelp := "You can find your API key at https://platform.openai.com/account/api-keys."
+	badRequest := "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+	providersuite.Run(t, providersuite.Provider{
+		New:        newModel,
+		Key:        testKey,
+		AuthHeader: "Authorization",
+		AuthValue:  "Bearer " + testKey,
+		OK:         providertest.Reply(200, textReply),
+		Usage: providersuite.Usage{
+			Want: genai.GenerateContentResponseUsageMetadata{
+				PromptTokenCount:        1200,
+				CachedContentTokenCount: 1024,
+				CandidatesTokenCount:    200, // completion_tokens minus reasoning
+				ThoughtsTokenCount:      100,
+				TotalTokenCount:         1500,
+			},
+			ModelVersion: "gpt-4.1-mini-2025-04-14",
+			Guard:        guard.Usage{Input: 1200, CachedInput: 1024, Output: 300},
+			// At list price: $0.40 in, $0.10 cached, $1.60 out per million.
+			Cost: (176*0.40 + 1024*0.10 + 300*1.60) / 1e6,
+		},
+		RateLimited: []providersuite.Named{{Name: "Retry-After header", Reply: providertest.Reply(429,
+			errorBody("Rate limit reached for gpt-4.1-mini on requests per min (RPM): Limit 3, Used 3.", "requests"), "Retry-After", "2")}},
+		ServerError: providersuite.Failure{
+			Replies: []http.HandlerFunc{providertest.Reply(500, errorBody(serverError, "server_error"))},
+			Err:     "openai: 500 Internal Server Error (server_error): " + serverError + " (gave up after 3 attempts)",
+		},
+		BadRequest: providersuite.BadRequest{
+			Reply:   providertest.Reply(400, errorBody(badRequest, "invalid_request_error")),
+			Message: badRequest,
+			Err:     "openai: 400 Bad Request (invalid_request_error): " + badRequest,
+		},
+		KeyInError: providersuite.Failure{
+			Replies: []http.HandlerFunc{
+				providertest.Reply(500, errorBody("upstream failed for key "+testKey, "server_error")),
+				providertest.Reply(401, errorBody("Incorrect API key provided: "+testKey+". "+keyHelp, "invalid_request_error")),
+			},
+			Err: "openai: 401 Unauthorized (invalid_request_error): Incorrect API key provided: [redacted]. " + keyHelp,
+		},
+		BadToolCall: &providersuite.BadToolCall{
+			Reply: providertest.Reply(200, strings.Replace(toolCallReply, `{\"city\":\"Paris\"}`, `{\"city\":`, 1)),
+			Err:   `"get_weather": arguments are not a JSON object`,
+		},
 	})
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := providertest.Generate(ctx, m, providertest.UserRequest("hi"))
-		done <- err
-	}()
-	<-arrived
-	cancel()
-	select {
-	case err := <-done:
-		t.Logf("canceled call returned: %v", err)
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("error = %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("GenerateContent did not return after cancel")
-	}
-	select {
-	case <-released:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server never saw the request aborted")
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
-	}
 }
 
 func TestAttemptTimeoutRetried(t *testing.T) {
@@ -353,53 +253,6 @@ func TestAttemptTimeoutRetried(t *testing.T) {
 	}
 	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "ok"}) {
 		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestKeyNeverLoggedOrReturned(t *testing.T) {
-	t.Parallel()
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f := providertest.NewServer(t,
-		providertest.Reply(500, errorBody("upstream failed for key "+testKey, "server_error")),
-		providertest.Reply(401, errorBody("Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error")),
-	)
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(2), log)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil {
-		t.Fatal("want an error")
-	}
-	if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testKey) {
-		t.Errorf("error carries the key: %v", err)
-	}
-	if !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "Incorrect API key provided: [redacted]") {
-		t.Errorf("error = %q, want the 401 and the provider's message", err)
-	}
-	if !strings.Contains(logs.String(), "retrying") {
-		t.Errorf("the retry was not logged:\n%s", logs.String())
-	}
-	if strings.Contains(logs.String(), testKey) {
-		t.Errorf("logs carry the key:\n%s", logs.String())
-	}
-	// The key did reach the server, where it belongs.
-	if got := f.Requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
-		t.Errorf("Authorization = %q", got)
-	}
-}
-
-func TestInvalidToolArgumentsFailTheTurn(t *testing.T) {
-	t.Parallel()
-	bad := strings.Replace(toolCallReply, `{\"city\":\"Paris\"}`, `{\"city\":`, 1)
-	f := providertest.NewServer(t, providertest.Reply(200, bad))
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil || !strings.Contains(err.Error(), `"get_weather": arguments are not a JSON object`) {
-		t.Fatalf("error = %v, want one naming the tool and its bad arguments", err)
-	}
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
 	}
 }
 

@@ -1,22 +1,19 @@
 package anthropic
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/providersuite"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
@@ -57,11 +54,11 @@ func errorBody(typ, msg string) string {
 	return string(b)
 }
 
-func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.Logger) *Model {
+func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM {
 	t.Helper()
 	m, err := New(Options{
 		Model:   "claude-sonnet-4-5",
-		BaseURL: f.URL,
+		BaseURL: url,
 		APIKey:  testKey,
 		Headers: map[string]string{"anthropic-beta": "token-efficient-tools-2025-02-19"},
 		Retry:   pol,
@@ -76,7 +73,7 @@ func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.
 func TestToolTurnThroughADK(t *testing.T) {
 	t.Parallel()
 	f := providertest.NewServer(t, providertest.Reply(200, toolUseReply), providertest.Reply(200, textReply))
-	m := newModel(t, f, retry.Policy{}, nil)
+	m := newModel(t, f.URL, retry.Policy{}, nil)
 
 	events, cities := providertest.WeatherTurn(t, "anthropic-test", m)
 
@@ -165,199 +162,61 @@ func TestToolTurnThroughADK(t *testing.T) {
 	}
 }
 
-func TestUsageRecorded(t *testing.T) {
+// TestConformance runs the cases every provider shares on Messages API
+// replies.
+func TestConformance(t *testing.T) {
 	t.Parallel()
-	f := providertest.NewServer(t, providertest.Reply(200, textReply))
-	m := newModel(t, f, retry.Policy{}, nil)
-	resp, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &genai.GenerateContentResponseUsageMetadata{
-		PromptTokenCount:        2400, // 100 uncached + 2000 read + 300 written
-		CachedContentTokenCount: 2000,
-		CandidatesTokenCount:    50,
-		TotalTokenCount:         2450,
-	}
-	if !reflect.DeepEqual(resp.UsageMetadata, want) {
-		t.Errorf("usage = %+v\nwant    %+v", resp.UsageMetadata, want)
-	}
-	if cw, ok := resp.CustomMetadata[CacheWriteKey].(int); !ok || cw != 300 {
-		t.Errorf("custom metadata = %v, want %s: 300 (int)", resp.CustomMetadata, CacheWriteKey)
-	}
-	if resp.FinishReason != genai.FinishReasonStop || resp.ModelVersion != "claude-sonnet-4-5-20250929" {
-		t.Errorf("finish %q version %q", resp.FinishReason, resp.ModelVersion)
-	}
-	// What the cost guardrail reads, and what it costs at list price
-	// ($3 in, $0.30 cache read, $3.75 cache write, $15 out per million).
-	u := guard.UsageOf(resp.UsageMetadata, resp.CustomMetadata)
-	if u != (guard.Usage{Input: 2400, CachedInput: 2000, CacheWrite: 300, Output: 50}) {
-		t.Errorf("guard.UsageOf = %+v", u)
-	}
-	price, ok := guard.NewPrices(nil).Lookup(m.Name())
-	if !ok {
-		t.Fatalf("no price for %s", m.Name())
-	}
-	wantCost := (100*3 + 2000*0.30 + 300*3.75 + 50*15) / 1e6
-	if got := price.Cost(u); fmt.Sprintf("%.9f", got) != fmt.Sprintf("%.9f", wantCost) {
-		t.Errorf("cost = %.9f, want %.9f", got, wantCost)
-	}
-}
-
-func TestRateLimitedThenOK(t *testing.T) {
-	t.Parallel()
-	f := providertest.NewServer(t,
-		providertest.Reply(429, errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), "Retry-After", "2"),
-		providertest.Reply(200, textReply),
-	)
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
-		t.Fatal(err)
-	}
-	waits, outcomes := a.Snapshot()
-	if n := len(f.Requests()); n != 2 {
-		t.Errorf("server got %d requests, want 2", n)
-	}
-	if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
-		t.Errorf("waits = %v, want [2s] from Retry-After", waits)
-	}
-	if !reflect.DeepEqual(outcomes, []string{retry.OutcomeRateLimited, retry.OutcomeOK}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestServerErrorRetriedToTheLimit(t *testing.T) {
-	t.Parallel()
-	f := providertest.NewServer(t,
-		providertest.Reply(529, errorBody("overloaded_error", "Overloaded")),
-		providertest.Reply(500, errorBody("api_error", "Internal server error")),
-	)
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(2), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil {
-		t.Fatal("want an error")
-	}
-	if n := len(f.Requests()); n != 3 {
-		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
-	}
-	want := "anthropic: 500 Internal Server Error (api_error): Internal server error (gave up after 3 attempts)"
-	if err.Error() != want {
-		t.Errorf("error = %q\nwant    %q", err, want)
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestBadRequestNotRetried(t *testing.T) {
-	t.Parallel()
-	msg := "messages.1.content.0.tool_result.tool_use_id: unexpected `tool_use_id` found in `tool_result` blocks"
-	f := providertest.NewServer(t, providertest.Reply(400, errorBody("invalid_request_error", msg)))
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
-	}
-	var se *retry.StatusError
-	if !errors.As(err, &se) || se.StatusCode != 400 || se.Message != msg {
-		t.Fatalf("error = %v, want a 400 StatusError with the server's message", err)
-	}
-	if err.Error() != "anthropic: 400 Bad Request (invalid_request_error): "+msg {
-		t.Errorf("error text = %q", err)
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestCancelMidRequest(t *testing.T) {
-	t.Parallel()
-	arrived := make(chan struct{})
-	released := make(chan struct{})
-	f := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
-		close(arrived)
-		<-r.Context().Done() // the client hung up
-		close(released)
+	badRequest := "messages.1.content.0.tool_result.tool_use_id: unexpected `tool_use_id` found in `tool_result` blocks"
+	providersuite.Run(t, providersuite.Provider{
+		New:        newModel,
+		Key:        testKey,
+		AuthHeader: "X-Api-Key",
+		AuthValue:  testKey,
+		OK:         providertest.Reply(200, textReply),
+		Usage: providersuite.Usage{
+			Want: genai.GenerateContentResponseUsageMetadata{
+				PromptTokenCount:        2400, // 100 uncached + 2000 read + 300 written
+				CachedContentTokenCount: 2000,
+				CandidatesTokenCount:    50,
+				TotalTokenCount:         2450,
+			},
+			ModelVersion: "claude-sonnet-4-5-20250929",
+			Also: func(t *testing.T, resp *model.LLMResponse) {
+				if cw, ok := resp.CustomMetadata[CacheWriteKey].(int); !ok || cw != 300 {
+					t.Errorf("custom metadata = %v, want %s: 300 (int)", resp.CustomMetadata, CacheWriteKey)
+				}
+			},
+			Guard: guard.Usage{Input: 2400, CachedInput: 2000, CacheWrite: 300, Output: 50},
+			// At list price: $3 in, $0.30 cache read, $3.75 cache write,
+			// $15 out per million.
+			Cost: (100*3 + 2000*0.30 + 300*3.75 + 50*15) / 1e6,
+		},
+		RateLimited: []providersuite.Named{{Name: "Retry-After header", Reply: providertest.Reply(429,
+			errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), "Retry-After", "2")}},
+		ServerError: providersuite.Failure{
+			Replies: []http.HandlerFunc{
+				providertest.Reply(529, errorBody("overloaded_error", "Overloaded")),
+				providertest.Reply(500, errorBody("api_error", "Internal server error")),
+			},
+			Err: "anthropic: 500 Internal Server Error (api_error): Internal server error (gave up after 3 attempts)",
+		},
+		BadRequest: providersuite.BadRequest{
+			Reply:   providertest.Reply(400, errorBody("invalid_request_error", badRequest)),
+			Message: badRequest,
+			Err:     "anthropic: 400 Bad Request (invalid_request_error): " + badRequest,
+		},
+		KeyInError: providersuite.Failure{
+			Replies: []http.HandlerFunc{
+				providertest.Reply(503, errorBody("api_error", "upstream failed for "+testKey)),
+				providertest.Reply(401, errorBody("authentication_error", "invalid x-api-key "+testKey)),
+			},
+			Err: "anthropic: 401 Unauthorized (authentication_error): invalid x-api-key [redacted]",
+		},
+		BadToolCall: &providersuite.BadToolCall{
+			Reply: providertest.Reply(200, strings.Replace(toolUseReply, `"input": {"city": "Paris"}`, `"input": ["Paris"]`, 1)),
+			Err:   `tool_use "get_weather": input is not a JSON object`,
+		},
 	})
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := providertest.Generate(ctx, m, providertest.UserRequest("hi"))
-		done <- err
-	}()
-	<-arrived
-	cancel()
-	select {
-	case err := <-done:
-		t.Logf("canceled call returned: %v", err)
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("error = %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("GenerateContent did not return after cancel")
-	}
-	select {
-	case <-released:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server never saw the request aborted")
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
-	}
-}
-
-func TestKeyNeverLoggedOrReturned(t *testing.T) {
-	t.Parallel()
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f := providertest.NewServer(t,
-		providertest.Reply(503, errorBody("api_error", "upstream failed for "+testKey)),
-		providertest.Reply(401, errorBody("authentication_error", "invalid x-api-key "+testKey)),
-	)
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(2), log)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil {
-		t.Fatal("want an error")
-	}
-	if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testKey) {
-		t.Errorf("error carries the key: %v", err)
-	}
-	if err.Error() != "anthropic: 401 Unauthorized (authentication_error): invalid x-api-key [redacted]" {
-		t.Errorf("error = %q", err)
-	}
-	if !strings.Contains(logs.String(), "retrying") {
-		t.Errorf("the retry was not logged:\n%s", logs.String())
-	}
-	if strings.Contains(logs.String(), testKey) {
-		t.Errorf("logs carry the key:\n%s", logs.String())
-	}
-	if got := f.Requests()[0].Header.Get("X-Api-Key"); got != testKey {
-		t.Errorf("x-api-key = %q", got)
-	}
-}
-
-func TestInvalidToolInputFailsTheTurn(t *testing.T) {
-	t.Parallel()
-	bad := strings.Replace(toolUseReply, `"input": {"city": "Paris"}`, `"input": ["Paris"]`, 1)
-	f := providertest.NewServer(t, providertest.Reply(200, bad))
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil || !strings.Contains(err.Error(), `tool_use "get_weather": input is not a JSON object`) {
-		t.Fatalf("error = %v, want one naming the tool and its bad input", err)
-	}
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
-	}
 }
 
 func TestRequestMapping(t *testing.T) {

@@ -191,57 +191,84 @@ func printJSON(w io.Writer, v any) {
 // have their own files. Every verb takes --reason, which the worker keeps
 // in the verb's event (and a pause's record) with the caller's token name.
 func (c *cli) opsCmds() []*cobra.Command {
-	var message string
-	var dropQueued, noHold bool
-	// verb is POST /v1/agents/AGENT/<name> with body's fields and
-	// --reason, printed as a line (verbLine) or, with -o json, the API's
-	// answer.
-	verb := func(name, short, example string, body func() map[string]any) *cobra.Command {
-		var api *apiFlags
-		var reason, output string
-		cmd := &cobra.Command{
-			Use:     name + " AGENT [-o json]",
-			Short:   short,
-			Example: example,
-			Args:    cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				client, err := api.client(cmd, c.env)
-				if err != nil {
-					return err
-				}
-				fields := body()
-				if reason != "" {
-					if fields == nil {
-						fields = map[string]any{}
-					}
-					fields["reason"] = reason
-				}
-				var send any
-				if fields != nil {
-					send = fields
-				}
-				if output != "" && output != "json" {
-					return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
-				}
-				raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/"+name, send, output == "json")
-				if err != nil || printed {
-					return err
-				}
-				var reply control.Reply
-				if err := json.Unmarshal(raw, &reply); err != nil {
-					return fmt.Errorf("POST /v1/agents/%s/%s: %w", args[0], name, err)
-				}
-				fmt.Fprintln(c.stdout, verbLine(args[0], name, reason, !noHold, reply))
-				return nil
-			},
-		}
-		api = addAPIFlags(cmd, 30*time.Second)
-		cmd.Flags().StringVarP(&output, "output", "o", "", "json: print the API's answer (default: a line)")
-		cmd.Flags().StringVar(&reason, "reason", "", "why, in your words: kept in the event with your token's name (and, for pause, shown by status)")
-		return cmd
+	return []*cobra.Command{
+		c.agentVerbCmd("pause", "Pause an agent: no turns; messages stay queued.",
+			`  agent-worker pause oncall --reason "db migration"
+  agent-worker pause oncall --api http://worker:8080 --token-file ~/.agent-worker-token`, noBody, alwaysHold),
+		c.resumeCmd(),
+		c.interruptCmd(),
+		c.agentVerbCmd("wake", "Wake an agent for a turn now.",
+			`  agent-worker wake oncall
+  agent-worker wake oncall --reason "check the nightly backup now"`, noBody, alwaysHold),
+		c.resetCmd(),
+		c.inboxCmd(),
 	}
+}
 
-	resume := verb("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued); an agent that is not paused is refused (exit 1, HTTP 409 with its state).",
+// noBody is the body of a verb that has no fields besides --reason.
+func noBody() map[string]any { return nil }
+
+// alwaysHold is the hold of the verbs other than interrupt, which have
+// no --no-hold; verbLine reads hold for interrupt only.
+func alwaysHold() bool { return true }
+
+// agentVerbCmd is POST /v1/agents/AGENT/<name> with body's fields and
+// --reason, printed as a line (verbLine, told hold()) or, with -o json,
+// the API's answer. body and hold are called when the command runs, so
+// they see the verb's own flags.
+func (c *cli) agentVerbCmd(name, short, example string, body func() map[string]any, hold func() bool) *cobra.Command {
+	var api *apiFlags
+	var reason, output string
+	cmd := &cobra.Command{
+		Use:     name + " AGENT [-o json]",
+		Short:   short,
+		Example: example,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := api.client(cmd, c.env)
+			if err != nil {
+				return err
+			}
+			fields := body()
+			if reason != "" {
+				if fields == nil {
+					fields = map[string]any{}
+				}
+				fields["reason"] = reason
+			}
+			var send any
+			if fields != nil {
+				send = fields
+			}
+			if output != "" && output != "json" {
+				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+			}
+			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/"+name, send, output == "json")
+			if err != nil || printed {
+				return err
+			}
+			var reply control.Reply
+			if err := json.Unmarshal(raw, &reply); err != nil {
+				return fmt.Errorf("POST /v1/agents/%s/%s: %w", args[0], name, err)
+			}
+			fmt.Fprintln(c.stdout, verbLine(args[0], name, reason, hold(), reply))
+			return nil
+		},
+	}
+	api = addAPIFlags(cmd, 30*time.Second)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print the API's answer (default: a line)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, in your words: kept in the event with your token's name (and, for pause, shown by status)")
+	return cmd
+}
+
+// resumeCmd is `resume AGENT`: one turn with what is queued, optionally
+// with an instruction (--message) or after dropping the queue
+// (--drop-queued). The body carries only the fields given, so a plain
+// resume sends none.
+func (c *cli) resumeCmd() *cobra.Command {
+	var message string
+	var dropQueued bool
+	cmd := c.agentVerbCmd("resume", "Resume a paused agent: one turn with everything queued (or, with --drop-queued, nothing queued); an agent that is not paused is refused (exit 1, HTTP 409 with its state).",
 		`  agent-worker resume oncall
   agent-worker resume oncall --message "the migration is done; re-check db-2"
   agent-worker resume oncall --drop-queued --reason "stale alerts"`, func() map[string]any {
@@ -256,17 +283,29 @@ func (c *cli) opsCmds() []*cobra.Command {
 				body["drop_queued"] = true
 			}
 			return body
-		})
-	resume.Flags().StringVar(&message, "message", "", "an instruction for the resumed turn")
-	resume.Flags().BoolVar(&dropQueued, "drop-queued", false, "abandon every queued message first: each is dead-lettered with reason operator_dropped; the answer's \"dropped\" counts them")
+		}, alwaysHold)
+	cmd.Flags().StringVar(&message, "message", "", "an instruction for the resumed turn")
+	cmd.Flags().BoolVar(&dropQueued, "drop-queued", false, "abandon every queued message first: each is dead-lettered with reason operator_dropped; the answer's \"dropped\" counts them")
+	return cmd
+}
 
-	interrupt := verb("interrupt", "Cancel the running turn and pause (unless --no-hold).",
+// interruptCmd is `interrupt AGENT`: cancel the running turn and, unless
+// --no-hold, pause. Its body always carries hold, false with --no-hold.
+func (c *cli) interruptCmd() *cobra.Command {
+	var noHold bool
+	cmd := c.agentVerbCmd("interrupt", "Cancel the running turn and pause (unless --no-hold).",
 		`  agent-worker interrupt oncall --reason "runaway tool loop"
   agent-worker interrupt oncall --no-hold`, func() map[string]any {
 			return map[string]any{"hold": !noHold}
-		})
-	interrupt.Flags().BoolVar(&noHold, "no-hold", false, "cancel the turn but do not pause")
+		}, func() bool { return !noHold })
+	cmd.Flags().BoolVar(&noHold, "no-hold", false, "cancel the turn but do not pause")
+	return cmd
+}
 
+// resetCmd is `reset AGENT GUARDRAIL`: reset a tripped guardrail, with
+// --add-budget raising its ceiling, printed as a line (resetLine) or,
+// with -o json, the API's answer.
+func (c *cli) resetCmd() *cobra.Command {
 	var addBudget float64
 	var resetReason, resetOutput string
 	var resetAPI *apiFlags
@@ -310,19 +349,7 @@ ceiling, and the budget that is missing.`,
 	reset.Flags().StringVarP(&resetOutput, "output", "o", "", "json: print the API's answer (default: a line)")
 	reset.Flags().Float64Var(&addBudget, "add-budget", 0, "USD to add to the ceiling (spend is never lowered)")
 	reset.Flags().StringVar(&resetReason, "reason", "", "why, in your words: kept in the guardrail-reset event with your token's name")
-
-	return []*cobra.Command{
-		verb("pause", "Pause an agent: no turns; messages stay queued.",
-			`  agent-worker pause oncall --reason "db migration"
-  agent-worker pause oncall --api http://worker:8080 --token-file ~/.agent-worker-token`, func() map[string]any { return nil }),
-		resume,
-		interrupt,
-		verb("wake", "Wake an agent for a turn now.",
-			`  agent-worker wake oncall
-  agent-worker wake oncall --reason "check the nightly backup now"`, func() map[string]any { return nil }),
-		reset,
-		c.inboxCmd(),
-	}
+	return reset
 }
 
 // inboxCmd is `inbox AGENT`: the messages queued on the agent's owner, a

@@ -50,15 +50,7 @@ func natsFromEnv(env environ) string {
 
 // sendCmd is `send`: publish a message to an agent over NATS.
 func (c *cli) sendCmd() *cobra.Command {
-	var (
-		deferred bool
-		id, from string
-		url      string
-		prefix   string
-		file     string
-		timeout  time.Duration
-		auth     config.NATS
-	)
+	f := &sendFlags{}
 	cmd := &cobra.Command{
 		Use:   "send AGENT TEXT [--deferred] [--id ID] [--nats URL]",
 		Short: "Publish a message to an agent's inbox (or deferred) subject.",
@@ -74,64 +66,25 @@ nats CLI's variable), else the NATS of --config, else ` + nats.DefaultURL + `.
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent, text := args[0], args[1]
-			if url == "" {
-				url = natsFromEnv(c.env)
-			}
-			if file != "" {
-				cfg, err := loadConfig(file, c.env)
-				if err != nil {
-					return err
-				}
-				if !cmd.Flags().Changed("prefix") {
-					prefix = cfg.NATS.SubjectPrefix
-				}
-				if url == "" {
-					url = clientURL(cfg.NATS)
-				}
-				if auth == (config.NATS{}) {
-					auth = cfg.NATS // the worker's own credentials
-				}
-			}
-			if url == "" {
-				url = nats.DefaultURL
-			}
-			opts, err := natsbus.ClientAuth(auth)
-			if err != nil {
+			if err := f.resolve(cmd, c.env); err != nil {
 				return err
 			}
-			subjects := natsbus.Subjects{Prefix: prefix}
+			subjects := natsbus.Subjects{Prefix: f.prefix}
 			subject := subjects.Inbox(agent)
-			if deferred {
+			if f.deferred {
 				subject = subjects.Deferred(agent)
 			}
-			body, _ := json.Marshal(map[string]string{"text": text, "id": id, "from": from})
-			nc, err := nats.Connect(url, append(opts, nats.Name("agent-worker send"), nats.Timeout(timeout))...)
-			if err != nil {
-				hint := "is the worker running? see --nats, $" + envNATS + ", $" + envNATSURL
-				if errors.Is(err, nats.ErrAuthorization) {
-					hint = "the server wants credentials: --nats-token-env, --nats-user with --nats-password-env, --nats-nkey, or --config"
-				}
-				return fmt.Errorf("connect to NATS at %s: %w (%s)", url, err, hint)
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
+			body, _ := json.Marshal(map[string]string{"text": text, "id": f.id, "from": f.from})
+			nc, err := connectNATS(f.url, f.auth, f.timeout)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
-			msg := nats.NewMsg(subject)
-			msg.Data = body
-			if id != "" {
-				// Per agent: the stream compares Nats-Msg-Id across agents.
-				msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, id))
-			}
-			ack, err := js.PublishMsg(ctx, msg)
-			if err := natsbus.Full(err); errors.Is(err, natsbus.ErrFull) {
-				return fmt.Errorf("publish to %s: %w; nothing was queued: retry once the agent has caught up", subject, err)
-			}
+			ack, err := publishMessage(ctx, nc, subject, agent, f.id, body)
 			if err != nil {
-				return fmt.Errorf("publish to %s: %w (is the agent-worker stream on this server?)", subject, err)
+				return err
 			}
 			note := ""
 			if ack.Duplicate {
@@ -141,17 +94,107 @@ nats CLI's variable), else the NATS of --config, else ` + nats.DefaultURL + `.
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.BoolVar(&deferred, "deferred", false, "queue for the next turn without waking the agent")
-	f.StringVar(&id, "id", "", "idempotency key, per agent (the envelope's id; Nats-Msg-Id AGENT/ID)")
-	f.StringVar(&from, "from", "cli", "sender name shown to the agent")
-	f.StringVar(&url, "nats", "", "NATS server URL (default: $"+envNATS+", else $"+envNATSURL+", else the config's, else "+nats.DefaultURL+")")
-	f.StringVar(&prefix, "prefix", "agents", "subject prefix (nats.subject_prefix)")
-	f.StringVarP(&file, "config", "c", "", "read the prefix, NATS URL and NATS credentials from this config")
-	f.StringVar(&auth.TokenEnv, "nats-token-env", "", "name of the environment variable holding the NATS token")
-	f.StringVar(&auth.User, "nats-user", "", "NATS user (with --nats-password-env)")
-	f.StringVar(&auth.PasswordEnv, "nats-password-env", "", "name of the environment variable holding the NATS password")
-	f.StringVar(&auth.NKeyFile, "nats-nkey", "", "NKey seed file")
-	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the server")
+	f.register(cmd)
 	return cmd
+}
+
+// sendFlags are send's flags. resolve fills in what they leave out, from
+// the environment and --config, in place.
+type sendFlags struct {
+	deferred bool
+	id, from string
+	url      string
+	prefix   string
+	file     string
+	timeout  time.Duration
+	auth     config.NATS
+}
+
+// register adds the flags to cmd.
+func (f *sendFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.BoolVar(&f.deferred, "deferred", false, "queue for the next turn without waking the agent")
+	fs.StringVar(&f.id, "id", "", "idempotency key, per agent (the envelope's id; Nats-Msg-Id AGENT/ID)")
+	fs.StringVar(&f.from, "from", "cli", "sender name shown to the agent")
+	fs.StringVar(&f.url, "nats", "", "NATS server URL (default: $"+envNATS+", else $"+envNATSURL+", else the config's, else "+nats.DefaultURL+")")
+	fs.StringVar(&f.prefix, "prefix", "agents", "subject prefix (nats.subject_prefix)")
+	fs.StringVarP(&f.file, "config", "c", "", "read the prefix, NATS URL and NATS credentials from this config")
+	fs.StringVar(&f.auth.TokenEnv, "nats-token-env", "", "name of the environment variable holding the NATS token")
+	fs.StringVar(&f.auth.User, "nats-user", "", "NATS user (with --nats-password-env)")
+	fs.StringVar(&f.auth.PasswordEnv, "nats-password-env", "", "name of the environment variable holding the NATS password")
+	fs.StringVar(&f.auth.NKeyFile, "nats-nkey", "", "NKey seed file")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "how long to wait for the server")
+}
+
+// resolve settles where send publishes, in the order the help gives: the
+// URL from --nats, the environment, --config, else NATS's default; the
+// prefix and credentials from --config unless given as flags, so a send
+// with only --config reaches the worker as the worker itself does.
+func (f *sendFlags) resolve(cmd *cobra.Command, env environ) error {
+	if f.url == "" {
+		f.url = natsFromEnv(env)
+	}
+	if f.file != "" {
+		cfg, err := loadConfig(f.file, env)
+		if err != nil {
+			return err
+		}
+		if !cmd.Flags().Changed("prefix") {
+			f.prefix = cfg.NATS.SubjectPrefix
+		}
+		if f.url == "" {
+			f.url = clientURL(cfg.NATS)
+		}
+		if f.auth == (config.NATS{}) {
+			f.auth = cfg.NATS // the worker's own credentials
+		}
+	}
+	if f.url == "" {
+		f.url = nats.DefaultURL
+	}
+	return nil
+}
+
+// connectNATS connects send to url with auth's credentials. Its error
+// says what to check: credentials when the server refused them, else
+// where the URL came from.
+func connectNATS(url string, auth config.NATS, timeout time.Duration) (*nats.Conn, error) {
+	opts, err := natsbus.ClientAuth(auth)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("agent-worker send"), nats.Timeout(timeout))...)
+	if err != nil {
+		hint := "is the worker running? see --nats, $" + envNATS + ", $" + envNATSURL
+		if errors.Is(err, nats.ErrAuthorization) {
+			hint = "the server wants credentials: --nats-token-env, --nats-user with --nats-password-env, --nats-nkey, or --config"
+		}
+		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", url, err, hint)
+	}
+	return nc, nil
+}
+
+// publishMessage publishes body to subject through JetStream, with id
+// (when given) as the message id the stream deduplicates on. A full
+// stream is told apart, because then nothing was queued and a retry
+// later succeeds.
+func publishMessage(ctx context.Context, nc *nats.Conn, subject, agent, id string, body []byte) (*jetstream.PubAck, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = body
+	if id != "" {
+		// Per agent: the stream compares Nats-Msg-Id across agents.
+		msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, id))
+	}
+	ack, err := js.PublishMsg(ctx, msg)
+	if err := natsbus.Full(err); errors.Is(err, natsbus.ErrFull) {
+		return nil, fmt.Errorf("publish to %s: %w; nothing was queued: retry once the agent has caught up", subject, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish to %s: %w (is the agent-worker stream on this server?)", subject, err)
+	}
+	return ack, nil
 }

@@ -1,23 +1,19 @@
 package gemini
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/providersuite"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
@@ -66,12 +62,12 @@ func errorBody(code int, status, msg string, details ...map[string]any) string {
 	return string(b)
 }
 
-func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.Logger) *Model {
+func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM {
 	t.Helper()
 	m, err := New(t.Context(), Options{
 		Model:   "gemini-2.5-flash",
 		APIKey:  testKey,
-		BaseURL: f.URL,
+		BaseURL: url,
 		Headers: map[string]string{"X-Team": "payments"},
 		Retry:   pol,
 		Log:     log,
@@ -85,7 +81,7 @@ func newModel(t *testing.T, f *providertest.Server, pol retry.Policy, log *slog.
 func TestToolTurnThroughADK(t *testing.T) {
 	t.Parallel()
 	f := providertest.NewServer(t, providertest.Reply(200, functionCallReply), providertest.Reply(200, textReply))
-	m := newModel(t, f, retry.Policy{}, nil)
+	m := newModel(t, f.URL, retry.Policy{}, nil)
 
 	events, cities := providertest.WeatherTurn(t, "gemini-test", m)
 
@@ -162,181 +158,57 @@ func TestToolTurnThroughADK(t *testing.T) {
 	}
 }
 
-func TestUsageRecorded(t *testing.T) {
-	t.Parallel()
-	f := providertest.NewServer(t, providertest.Reply(200, textReply))
-	m := newModel(t, f, retry.Policy{}, nil)
-	resp, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := resp.UsageMetadata
-	if u == nil || u.PromptTokenCount != 1200 || u.CachedContentTokenCount != 1024 ||
-		u.CandidatesTokenCount != 200 || u.ThoughtsTokenCount != 100 || u.TotalTokenCount != 1500 {
-		t.Errorf("usage = %+v", u)
-	}
-	// What the cost guardrail reads, and what it costs at list price
-	// ($0.30 in, $0.075 cached, $2.50 out per million).
-	gu := guard.UsageOf(resp.UsageMetadata, resp.CustomMetadata)
-	if gu != (guard.Usage{Input: 1200, CachedInput: 1024, Output: 300}) {
-		t.Errorf("guard.UsageOf = %+v", gu)
-	}
-	price, ok := guard.NewPrices(nil).Lookup(m.Name())
-	if !ok {
-		t.Fatalf("no price for %s", m.Name())
-	}
-	wantCost := (176*0.30 + 1024*0.075 + 300*2.50) / 1e6
-	if got := price.Cost(gu); fmt.Sprintf("%.9f", got) != fmt.Sprintf("%.9f", wantCost) {
-		t.Errorf("cost = %.9f, want %.9f", got, wantCost)
-	}
-}
-
-func TestRateLimitedThenOK(t *testing.T) {
+// TestConformance runs the cases every provider shares on Gemini API
+// replies.
+func TestConformance(t *testing.T) {
 	t.Parallel()
 	quota := "You exceeded your current quota, please check your plan and billing details."
-	tests := []struct {
-		name  string
-		first http.HandlerFunc
-	}{
-		{"Retry-After header", providertest.Reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota), "Retry-After", "2")},
-		{"RetryInfo detail", providertest.Reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota,
-			map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}))},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := providertest.NewServer(t, tt.first, providertest.Reply(200, textReply))
-			var a providertest.Attempts
-			m := newModel(t, f, a.Policy(3), nil)
-			if _, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi")); err != nil {
-				t.Fatal(err)
-			}
-			waits, outcomes := a.Snapshot()
-			if n := len(f.Requests()); n != 2 {
-				t.Errorf("server got %d requests, want 2", n)
-			}
-			if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
-				t.Errorf("waits = %v, want [2s] as the server asked", waits)
-			}
-			if !reflect.DeepEqual(outcomes, []string{retry.OutcomeRateLimited, retry.OutcomeOK}) {
-				t.Errorf("outcomes = %q", outcomes)
-			}
-		})
-	}
-}
-
-func TestServerErrorRetriedToTheLimit(t *testing.T) {
-	t.Parallel()
-	msg := "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting"
-	f := providertest.NewServer(t, providertest.Reply(500, errorBody(500, "INTERNAL", msg)))
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(2), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil {
-		t.Fatal("want an error")
-	}
-	if n := len(f.Requests()); n != 3 {
-		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
-	}
-	want := "gemini: 500 Internal Server Error (INTERNAL): " + msg + " (gave up after 3 attempts)"
-	if err.Error() != want {
-		t.Errorf("error = %q\nwant    %q", err, want)
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestBadRequestNotRetried(t *testing.T) {
-	t.Parallel()
-	msg := `Invalid JSON payload received. Unknown name "foo": Cannot find field.`
-	f := providertest.NewServer(t, providertest.Reply(400, errorBody(400, "INVALID_ARGUMENT", msg)))
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
-	}
-	var se *retry.StatusError
-	if !errors.As(err, &se) || se.StatusCode != 400 || se.Message != msg {
-		t.Fatalf("error = %v, want a 400 StatusError with the server's message", err)
-	}
-	if err.Error() != "gemini: 400 Bad Request (INVALID_ARGUMENT): "+msg {
-		t.Errorf("error text = %q", err)
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-}
-
-func TestCancelMidRequest(t *testing.T) {
-	t.Parallel()
-	arrived := make(chan struct{})
-	released := make(chan struct{})
-	f := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
-		close(arrived)
-		<-r.Context().Done() // the client hung up
-		close(released)
+	serverError := "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting"
+	badRequest := `Invalid JSON payload received. Unknown name "foo": Cannot find field.`
+	providersuite.Run(t, providersuite.Provider{
+		New:        newModel,
+		Key:        testKey,
+		AuthHeader: "X-Goog-Api-Key",
+		AuthValue:  testKey,
+		OK:         providertest.Reply(200, textReply),
+		Usage: providersuite.Usage{
+			Want: genai.GenerateContentResponseUsageMetadata{
+				PromptTokenCount:        1200,
+				CachedContentTokenCount: 1024,
+				CandidatesTokenCount:    200,
+				ThoughtsTokenCount:      100,
+				TotalTokenCount:         1500,
+				PromptTokensDetails:     []*genai.ModalityTokenCount{{Modality: genai.MediaModalityText, TokenCount: 1200}},
+				CacheTokensDetails:      []*genai.ModalityTokenCount{{Modality: genai.MediaModalityText, TokenCount: 1024}},
+			},
+			ModelVersion: "gemini-2.5-flash",
+			Guard:        guard.Usage{Input: 1200, CachedInput: 1024, Output: 300},
+			// At list price: $0.30 in, $0.075 cached, $2.50 out per million.
+			Cost: (176*0.30 + 1024*0.075 + 300*2.50) / 1e6,
+		},
+		RateLimited: []providersuite.Named{
+			{Name: "Retry-After header", Reply: providertest.Reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota), "Retry-After", "2")},
+			{Name: "RetryInfo detail", Reply: providertest.Reply(429, errorBody(429, "RESOURCE_EXHAUSTED", quota,
+				map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}))},
+		},
+		ServerError: providersuite.Failure{
+			Replies: []http.HandlerFunc{providertest.Reply(500, errorBody(500, "INTERNAL", serverError))},
+			Err:     "gemini: 500 Internal Server Error (INTERNAL): " + serverError + " (gave up after 3 attempts)",
+		},
+		BadRequest: providersuite.BadRequest{
+			Reply:   providertest.Reply(400, errorBody(400, "INVALID_ARGUMENT", badRequest)),
+			Message: badRequest,
+			Err:     "gemini: 400 Bad Request (INVALID_ARGUMENT): " + badRequest,
+		},
+		KeyInError: providersuite.Failure{
+			Replies: []http.HandlerFunc{
+				providertest.Reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded. Key "+testKey)),
+				providertest.Reply(400, errorBody(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key: "+testKey,
+					map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"})),
+			},
+			Err: "gemini: 400 Bad Request (INVALID_ARGUMENT): API key not valid. Please pass a valid API key: [redacted]",
+		},
 	})
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(3), nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := providertest.Generate(ctx, m, providertest.UserRequest("hi"))
-		done <- err
-	}()
-	<-arrived
-	cancel()
-	select {
-	case err := <-done:
-		t.Logf("canceled call returned: %v", err)
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("error = %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("GenerateContent did not return after cancel")
-	}
-	select {
-	case <-released:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server never saw the request aborted")
-	}
-	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
-		t.Errorf("outcomes = %q", outcomes)
-	}
-	if n := len(f.Requests()); n != 1 {
-		t.Errorf("server got %d requests, want 1", n)
-	}
-}
-
-func TestKeyNeverLoggedOrReturned(t *testing.T) {
-	t.Parallel()
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f := providertest.NewServer(t,
-		providertest.Reply(503, errorBody(503, "UNAVAILABLE", "The model is overloaded. Key "+testKey)),
-		providertest.Reply(400, errorBody(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key: "+testKey,
-			map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"})),
-	)
-	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(2), log)
-	_, err := providertest.Generate(t.Context(), m, providertest.UserRequest("hi"))
-	if err == nil {
-		t.Fatal("want an error")
-	}
-	if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testKey) {
-		t.Errorf("error carries the key: %v", err)
-	}
-	if err.Error() != "gemini: 400 Bad Request (INVALID_ARGUMENT): API key not valid. Please pass a valid API key: [redacted]" {
-		t.Errorf("error = %q", err)
-	}
-	if !strings.Contains(logs.String(), "retrying") {
-		t.Errorf("the retry was not logged:\n%s", logs.String())
-	}
-	if strings.Contains(logs.String(), testKey) {
-		t.Errorf("logs carry the key:\n%s", logs.String())
-	}
 }
 
 func TestStreamYieldsAndRetriesOnlyBeforeFirst(t *testing.T) {
@@ -364,7 +236,7 @@ func TestStreamYieldsAndRetriesOnlyBeforeFirst(t *testing.T) {
 		sse(chunk("It is ", ""), chunk("sunny.", "STOP")),
 	)
 	var a providertest.Attempts
-	m := newModel(t, f, a.Policy(2), nil)
+	m := newModel(t, f.URL, a.Policy(2), nil)
 	var texts []string
 	var final *model.LLMResponse
 	for resp, err := range m.GenerateContent(t.Context(), providertest.UserRequest("hi"), true) {

@@ -1,12 +1,10 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	"github.com/agent-worker/agent-worker/api"
-	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events/eventstream"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
@@ -22,7 +20,8 @@ const eventsStopTimeout = 5 * time.Second
 // In core NATS mode they are published fire-and-forget instead, and the
 // API's event streams read this replica's ring. It runs before the
 // agents start, so their first events are kept too.
-func (w *Worker) startEvents(ctx context.Context, cfg *config.Config, subjects natsbus.Subjects, o Options) error {
+func (w *Worker) startEvents(st *starting) error {
+	ctx, cfg, subjects, o := st.ctx, st.cfg, st.subjects, st.o
 	if w.conn.JS == nil {
 		w.stopEv = natsbus.ForwardEvents(w.conn.NC, subjects, w.bus, o.Log)
 		return nil

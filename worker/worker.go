@@ -49,7 +49,6 @@ import (
 	redisstore "github.com/agent-worker/agent-worker/store/redis"
 	"github.com/agent-worker/agent-worker/tools"
 	"github.com/agent-worker/agent-worker/tracing"
-	"github.com/agent-worker/agent-worker/watchdog"
 )
 
 // Options tune a Worker beyond its config, for tests and embedding.
@@ -116,175 +115,23 @@ type Worker struct {
 // store, the stream, the agents' loops, their input log, the control
 // subject and the events forwarder. On error everything started is
 // stopped again.
-func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Worker, err error) {
+func Start(ctx context.Context, cfg *config.Config, o Options) (*Worker, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
-	w := &Worker{cfg: cfg, log: o.Log, bus: events.NewBus(0, o.Log)}
+	w := &Worker{cfg: cfg, log: o.Log}
 	w.reload.init(cfg, o)
-	defer func() {
-		if err != nil {
-			w.teardown()
-		}
-	}()
-	subjects := natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
-
-	w.conn, err = natsbus.Connect(cfg.NATS, cfg.DataDir, o.Log)
-	if err != nil {
-		return nil, classify(err)
-	}
-	st, err := openStore(ctx, cfg.Store, cfg.NATS.Replicas, w.conn, o.Log)
-	if err != nil {
-		return nil, classify(err)
-	}
-	// Every round trip to the store is counted, once the metrics exist
-	// (agent_worker_store_operations_total).
-	w.store = store.Observed(st, func(op string, err error) {
-		if m := w.storeOps.Load(); m != nil {
-			m.StoreOperation(op, store.Outcome(err))
-		}
-	})
-	// The deployment's sealing key: what the worker publishes with a
-	// meaning a stranger must not claim carries its seal.
-	if w.seal, err = seal.Load(ctx, w.store); err != nil {
-		return nil, err
-	}
-	w.health = newHealth(w.conn, w.store, o)
-	if w.conn.JS != nil {
-		// The input stream is the agents' log (package natsinbox): limits
-		// retention, read with direct gets, purged below the agents'
-		// cursors; a full subject or stream refuses its publisher rather
-		// than dropping what waits.
-		perSubject, maxBytes, maxAge := cfg.NATS.InputLimits()
-		spec := natsbus.StreamSpec{Name: cfg.NATS.Stream, DuplicateWindow: cfg.NATS.DuplicateWindow.D(), Replicas: cfg.NATS.Replicas,
-			Subjects: []string{subjects.AllInboxes(), subjects.AllDeferred()}, Limits: true, AllowDirect: true, DiscardNew: true,
-			MaxMsgsPerSubject: perSubject, MaxBytes: maxBytes, MaxAge: maxAge}
-		if maxAge == 0 {
-			spec.MaxAge = -1 // none: a message stays until handled
-		}
-		for _, a := range cfg.Agents {
-			for _, s := range a.Subscribe {
-				spec.Subjects = append(spec.Subjects, s.Subject)
-			}
-		}
-		// A stream of the layout before the log (a consumer per agent) is
-		// converted first, keeping every agent's place (upgrade.go).
-		if err = natsinbox.Upgrade(ctx, w.conn.JS, cfg.NATS.Stream, logAgents(cfg, nil), subjects, w.store, o.Log); err != nil {
+	s := &starting{ctx: ctx, cfg: cfg, o: o, subjects: natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}}
+	for i, st := range steps {
+		if err := st.start(w, s); err != nil {
+			// Nothing to drain: the last step, which drains, cannot fail.
+			noGrace, cancel := context.WithCancel(context.Background())
+			cancel()
+			w.unwind(i+1, noGrace)
 			return nil, err
-		}
-		if _, err = natsbus.EnsureStream(ctx, w.conn.JS, spec, o.Log); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		dlq := natsinbox.DeadLetterStream(cfg.NATS.Stream+"_DLQ", subjects, cfg.NATS.DLQMaxAge.D(), cfg.NATS.DLQMaxBytes, cfg.NATS.Replicas)
-		if _, err = natsbus.EnsureStream(ctx, w.conn.JS, dlq, o.Log); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		w.deadLetters = &natsinbox.DeadLetters{JS: w.conn.JS, Stream: dlq.Name, Subjects: subjects}
-	} else {
-		o.Log.Warn("without JetStream dead letters are published on <prefix>.<agent>.dlq but not kept: only a subscriber at that moment sees them")
-	}
-
-	// Started without servers too: a reload may add some.
-	w.mcp, err = mcptools.Start(cfg.MCPServers, mcptools.Options{Log: o.Log})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	specs, err := buildSpecs(ctx, cfg, o, w.bus, w.mcp)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	sched := scheduler.New(scheduler.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus, Owner: &w.owner})
-	loc, err := time.LoadLocation(cfg.Guardrails.Timezone)
-	if err != nil {
-		return nil, fmt.Errorf("%w: guardrails.timezone: %w", ErrConfig, err)
-	}
-	w.guard = guard.New(guard.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Events: w.bus,
-		Prices: guard.NewPrices(cfg.Pricing), Location: loc, WorkerDailyUSD: cfg.Guardrails.WorkerDailyUSD, Owner: &w.owner})
-	for i, a := range cfg.Agents {
-		guardAgent(w.guard, a, specs[i])
-	}
-	wd := watchdog.New(watchdog.Options{Log: o.Log, Events: w.bus, Clock: o.Clock, Tripper: w.guard})
-	w.reload.watchdog = wd
-	for _, a := range cfg.Agents {
-		watchAgent(wd, a)
-	}
-	w.subagents = background.New(w.subagentOptions(cfg, o))
-	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}, SubjectPrefix: cfg.NATS.SubjectPrefix, Scheduler: sched, Guards: []driver.Guard{w.guard, wd, w.subagents.Guard()},
-		Subagents: w.subagents, Leased: true, Health: w.health, Tracer: o.tracer()}, specs)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if err = w.addSubagents(ctx, cfg, o); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	var infos []metrics.AgentInfo
-	for i, a := range cfg.Agents {
-		infos = append(infos, w.metricInfo(cfg, a, specs[i]))
-	}
-	w.metrics = metrics.NewWith(infos, gauges{w},
-		metrics.Options{PerAgent: metrics.PerAgent(cfg.Metrics.PerAgent)})
-	w.storeOps.Store(w.metrics)
-	w.metrics.SetConfigHash(ConfigHash(cfg))
-	w.stopMetrics = w.metrics.Observe(w.bus)
-	w.health.OnChange(func(up bool) {
-		if up {
-			w.driver.Recovered()
-		}
-	})
-	w.health.Start()
-	if err = w.startEvents(ctx, cfg, subjects, o); err != nil {
-		return nil, err
-	}
-	w.binding, err = natsinbox.Start(ctx, w.conn.NC, w.conn.JS, logAgents(cfg, w.driver), natsinbox.Options{
-		Subjects: subjects, Stream: cfg.NATS.Stream, MaxBytes: cfg.NATS.MaxMessageBytes, DuplicateWindow: cfg.NATS.DuplicateWindow.D(),
-		Store: w.store, Events: w.bus, Log: o.Log, Clock: o.Clock, Leased: true, Seal: w.seal, ReadAheadBytes: cfg.NATS.ReadAheadBytes,
-		Holder: holderName(cfg), Live: w.replicaLive,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if w.conn.JS != nil {
-		w.driver.SetInput(w.binding) // before the loops start: they read it
-	}
-	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.cancel = cancel
-	if err = w.driver.Start(loops); err != nil {
-		return nil, err
-	}
-	// Every replica listens on every agent's control subject and answers
-	// for the agents it owns only; verbs sent to any replica (HTTP or NATS)
-	// reach the owner.
-	holder := holderName(cfg)
-	// One token set for the API and the control subject: a reload
-	// (ReloadTokens) reaches both at once.
-	if w.tokens, err = loadTokens(cfg.API.Tokens); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	w.ctl, err = control.New(control.Options{Driver: w.driver, Guard: w.guard, Scheduler: sched, Owner: &w.owner,
-		Holder: holder, Conn: w.conn.NC, Subjects: subjects, Log: o.Log,
-		Tokens: w.tokens, Seal: w.seal, LoopbackNATS: w.conn.Embedded && cfg.NATS.EmbeddedOnLoopback(),
-		View: api.LocalView(api.ViewOptions{Driver: w.driver, Guard: w.guard, Scheduler: sched, Subagents: w.subagents, Holder: holder})})
-	if err != nil {
-		return nil, err
-	}
-	w.control, err = w.ctl.ServeNATS()
-	if err != nil {
-		return nil, fmt.Errorf("serve %s: %w", subjects.AllControl(), err)
-	}
-	if err = w.startLeases(ctx, cfg, o); err != nil {
-		return nil, err
-	}
-	if err = w.startAPI(cfg, o); err != nil {
-		return nil, err
-	}
-	for _, a := range cfg.Agents {
-		if a.WakeOnStart {
-			ag, _ := w.driver.Agent(a.Name)
-			ag.Wake(driver.Cause{Source: driver.SourceStartup})
 		}
 	}
 	return w, nil
@@ -313,7 +160,8 @@ func (w *Worker) Store() store.Store { return w.store }
 // know each other (membership heartbeats) and divide the agents evenly;
 // this one takes over the agents of a replica that dies, and hands agents
 // over gracefully to one that joins (membership.go).
-func (w *Worker) startLeases(ctx context.Context, cfg *config.Config, o Options) error {
+func (w *Worker) startLeases(st *starting) error {
+	ctx, cfg, o := st.ctx, st.cfg, st.o
 	w.spread.init(w, cfg, o.Log)
 	s := &w.spread
 	names := make([]string, 0, len(cfg.Agents))
@@ -339,7 +187,8 @@ func (w *Worker) startLeases(ctx context.Context, cfg *config.Config, o Options)
 }
 
 // startAPI starts the operator HTTP API on cfg.API.Listen.
-func (w *Worker) startAPI(cfg *config.Config, o Options) error {
+func (w *Worker) startAPI(s *starting) error {
+	cfg, o := s.cfg, s.o
 	var err error
 	w.api, err = api.New(api.Options{
 		Listen: cfg.API.Listen, Access: w.tokens, OpenPaths: cfg.API.OpenPaths,
@@ -567,8 +416,18 @@ func (w *Worker) ReloadTokens() error {
 // Stop shuts the worker down: writes to the API get 503; no new turns;
 // running turns may finish until grace ends, then are cancelled (their
 // messages stay in the log, below no cursor); then NATS and the store
-// close.
+// close. It undoes Start's steps, the last first (steps.go).
 func (w *Worker) Stop(grace context.Context) {
+	w.unwind(len(steps), grace)
+}
+
+// drain takes the worker out of service, the stop of Start's last step:
+// writes to the API get 503; the control subject is left; the other
+// replicas place this one's agents; running turns and subagents may
+// finish until grace ends, then are cancelled; spend not stored yet is
+// stored and the leases released; the API's requests are awaited and
+// the membership left.
+func (w *Worker) drain(grace context.Context) {
 	var apiStopped chan struct{}
 	if w.api != nil {
 		apiStopped = make(chan struct{})
@@ -614,56 +473,7 @@ func (w *Worker) Stop(grace context.Context) {
 	if apiStopped != nil {
 		<-apiStopped
 	}
-	w.teardown()
-}
-
-// teardown releases what Start acquired, in reverse order.
-func (w *Worker) teardown() {
-	if w.leases != nil {
-		w.spread.leave()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		w.leases.Stop(ctx)
-		cancel()
-	}
 	w.spread.close()
-	if w.api != nil && w.apiDone != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = w.api.Shutdown(ctx)
-		cancel()
-		<-w.apiDone
-	}
-	if w.control != nil {
-		_ = w.control.Unsubscribe()
-	}
-	if w.binding != nil {
-		w.binding.Stop()
-	}
-	if w.cancel != nil {
-		w.cancel()
-	}
-	if w.subagents != nil { // after Stop's drain a no-op; after a failed Start, stops its loops
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		w.subagents.Shutdown(ctx)
-	}
-	if w.mcp != nil { // after the driver: no turn calls a tool any more
-		w.mcp.Close()
-	}
-	if w.stopEv != nil { // after everything that publishes events
-		w.stopEv()
-	}
-	if w.stopMetrics != nil {
-		w.stopMetrics()
-	}
-	if w.health != nil {
-		w.health.Stop()
-	}
-	if w.store != nil {
-		_ = w.store.Close()
-	}
-	if w.conn != nil {
-		w.conn.Close()
-	}
 }
 
 // openStore opens the store cfg names; nats:// buckets keep replicas

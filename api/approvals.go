@@ -6,18 +6,16 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 )
 
-// approvalRoutes registers the operator approval routes: GET lists the
+// approvalRoutes are the operator approval routes: GET lists the
 // agent's pending approvals (role read), POST .../approve and .../deny
 // decide one (role operate, audited: the decision's event names the
 // token and the reason). Each goes to the agent's owner, whichever
 // replica was asked.
-func (s *Server) approvalRoutes() {
-	s.verbRoute("GET /v1/agents/{name}/approvals", "", control.VerbApprovals, s.listApprovals)
-	for _, route := range []struct{ pattern, action, verb string }{
-		{"POST /v1/agents/{name}/approvals/{id}/approve", "approval-approve", control.VerbApprove},
-		{"POST /v1/agents/{name}/approvals/{id}/deny", "approval-deny", control.VerbDeny},
-	} {
-		s.verbRoute(route.pattern, route.action, route.verb, s.decideApproval(route.verb))
+func (s *Server) approvalRoutes() []route {
+	return []route{
+		verbRoute("GET /v1/agents/{name}/approvals", "", control.VerbApprovals, s.listApprovals),
+		verbRoute("POST /v1/agents/{name}/approvals/{id}/approve", "approval-approve", control.VerbApprove, s.decideApproval(control.VerbApprove)),
+		verbRoute("POST /v1/agents/{name}/approvals/{id}/deny", "approval-deny", control.VerbDeny, s.decideApproval(control.VerbDeny)),
 	}
 }
 

@@ -11,11 +11,11 @@ import (
 	"github.com/agent-worker/agent-worker/money"
 )
 
-// askRoute registers POST /v1/agents/{name}/ask: the control verb ask,
-// so it needs what the verb needs over NATS (operate: an ask spends the
+// askRoute is POST /v1/agents/{name}/ask: the control verb ask, so it
+// needs what the verb needs over NATS (operate: an ask spends the
 // agent's budget).
-func (s *Server) askRoute() {
-	s.verbRoute("POST /v1/agents/{name}/ask", "ask", control.VerbAsk, s.ask)
+func (s *Server) askRoute() route {
+	return verbRoute("POST /v1/agents/{name}/ask", "ask", control.VerbAsk, s.ask)
 }
 
 // ask serves POST /v1/agents/{name}/ask {"question"}: the agent's owner,

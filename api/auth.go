@@ -71,7 +71,8 @@ func scope(r Role) string {
 // authorise answers 403 unless who's role allows the route pattern; it
 // reports whether the request may go on.
 func (s *Server) authorise(w http.ResponseWriter, r *http.Request, who caller, pattern string) bool {
-	need, ok := s.needs[pattern]
+	rt, ok := s.table[pattern]
+	need := rt.need
 	if !ok || need.Allows(who.Role) {
 		return true // !ok: not a route of ours (a redirect to a cleaned path)
 	}

@@ -36,12 +36,14 @@ type DeadLetterList struct {
 // and the operator's reason.
 const EventDeadLetterReplayed = "dead-letter-replayed"
 
-func (s *Server) deadLetterRoutes() {
-	s.mux.HandleFunc("GET /v1/agents/{name}/dlq", s.listDeadLetters)
-	s.needs["GET /v1/agents/{name}/dlq"] = access.Read
-	s.mux.HandleFunc("POST /v1/agents/{name}/dlq/{seq}/replay", s.replayDeadLetter)
-	s.actions["POST /v1/agents/{name}/dlq/{seq}/replay"] = "dlq-replay"
-	s.needs["POST /v1/agents/{name}/dlq/{seq}/replay"] = access.Operate
+// deadLetterRoutes list an agent's dead letters (role read) and replay
+// one (operate). They are served with or without a store: without one
+// they answer 404 (deadLetters).
+func (s *Server) deadLetterRoutes() []route {
+	return []route{
+		readRoute("GET /v1/agents/{name}/dlq", s.listDeadLetters),
+		writeRoute("POST /v1/agents/{name}/dlq/{seq}/replay", "dlq-replay", access.Operate, s.replayDeadLetter),
+	}
 }
 
 // deadLetters returns the request's agent and the dead-letter store, or

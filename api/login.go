@@ -33,14 +33,15 @@ var loginPage = template.Must(template.New("login").Parse(loginSource))
 // loginCSP lets the form post to this server and nothing else run or load.
 const loginCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
 
-// sessionRoutes registers the login and logout routes. Their needs entry
-// only names them for Routes and the Observer: they are served before
-// authentication (isSessionRoute).
-func (s *Server) sessionRoutes() {
-	s.mux.HandleFunc(loginRoute, s.login)
-	s.mux.HandleFunc(logoutRoute, s.logout)
-	s.needs[loginRoute] = access.Read
-	s.needs[logoutRoute] = access.Read
+// sessionRoutes are the login and logout routes. Their need only names
+// them for Routes and the Observer: they are served before
+// authentication (isSessionRoute), and have no action because serveHTTP
+// logs no write for them.
+func (s *Server) sessionRoutes() []route {
+	return []route{
+		readRoute(loginRoute, s.login),
+		readRoute(logoutRoute, s.logout),
+	}
 }
 
 // isSessionRoute reports whether pattern is served before authentication.

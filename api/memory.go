@@ -6,17 +6,15 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 )
 
-// memoryRoutes registers the running memory's routes: GET shows it, POST
+// memoryRoutes are the running memory's routes: GET shows it, POST
 // .../memory/compact folds every turn not yet folded, DELETE clears it.
 // Each goes to the agent's owner (control's memory verbs), whichever
 // replica was asked; GET needs role read, the others operate.
-func (s *Server) memoryRoutes() {
-	s.verbRoute("GET /v1/agents/{name}/memory", "", control.VerbMemory, s.getMemory)
-	for _, route := range []struct{ pattern, action, verb string }{
-		{"POST /v1/agents/{name}/memory/compact", "memory-compact", control.VerbMemoryCompact},
-		{"DELETE /v1/agents/{name}/memory", "memory-clear", control.VerbMemoryClear},
-	} {
-		s.verbRoute(route.pattern, route.action, route.verb, s.memoryVerb(route.verb))
+func (s *Server) memoryRoutes() []route {
+	return []route{
+		verbRoute("GET /v1/agents/{name}/memory", "", control.VerbMemory, s.getMemory),
+		verbRoute("POST /v1/agents/{name}/memory/compact", "memory-compact", control.VerbMemoryCompact, s.memoryVerb(control.VerbMemoryCompact)),
+		verbRoute("DELETE /v1/agents/{name}/memory", "memory-clear", control.VerbMemoryClear, s.memoryVerb(control.VerbMemoryClear)),
 	}
 }
 

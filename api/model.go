@@ -11,10 +11,10 @@ import (
 	"github.com/agent-worker/agent-worker/models"
 )
 
-// modelRoutes registers POST /v1/agents/{name}/model (role operate, as the
+// modelRoute is POST /v1/agents/{name}/model (role operate, as the
 // control verb model needs).
-func (s *Server) modelRoutes() {
-	s.verbRoute("POST /v1/agents/{name}/model", "model-switch", control.VerbModel, s.switchModel)
+func (s *Server) modelRoute() route {
+	return verbRoute("POST /v1/agents/{name}/model", "model-switch", control.VerbModel, s.switchModel)
 }
 
 // switchModel serves POST /v1/agents/{name}/model

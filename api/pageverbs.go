@@ -54,11 +54,10 @@ func (s *Server) pageViewerOf(r *http.Request) pageViewer {
 	return v
 }
 
-// pageScriptRoutes registers GET /status.js, which needs what the page
-// needs (read).
-func (s *Server) pageScriptRoutes() {
-	s.mux.HandleFunc(pageScriptRoute, servePageScript)
-	s.needs[pageScriptRoute] = access.Read
+// scriptRoute is GET /status.js, which needs what the page needs
+// (read).
+func (s *Server) scriptRoute() route {
+	return readRoute(pageScriptRoute, servePageScript)
 }
 
 func servePageScript(w http.ResponseWriter, _ *http.Request) {

@@ -262,8 +262,7 @@ type Server struct {
 	tokens  *access.Tokens // its set is replaced whole by SetTokens
 	open    map[string]bool
 	mux     *http.ServeMux
-	actions map[string]string      // route pattern → action name, for write logs
-	needs   map[string]access.Need // route pattern → the roles it needs
+	table   map[string]route // route pattern → its route (routes)
 	seen    *idWindow
 	groups  *groupWindow
 	routing atomic.Pointer[webhookTable] // Options.Webhooks, parsed; replaced by SetWebhooks
@@ -314,7 +313,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		o: o, driver: o.Driver, ctl: ctl, guard: o.Guard, sched: o.Scheduler, bus: o.Events,
 		log: o.Log, clock: o.Clock, open: map[string]bool{},
-		mux: http.NewServeMux(), actions: map[string]string{}, needs: map[string]access.Need{}, tokens: tokens,
+		mux: http.NewServeMux(), table: map[string]route{}, tokens: tokens,
 		seen:    newIDWindow(o.Clock, o.DedupWindow, maxRemembered),
 		groups:  newGroupWindow(o.Clock, DefaultGroupMemory, maxRemembered),
 		page:    page,
@@ -329,7 +328,7 @@ func New(o Options) (*Server, error) {
 	for _, p := range o.OpenPaths {
 		s.open[p] = true
 	}
-	s.routes()
+	s.register(s.routes())
 	return s, nil
 }
 
@@ -445,64 +444,84 @@ func (s *Server) SetTokens(tokens []Token) error {
 	return nil
 }
 
-// routes registers every endpoint. Write routes carry an action name for
-// the write log.
-func (s *Server) routes() {
-	get := func(pattern string, h http.HandlerFunc) {
-		s.mux.HandleFunc("GET "+pattern, h)
-		s.needs["GET "+pattern] = access.Read
-	}
-	post := func(pattern, action string, h http.HandlerFunc) {
-		s.mux.HandleFunc("POST "+pattern, h)
-		s.actions["POST "+pattern] = action
-		s.needs["POST "+pattern] = access.Operate
-	}
-	get("/healthz", s.healthz)
-	get("/readyz", s.readyz)
-	get("/metrics", s.metrics)
-	get("/{$}", s.statusPage)
-	get("/v1/replicas", s.listReplicas)
-	get("/v1/agents", s.listAgents)
-	s.verbRoute("GET /v1/agents/{name}", "", control.VerbView, s.getAgent)
-	get("/v1/agents/{name}/events", s.agentEvents)
-	get("/v1/events", s.allEvents)
-	post("/v1/agents/{name}/messages", "message", s.postMessage)
-	for _, verb := range []string{control.VerbWake, control.VerbPause, control.VerbResume, control.VerbInterrupt} {
-		s.verbRoute("POST /v1/agents/{name}/"+verb, verb, verb, s.verb(verb))
-	}
-	s.verbRoute("POST /v1/agents/{name}/guardrails/reset", "guardrail-reset", control.VerbReset, s.resetGuardrail)
-	s.verbRoute("POST /v1/agents/{name}/schedules/{schedule}/run", "schedule-run", control.VerbRunSchedule, s.runSchedule)
-	get("/v1/agents/{name}/subagents", s.listSubagents)
-	get("/v1/agents/{name}/turns", s.listTurns)
-	s.verbRoute("GET /v1/agents/{name}/messages/{id}", "", control.VerbMessage, s.getMessage)
-	s.verbRoute("GET /v1/agents/{name}/inbox", "", control.VerbInbox, s.listInbox)
-	post("/v1/agents/{name}/subagents/{id}/stop", "subagent-stop", s.stopSubagent)
-	post(alertmanagerRoute[len("POST "):], "alertmanager", s.postAlertmanager)
-	post("/v1/reload", "reload", s.reload) // reload.go
-	post(webhookRoute[len("POST "):], "webhook", s.postWebhook)
-	s.memoryRoutes()
-	s.askRoute() // ask.go
-	s.modelRoutes()
-	s.approvalRoutes()
-	s.deadLetterRoutes()
-	s.sessionRoutes()
-	s.pageScriptRoutes()
-	// Queueing a message is all an ingest token may do.
-	s.needs["POST /v1/agents/{name}/messages"] = access.Ingest
-	s.needs[alertmanagerRoute] = access.Ingest
-	s.needs[webhookRoute] = access.Ingest
+// route is one endpoint of the API, the one place that says what it
+// needs: authorise reads need, the write log action, Routes and the
+// Observer the pattern. Every endpoint is registered from a route, so no
+// handler can be reachable without a need.
+type route struct {
+	pattern string      // "METHOD /path", as http.ServeMux takes it
+	need    access.Need // the roles that may use it (403 for others)
+	action  string      // a write's name in the write log; "" for reads
+	handler http.HandlerFunc
 }
 
-// verbRoute registers pattern ("METHOD /path"), served by h through the
-// control verb verb: the route needs what the verb needs over NATS
+// readRoute is a route any role that may read may use.
+func readRoute(pattern string, h http.HandlerFunc) route {
+	return route{pattern: pattern, need: access.Read, handler: h}
+}
+
+// writeRoute is a route that changes something: it has an action name
+// for the write log and needs need (operate, or ingest for the routes
+// that only queue messages).
+func writeRoute(pattern, action string, need access.Need, h http.HandlerFunc) route {
+	return route{pattern: pattern, need: need, action: action, handler: h}
+}
+
+// verbRoute is pattern ("METHOD /path"), served by h through the control
+// verb verb: the route needs what the verb needs over NATS
 // (control.Need), from the one table of it. A write route has an action
 // name for the write log.
-func (s *Server) verbRoute(pattern, action, verb string, h http.HandlerFunc) {
-	s.mux.HandleFunc(pattern, h)
-	if action != "" {
-		s.actions[pattern] = action
+func verbRoute(pattern, action, verb string, h http.HandlerFunc) route {
+	return route{pattern: pattern, need: control.Need(verb), action: action, handler: h}
+}
+
+// routes lists every endpoint. Queueing a message (messages, the
+// Alertmanager receiver, webhooks) is all an ingest token may do.
+func (s *Server) routes() []route {
+	rs := []route{
+		readRoute("GET /healthz", s.healthz),
+		readRoute("GET /readyz", s.readyz),
+		readRoute("GET /metrics", s.metrics),
+		readRoute("GET /{$}", s.statusPage),
+		readRoute("GET /v1/replicas", s.listReplicas),
+		readRoute("GET /v1/agents", s.listAgents),
+		verbRoute("GET /v1/agents/{name}", "", control.VerbView, s.getAgent),
+		readRoute("GET /v1/agents/{name}/events", s.agentEvents),
+		readRoute("GET /v1/events", s.allEvents),
+		writeRoute("POST /v1/agents/{name}/messages", "message", access.Ingest, s.postMessage),
 	}
-	s.needs[pattern] = control.Need(verb)
+	for _, verb := range []string{control.VerbWake, control.VerbPause, control.VerbResume, control.VerbInterrupt} {
+		rs = append(rs, verbRoute("POST /v1/agents/{name}/"+verb, verb, verb, s.verb(verb)))
+	}
+	rs = append(rs,
+		verbRoute("POST /v1/agents/{name}/guardrails/reset", "guardrail-reset", control.VerbReset, s.resetGuardrail),
+		verbRoute("POST /v1/agents/{name}/schedules/{schedule}/run", "schedule-run", control.VerbRunSchedule, s.runSchedule),
+		readRoute("GET /v1/agents/{name}/subagents", s.listSubagents),
+		readRoute("GET /v1/agents/{name}/turns", s.listTurns),
+		verbRoute("GET /v1/agents/{name}/messages/{id}", "", control.VerbMessage, s.getMessage),
+		verbRoute("GET /v1/agents/{name}/inbox", "", control.VerbInbox, s.listInbox),
+		writeRoute("POST /v1/agents/{name}/subagents/{id}/stop", "subagent-stop", access.Operate, s.stopSubagent),
+		writeRoute(alertmanagerRoute, "alertmanager", access.Ingest, s.postAlertmanager),
+		writeRoute("POST /v1/reload", "reload", access.Operate, s.reload), // reload.go
+		writeRoute(webhookRoute, "webhook", access.Ingest, s.postWebhook),
+		s.askRoute(), // ask.go
+		s.modelRoute(),
+		s.scriptRoute(),
+	)
+	rs = append(rs, s.memoryRoutes()...)
+	rs = append(rs, s.approvalRoutes()...)
+	rs = append(rs, s.deadLetterRoutes()...)
+	rs = append(rs, s.sessionRoutes()...)
+	return rs
+}
+
+// register serves each route on the mux and records it in the table
+// the middleware reads (authorise, the write log, Routes, observe).
+func (s *Server) register(rs []route) {
+	for _, rt := range rs {
+		s.mux.HandleFunc(rt.pattern, rt.handler)
+		s.table[rt.pattern] = rt
+	}
 }
 
 // alertmanagerRoute is the receiver's route pattern.
@@ -512,7 +531,7 @@ const alertmanagerRoute = "POST /v1/alertmanager/{name}"
 // /v1/alertmanager/{name}", ...), sorted: the route values the Observer
 // is told besides RouteOther.
 func (s *Server) Routes() []string {
-	return slices.Sorted(maps.Keys(s.needs))
+	return slices.Sorted(maps.Keys(s.table))
 }
 
 // Handler returns the API's handler: authentication, routing, the
@@ -609,7 +628,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	h, pattern := s.mux.Handler(r)
 	sw := &statusWriter{ResponseWriter: w}
-	rec := &requestRecord{action: s.actions[pattern]}
+	rec := &requestRecord{action: s.table[pattern].action}
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 	defer s.observe(r, pattern, rec, sw, began)
 	defer func() { s.inflight.release(rec.reserved) }()
@@ -661,7 +680,7 @@ func (s *Server) observe(r *http.Request, pattern string, rec *requestRecord, sw
 	}
 	status := sw.code()
 	route := pattern
-	if _, ours := s.needs[pattern]; !ours {
+	if _, ours := s.table[pattern]; !ours {
 		route = RouteOther
 	}
 	obs.HTTPRequest(route, status, time.Since(began))

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
@@ -58,6 +59,31 @@ type Provider struct {
 	KeyInError Failure
 	// BadToolCall, if set, is a reply whose tool call the model refuses.
 	BadToolCall *BadToolCall
+	// ToolTurn is a real ADK turn in which the model calls a tool.
+	ToolTurn ToolTurn
+}
+
+// ToolTurn is an ADK turn, "Weather in Paris?", of an agent whose
+// get_weather tool finds 18°C and sunny: the model calls the tool, then
+// answers "It is 18°C and sunny in Paris.".
+type ToolTurn struct {
+	// Run runs the turn on m under the app name and returns its events and
+	// the cities the tool was asked about; Describe sums an event up as
+	// "call NAME", "response NAME" or "final TEXT" (the providers' test
+	// kit has both).
+	Run      func(t *testing.T, app string, m model.LLM) ([]*session.Event, []string)
+	Describe func(ev *session.Event) string
+	App      string
+	// Replies are the model's: a call of get_weather for Paris, then the
+	// answer.
+	Replies []http.HandlerFunc
+	// Path is where every request is POSTed. Header is a header name and
+	// value New sets as an extra header, which every request must carry.
+	Path   string
+	Header [2]string
+	// Check checks the rest: the events and requests in the provider's
+	// terms.
+	Check func(t *testing.T, events []*session.Event, reqs []Request)
 }
 
 // Usage is what the model must make of OK's usage.
@@ -104,6 +130,43 @@ type BadToolCall struct {
 
 // Run runs the conformance suite; the cases run in parallel.
 func Run(t *testing.T, p Provider) {
+	t.Run("ToolTurnThroughADK", func(t *testing.T) {
+		t.Parallel()
+		tt := p.ToolTurn
+		s := serve(t, tt.Replies...)
+		m := p.New(t, s.URL, retry.Policy{}, nil)
+
+		events, cities := tt.Run(t, tt.App, m)
+
+		var shape []string
+		for _, ev := range events {
+			shape = append(shape, tt.Describe(ev))
+		}
+		want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
+		if !reflect.DeepEqual(shape, want) {
+			t.Fatalf("events = %q\nwant     %q", shape, want)
+		}
+		if !reflect.DeepEqual(cities, []string{"Paris"}) {
+			t.Errorf("tool saw cities %q", cities)
+		}
+		reqs := s.requests()
+		if len(reqs) != 2 {
+			t.Fatalf("server got %d requests, want 2", len(reqs))
+		}
+		for i, rq := range reqs {
+			if rq.Method != http.MethodPost || rq.Path != tt.Path {
+				t.Errorf("request %d: %s %s, want POST %s", i, rq.Method, rq.Path, tt.Path)
+			}
+			if got := rq.Header.Get(p.AuthHeader); got != p.AuthValue {
+				t.Errorf("request %d: %s = %q, want %q", i, p.AuthHeader, got, p.AuthValue)
+			}
+			if got := rq.Header.Get(tt.Header[0]); got != tt.Header[1] {
+				t.Errorf("request %d: extra header %s = %q, want %q", i, tt.Header[0], got, tt.Header[1])
+			}
+		}
+		tt.Check(t, events, reqs)
+	})
+
 	t.Run("UsageRecorded", func(t *testing.T) {
 		t.Parallel()
 		s := serve(t, p.OK)
@@ -295,14 +358,21 @@ func Run(t *testing.T, p Provider) {
 	}
 }
 
+// Request is one request as the fake server got it.
+type Request struct {
+	Method, Path string
+	Header       http.Header
+	Body         map[string]any
+}
+
 // server answers each request with the next reply, the last repeating,
-// and keeps the headers it got. Every request body must be a JSON object.
+// and keeps what it got. Every request body must be a JSON object.
 type server struct {
 	*httptest.Server
 	t       *testing.T
 	replies []http.HandlerFunc
 	mu      sync.Mutex
-	headers []http.Header
+	got     []Request
 }
 
 func serve(t *testing.T, replies ...http.HandlerFunc) *server {
@@ -318,8 +388,8 @@ func serve(t *testing.T, replies ...http.HandlerFunc) *server {
 			s.t.Errorf("request body is not JSON: %v: %s", err, raw)
 		}
 		s.mu.Lock()
-		s.headers = append(s.headers, r.Header.Clone())
-		next := s.replies[min(len(s.headers), len(s.replies))-1]
+		s.got = append(s.got, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+		next := s.replies[min(len(s.got), len(s.replies))-1]
 		s.mu.Unlock()
 		next(w, r)
 	}))
@@ -327,19 +397,20 @@ func serve(t *testing.T, replies ...http.HandlerFunc) *server {
 	return s
 }
 
-func (s *server) count() int {
+func (s *server) requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.headers)
+	return append([]Request(nil), s.got...)
 }
 
+func (s *server) count() int { return len(s.requests()) }
+
 func (s *server) header(i int) http.Header {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if i >= len(s.headers) {
-		s.t.Fatalf("server got %d requests, none numbered %d", len(s.headers), i)
+	got := s.requests()
+	if i >= len(got) {
+		s.t.Fatalf("server got %d requests, none numbered %d", len(got), i)
 	}
-	return s.headers[i]
+	return got[i].Header
 }
 
 // attempts records what a retry policy did, so no case sleeps.

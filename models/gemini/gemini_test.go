@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
@@ -78,32 +79,14 @@ func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) mode
 	return m
 }
 
-func TestToolTurnThroughADK(t *testing.T) {
-	t.Parallel()
-	f := providertest.NewServer(t, providertest.Reply(200, functionCallReply), providertest.Reply(200, textReply))
-	m := newModel(t, f.URL, retry.Policy{}, nil)
-
-	events, cities := providertest.WeatherTurn(t, "gemini-test", m)
-
-	var shape []string
-	for _, ev := range events {
-		shape = append(shape, providertest.Describe(ev))
-	}
-	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
-	if !reflect.DeepEqual(shape, want) {
-		t.Fatalf("events = %q\nwant     %q", shape, want)
-	}
-	if !reflect.DeepEqual(cities, []string{"Paris"}) {
-		t.Errorf("tool saw cities %q", cities)
-	}
+// checkToolTurn checks the Gemini API side of the suite's tool turn:
+// usage, the tools and system instruction of the requests, and the tool
+// result going back as a functionResponse.
+func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.Request) {
 	if u := events[2].UsageMetadata; u == nil || u.PromptTokenCount != 1200 || u.CachedContentTokenCount != 1024 {
 		t.Errorf("final event usage = %+v", u)
 	}
 
-	reqs := f.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("server got %d requests, want 2", len(reqs))
-	}
 	wantTools := []any{map[string]any{"functionDeclarations": []any{map[string]any{
 		"name":        "get_weather",
 		"description": "Current weather for a city.",
@@ -117,15 +100,6 @@ func TestToolTurnThroughADK(t *testing.T) {
 		},
 	}}}}
 	for i, rq := range reqs {
-		if rq.Method != http.MethodPost || rq.Path != generatePath {
-			t.Errorf("request %d: %s %s, want POST %s", i, rq.Method, rq.Path, generatePath)
-		}
-		if got := rq.Header.Get("X-Goog-Api-Key"); got != testKey {
-			t.Errorf("request %d: x-goog-api-key = %q", i, got)
-		}
-		if got := rq.Header.Get("X-Team"); got != "payments" {
-			t.Errorf("request %d: extra header X-Team = %q", i, got)
-		}
 		// ADK's Gemini model also declares the result's schema
 		// (responseJsonSchema); the parameters are what matter here.
 		gotTools := rq.Body["tools"]
@@ -207,6 +181,15 @@ func TestConformance(t *testing.T) {
 					map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"})),
 			},
 			Err: "gemini: 400 Bad Request (INVALID_ARGUMENT): API key not valid. Please pass a valid API key: [redacted]",
+		},
+		ToolTurn: providersuite.ToolTurn{
+			Run:      providertest.WeatherTurn,
+			Describe: providertest.Describe,
+			App:      "gemini-test",
+			Replies:  []http.HandlerFunc{providertest.Reply(200, functionCallReply), providertest.Reply(200, textReply)},
+			Path:     generatePath,
+			Header:   [2]string{"X-Team", "payments"},
+			Check:    checkToolTurn,
 		},
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/adk/model"
+	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
@@ -96,45 +97,17 @@ func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) mode
 	return m
 }
 
-func TestToolTurnThroughADK(t *testing.T) {
-	t.Parallel()
-	f := providertest.NewServer(t, providertest.Reply(200, toolCallReply), providertest.Reply(200, textReply))
-	m := newModel(t, f.URL, retry.Policy{}, nil)
-
-	events, cities := providertest.WeatherTurn(t, "openai-test", m)
-
-	var shape []string
-	for _, ev := range events {
-		shape = append(shape, providertest.Describe(ev))
-	}
-	want := []string{"call get_weather", "response get_weather", "final It is 18°C and sunny in Paris."}
-	if !reflect.DeepEqual(shape, want) {
-		t.Fatalf("events = %q\nwant     %q", shape, want)
-	}
+// checkToolTurn checks the Chat Completions side of the suite's tool
+// turn: the call's id, usage, the request bodies, and the tool result
+// going back as a "tool" message.
+func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.Request) {
 	if fc := events[0].Content.Parts[0].FunctionCall; fc.ID != "call_DdmO9pD3xa9XTPNJ32zg2hcA" || fc.Args["city"] != "Paris" {
 		t.Errorf("function call = %+v, want the server's id and args", fc)
-	}
-	if !reflect.DeepEqual(cities, []string{"Paris"}) {
-		t.Errorf("tool saw cities %q", cities)
 	}
 	if u := events[2].UsageMetadata; u == nil || u.PromptTokenCount != 1200 || u.CachedContentTokenCount != 1024 {
 		t.Errorf("final event usage = %+v", u)
 	}
-
-	reqs := f.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("server got %d requests, want 2", len(reqs))
-	}
 	for i, rq := range reqs {
-		if rq.Method != http.MethodPost || rq.Path != "/v1/chat/completions" {
-			t.Errorf("request %d: %s %s, want POST /v1/chat/completions", i, rq.Method, rq.Path)
-		}
-		if got := rq.Header.Get("Authorization"); got != "Bearer "+testKey {
-			t.Errorf("request %d: Authorization = %q", i, got)
-		}
-		if got := rq.Header.Get("X-Team"); got != "payments" {
-			t.Errorf("request %d: extra header X-Team = %q", i, got)
-		}
 		if rq.Body["model"] != "gpt-4.1-mini" {
 			t.Errorf("request %d: model = %v", i, rq.Body["model"])
 		}
@@ -233,6 +206,15 @@ func TestConformance(t *testing.T) {
 		BadToolCall: &providersuite.BadToolCall{
 			Reply: providertest.Reply(200, strings.Replace(toolCallReply, `{\"city\":\"Paris\"}`, `{\"city\":`, 1)),
 			Err:   `"get_weather": arguments are not a JSON object`,
+		},
+		ToolTurn: providersuite.ToolTurn{
+			Run:      providertest.WeatherTurn,
+			Describe: providertest.Describe,
+			App:      "openai-test",
+			Replies:  []http.HandlerFunc{providertest.Reply(200, toolCallReply), providertest.Reply(200, textReply)},
+			Path:     "/v1/chat/completions",
+			Header:   [2]string{"X-Team", "payments"},
+			Check:    checkToolTurn,
 		},
 	})
 }

@@ -35,10 +35,10 @@ import (
 
 // Provider describes the provider under test.
 type Provider struct {
-	// New returns the model, talking to the fake server at url with the
+	// New makes the model, talking to the fake server at url with the
 	// provider's test key, retrying by pol and logging to log (nil: no
 	// logs).
-	New func(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM
+	New func(ctx context.Context, url string, pol retry.Policy, log *slog.Logger) (model.LLM, error)
 	// Key is the API key New configures. AuthHeader is the request header
 	// that must carry it to the server, as AuthValue.
 	Key                   string
@@ -134,7 +134,7 @@ func Run(t *testing.T, p Provider) {
 		t.Parallel()
 		tt := p.ToolTurn
 		s := serve(t, tt.Replies...)
-		m := p.New(t, s.URL, retry.Policy{}, nil)
+		m := p.model(t, s.URL, retry.Policy{}, nil)
 
 		events, cities := tt.Run(t, tt.App, m)
 
@@ -170,7 +170,7 @@ func Run(t *testing.T, p Provider) {
 	t.Run("UsageRecorded", func(t *testing.T) {
 		t.Parallel()
 		s := serve(t, p.OK)
-		m := p.New(t, s.URL, retry.Policy{}, nil)
+		m := p.model(t, s.URL, retry.Policy{}, nil)
 		resp, err := generate(t.Context(), m)
 		if err != nil {
 			t.Fatal(err)
@@ -208,7 +208,7 @@ func Run(t *testing.T, p Provider) {
 				t.Parallel()
 				s := serve(t, c.Reply, p.OK)
 				var a attempts
-				m := p.New(t, s.URL, a.policy(3), nil)
+				m := p.model(t, s.URL, a.policy(3), nil)
 				if _, err := generate(t.Context(), m); err != nil {
 					t.Fatal(err)
 				}
@@ -230,7 +230,7 @@ func Run(t *testing.T, p Provider) {
 		t.Parallel()
 		s := serve(t, p.ServerError.Replies...)
 		var a attempts
-		m := p.New(t, s.URL, a.policy(2), nil)
+		m := p.model(t, s.URL, a.policy(2), nil)
 		_, err := generate(t.Context(), m)
 		if err == nil {
 			t.Fatal("want an error")
@@ -254,7 +254,7 @@ func Run(t *testing.T, p Provider) {
 		t.Parallel()
 		s := serve(t, p.BadRequest.Reply)
 		var a attempts
-		m := p.New(t, s.URL, a.policy(3), nil)
+		m := p.model(t, s.URL, a.policy(3), nil)
 		_, err := generate(t.Context(), m)
 		if n := s.count(); n != 1 {
 			t.Errorf("server got %d requests, want 1", n)
@@ -281,7 +281,7 @@ func Run(t *testing.T, p Provider) {
 			close(released)
 		})
 		var a attempts
-		m := p.New(t, s.URL, a.policy(3), nil)
+		m := p.model(t, s.URL, a.policy(3), nil)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
@@ -318,7 +318,7 @@ func Run(t *testing.T, p Provider) {
 		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		s := serve(t, p.KeyInError.Replies...)
 		var a attempts
-		m := p.New(t, s.URL, a.policy(2), log)
+		m := p.model(t, s.URL, a.policy(2), log)
 		_, err := generate(t.Context(), m)
 		if err == nil {
 			t.Fatal("want an error")
@@ -346,7 +346,7 @@ func Run(t *testing.T, p Provider) {
 			t.Parallel()
 			s := serve(t, p.BadToolCall.Reply)
 			var a attempts
-			m := p.New(t, s.URL, a.policy(3), nil)
+			m := p.model(t, s.URL, a.policy(3), nil)
 			_, err := generate(t.Context(), m)
 			if err == nil || !strings.Contains(err.Error(), p.BadToolCall.Err) {
 				t.Fatalf("error = %v, want one containing %q", err, p.BadToolCall.Err)
@@ -355,6 +355,30 @@ func Run(t *testing.T, p Provider) {
 				t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
 			}
 		})
+	}
+}
+
+// model makes the model under test or fails the test.
+func (p Provider) model(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM {
+	t.Helper()
+	m, err := p.New(t.Context(), url, pol, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// WeatherParameters is the JSON schema of the tool turn's get_weather
+// arguments, as every provider must declare it: ADK's schema of the test
+// kit's WeatherArgs.
+func WeatherParameters() map[string]any {
+	return map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"properties": map[string]any{
+			"city": map[string]any{"type": "string", "description": "the city to look up"},
+		},
+		"required": []any{"city"},
 	}
 }
 

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -55,9 +56,8 @@ func errorBody(typ, msg string) string {
 	return string(b)
 }
 
-func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM {
-	t.Helper()
-	m, err := New(Options{
+func newModel(_ context.Context, url string, pol retry.Policy, log *slog.Logger) (model.LLM, error) {
+	return New(Options{
 		Model:   "claude-sonnet-4-5",
 		BaseURL: url,
 		APIKey:  testKey,
@@ -65,10 +65,6 @@ func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) mode
 		Retry:   pol,
 		Log:     log,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // checkToolTurn checks the Messages API side of the suite's tool turn:
@@ -88,16 +84,9 @@ func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.R
 	}
 
 	wantTools := []any{map[string]any{
-		"name":        "get_weather",
-		"description": "Current weather for a city.",
-		"input_schema": map[string]any{
-			"type":                 "object",
-			"additionalProperties": false,
-			"properties": map[string]any{
-				"city": map[string]any{"type": "string", "description": "the city to look up"},
-			},
-			"required": []any{"city"},
-		},
+		"name":         "get_weather",
+		"description":  "Current weather for a city.",
+		"input_schema": providersuite.WeatherParameters(),
 	}}
 	for i, rq := range reqs {
 		if got := rq.Header.Get("Authorization"); got != "" {

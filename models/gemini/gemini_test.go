@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -63,9 +64,8 @@ func errorBody(code int, status, msg string, details ...map[string]any) string {
 	return string(b)
 }
 
-func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM {
-	t.Helper()
-	m, err := New(t.Context(), Options{
+func newModel(ctx context.Context, url string, pol retry.Policy, log *slog.Logger) (model.LLM, error) {
+	return New(ctx, Options{
 		Model:   "gemini-2.5-flash",
 		APIKey:  testKey,
 		BaseURL: url,
@@ -73,10 +73,6 @@ func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) mode
 		Retry:   pol,
 		Log:     log,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // checkToolTurn checks the Gemini API side of the suite's tool turn:
@@ -88,16 +84,9 @@ func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.R
 	}
 
 	wantTools := []any{map[string]any{"functionDeclarations": []any{map[string]any{
-		"name":        "get_weather",
-		"description": "Current weather for a city.",
-		"parametersJsonSchema": map[string]any{
-			"type":                 "object",
-			"additionalProperties": false,
-			"properties": map[string]any{
-				"city": map[string]any{"type": "string", "description": "the city to look up"},
-			},
-			"required": []any{"city"},
-		},
+		"name":                 "get_weather",
+		"description":          "Current weather for a city.",
+		"parametersJsonSchema": providersuite.WeatherParameters(),
 	}}}}
 	for i, rq := range reqs {
 		// ADK's Gemini model also declares the result's schema
@@ -219,7 +208,10 @@ func TestStreamYieldsAndRetriesOnlyBeforeFirst(t *testing.T) {
 		sse(chunk("It is ", ""), chunk("sunny.", "STOP")),
 	)
 	var a providertest.Attempts
-	m := newModel(t, f.URL, a.Policy(2), nil)
+	m, err := newModel(t.Context(), f.URL, a.Policy(2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var texts []string
 	var final *model.LLMResponse
 	for resp, err := range m.GenerateContent(t.Context(), providertest.UserRequest("hi"), true) {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -81,9 +82,8 @@ func errorBody(msg, typ string) string {
 	return string(b)
 }
 
-func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) model.LLM {
-	t.Helper()
-	m, err := New(Options{
+func newModel(_ context.Context, url string, pol retry.Policy, log *slog.Logger) (model.LLM, error) {
+	return New(Options{
 		Model:   "gpt-4.1-mini",
 		BaseURL: url + "/v1",
 		APIKey:  testKey,
@@ -91,10 +91,6 @@ func newModel(t *testing.T, url string, pol retry.Policy, log *slog.Logger) mode
 		Retry:   pol,
 		Log:     log,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // checkToolTurn checks the Chat Completions side of the suite's tool
@@ -117,14 +113,7 @@ func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.R
 			"function": map[string]any{
 				"name":        "get_weather",
 				"description": "Current weather for a city.",
-				"parameters": map[string]any{
-					"type":                 "object",
-					"additionalProperties": false,
-					"properties": map[string]any{
-						"city": map[string]any{"type": "string", "description": "the city to look up"},
-					},
-					"required": []any{"city"},
-				},
+				"parameters":  providersuite.WeatherParameters(),
 			},
 		}}
 		if !reflect.DeepEqual(rq.Body["tools"], wantTools) {

@@ -49,6 +49,7 @@
 //	GET  /v1/agents/{name}/approvals                 read|operate          []approval.Request: the owner's pending approvals
 //	POST /v1/agents/{name}/approvals/{id}/approve    operate               {"reason"} → 202 {decision, request}: the held call runs, the agent wakes with its result; 404 not pending
 //	POST /v1/agents/{name}/approvals/{id}/deny       operate               {"reason"} → 200 {decision, request}: the agent is told; 404 not pending
+//	POST /v1/agents/{name}/model                     operate               {"model" | null,"reasoning_effort","reason"} → 200 driver.ModelView (400 bad body, 422 unknown model or effort, 503 not stored)
 //	POST /v1/agents/{name}/ask                       operate               {"question"} → 200 control.AskAnswer: one model call on the owner, nothing written (409 halted or a ceiling: the guardrail; 504 no answer in time)
 //
 // Every verb and view above may also answer 503 {"error": "no replica

@@ -74,9 +74,9 @@ type ToolTurn struct {
 	Run      func(t *testing.T, app string, m model.LLM) ([]*session.Event, []string)
 	Describe func(ev *session.Event) string
 	App      string
-	// Replies are the model's: a call of get_weather for Paris, then the
-	// answer.
-	Replies []http.HandlerFunc
+	// Call is the model's call of get_weather for Paris; Provider.OK is
+	// its answer once it has the weather.
+	Call http.HandlerFunc
 	// Path is where every request is POSTed. Header is a header name and
 	// value New sets as an extra header, which every request must carry.
 	Path   string
@@ -133,7 +133,7 @@ func Run(t *testing.T, p Provider) {
 	t.Run("ToolTurnThroughADK", func(t *testing.T) {
 		t.Parallel()
 		tt := p.ToolTurn
-		s := serve(t, tt.Replies...)
+		s := serve(t, tt.Call, p.OK)
 		m := p.model(t, s.URL, retry.Policy{}, nil)
 
 		events, cities := tt.Run(t, tt.App, m)

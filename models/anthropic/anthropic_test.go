@@ -183,7 +183,7 @@ func TestConformance(t *testing.T) {
 			Run:      providertest.WeatherTurn,
 			Describe: providertest.Describe,
 			App:      "anthropic-test",
-			Replies:  []http.HandlerFunc{providertest.Reply(200, toolUseReply), providertest.Reply(200, textReply)},
+			Call:     providertest.Reply(200, toolUseReply),
 			Path:     "/v1/messages",
 			Header:   [2]string{"Anthropic-Beta", "token-efficient-tools-2025-02-19"},
 			Check:    checkToolTurn,

@@ -175,7 +175,7 @@ func TestConformance(t *testing.T) {
 			Run:      providertest.WeatherTurn,
 			Describe: providertest.Describe,
 			App:      "gemini-test",
-			Replies:  []http.HandlerFunc{providertest.Reply(200, functionCallReply), providertest.Reply(200, textReply)},
+			Call:     providertest.Reply(200, functionCallReply),
 			Path:     generatePath,
 			Header:   [2]string{"X-Team", "payments"},
 			Check:    checkToolTurn,

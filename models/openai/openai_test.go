@@ -200,7 +200,7 @@ func TestConformance(t *testing.T) {
 			Run:      providertest.WeatherTurn,
 			Describe: providertest.Describe,
 			App:      "openai-test",
-			Replies:  []http.HandlerFunc{providertest.Reply(200, toolCallReply), providertest.Reply(200, textReply)},
+			Call:     providertest.Reply(200, toolCallReply),
 			Path:     "/v1/chat/completions",
 			Header:   [2]string{"X-Team", "payments"},
 			Check:    checkToolTurn,

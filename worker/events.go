@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/events/eventstream"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
@@ -52,3 +54,21 @@ func (w *Worker) eventFeed() api.EventFeed {
 
 // EventStream returns the durable events stream; nil in core NATS mode.
 func (w *Worker) EventStream() *eventstream.Stream { return w.events }
+
+// initBus makes the event bus, which every later step publishes on.
+func (w *Worker) initBus(s *starting) error {
+	w.bus = events.NewBus(0, s.o.Log)
+	return nil
+}
+
+// stopBusReaders stops the bus's readers: the events stream's forwarder
+// (startEvents) and the metrics' observer (initMetrics). They attach in
+// later steps but stop here, after everything that publishes events.
+func (w *Worker) stopBusReaders(context.Context) {
+	if w.stopEv != nil { // after everything that publishes events
+		w.stopEv()
+	}
+	if w.stopMetrics != nil {
+		w.stopMetrics()
+	}
+}

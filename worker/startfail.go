@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/store"
+	"github.com/agent-worker/agent-worker/store/open"
 )
 
 // Start's failures fall in classes that errors.Is tells apart, so that
@@ -34,8 +35,12 @@ func (c classed) Error() string   { return c.err.Error() }
 func (c classed) Unwrap() []error { return []error{c.class, c.err} }
 
 // classify marks an error of natsbus.Connect or of opening the store with
-// its class.
+// its class. The store opener marks the configuration's errors with its
+// own open.ErrConfig, which is ErrConfig here.
 func classify(err error) error {
+	if errors.Is(err, open.ErrConfig) {
+		err = classed{ErrConfig, err}
+	}
 	switch {
 	case errors.Is(err, natsbus.ErrListen):
 		return classed{ErrListen, err}

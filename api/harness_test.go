@@ -26,7 +26,7 @@ import (
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // deadline bounds every wait. It is a failure guard, not a sleep: waits
@@ -95,7 +95,7 @@ type world struct {
 	srv    *api.Server
 	ts     *httptest.Server
 	logs   *syncBuffer
-	store  *memory.Store // the agents' state: history, ledgers, ...
+	store  *memstore.Store // the agents' state: history, ledgers, ...
 }
 
 type syncBuffer struct {
@@ -120,7 +120,7 @@ func newWorld(t *testing.T, o api.Options, agents ...agentDef) *world {
 		agents = []agentDef{alpha(), beta()}
 	}
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	w := &world{t: t, clock: c, models: map[string]*scripted.Model{}, logs: &syncBuffer{}, store: st}
 	log := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w.bus = o.Events

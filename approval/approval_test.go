@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/approval"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // A request held twice (a resumed turn) is one request; of concurrent
 // Settles of one id exactly one gets it.
 func TestHoldIsIdempotentAndSettleIsOnce(t *testing.T) {
 	t.Parallel()
-	st, ctx := memory.New(nil), t.Context()
+	st, ctx := memstore.New(nil), t.Context()
 	r := approval.Request{ID: "oncall-t3-c1", Agent: "oncall", Tool: "restart", Args: map[string]any{"name": "api"}, Turn: 3,
 		Requested: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Expires: time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)}
 	for i, want := range []bool{true, false} {
@@ -56,7 +56,7 @@ func TestHoldIsIdempotentAndSettleIsOnce(t *testing.T) {
 
 func TestHoldIsBounded(t *testing.T) {
 	t.Parallel()
-	st, ctx := memory.New(nil), t.Context()
+	st, ctx := memstore.New(nil), t.Context()
 	for i := range approval.MaxPending {
 		if _, err := approval.Hold(ctx, st, approval.Request{ID: string(rune('a'+i%26)) + string(rune('0'+i/26)), Agent: "a", Tool: "x"}); err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestHoldIsBounded(t *testing.T) {
 // replaces the notice; Delivered removes it.
 func TestNoticesStayUntilDelivered(t *testing.T) {
 	t.Parallel()
-	st, ctx := memory.New(nil), t.Context()
+	st, ctx := memstore.New(nil), t.Context()
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	if _, err := approval.Hold(ctx, st, approval.Request{ID: "x1", Agent: "a", Tool: "restart"}); err != nil {
 		t.Fatal(err)

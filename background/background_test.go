@@ -19,7 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/tools"
 )
 
@@ -43,7 +43,7 @@ func newRig(t *testing.T, parent, sub []config.ScriptStep, spec background.Spec)
 	t.Helper()
 	r := &rig{t: t}
 	c := clock.Real()
-	st := memory.New(c)
+	st := memstore.New(c)
 	bus := events.NewBus(0, nil)
 	r.sub = bus.Subscribe(10000, nil)
 	prices := guard.NewPrices(map[string]config.Price{"dollar": {InputPerMTok: 10}})

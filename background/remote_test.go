@@ -20,7 +20,7 @@ import (
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // natsServer runs a JetStream nats-server for one test.
@@ -104,7 +104,7 @@ func (r *replica) wait(t *testing.T, typ string) events.Event {
 func TestSubagentStartedTooOftenIsReportedFailed(t *testing.T) {
 	t.Parallel()
 	url := natsServer(t)
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestSubagentStartedTooOftenIsReportedFailed(t *testing.T) {
 func TestSubagentStoppedWhileQueuedNeverRuns(t *testing.T) {
 	t.Parallel()
 	url := natsServer(t)
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestSubagentStoppedWhileQueuedNeverRuns(t *testing.T) {
 func TestRemoteSpawnUnderTheSameKeyQueuesOneJob(t *testing.T) {
 	t.Parallel()
 	url := natsServer(t)
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestRemoteSpawnUnderTheSameKeyQueuesOneJob(t *testing.T) {
 func TestForgedSubagentMessagesAreRefused(t *testing.T) {
 	t.Parallel()
 	url := natsServer(t)
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +344,7 @@ func TestSubagentReportPublishedTwiceIsOneMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newReplica(t, url, memory.New(nil), "a", 1, []config.ScriptStep{{Text: "never run"}})
+	r := newReplica(t, url, memstore.New(nil), "a", 1, []config.ScriptStep{{Text: "never run"}})
 	for range 2 {
 		if !background.PublishReport(r.m, "boss", "boss-sub-9", "Subagent boss-sub-9 completed.") {
 			t.Fatal("report not published")

@@ -21,7 +21,7 @@ import (
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/seal"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // deadline bounds every wait; waits end as soon as their condition holds.
@@ -122,7 +122,7 @@ func newReplica(t *testing.T, url, name string, serve bool, owns ...string) *rep
 // newReplicaWith is newReplica with more Options set by opt (nil: none).
 func newReplicaWith(t *testing.T, url, name string, serve bool, opt func(*control.Options), owns ...string) *replica {
 	t.Helper()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	r := &replica{name: name, owner: &owned{agents: map[string]bool{}}, models: map[string]*scripted.Model{}}
 	for _, a := range owns {
 		r.owner.set(a, true)

@@ -14,7 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // memoryReplica is a replica of one agent, "keeper", with memory on and a
@@ -26,7 +26,7 @@ func memoryReplica(t *testing.T, url, name string, owns bool) (*control.Control,
 		t.Fatal(err)
 	}
 	bus := events.NewBus(0, nil)
-	d, err := driver.New(driver.Deps{Store: memory.New(nil), Events: bus}, []driver.Spec{{Name: "keeper", Model: m, HistoryTurns: 1,
+	d, err := driver.New(driver.Deps{Store: memstore.New(nil), Events: bus}, []driver.Spec{{Name: "keeper", Model: m, HistoryTurns: 1,
 		Memory: driver.MemorySpec{Enabled: true}}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 func needsApproval(s *Spec) {
@@ -66,7 +66,7 @@ func hasAwaiting(h *harness) bool {
 // agent with its result; deciding it again is unknown.
 func TestAnApprovedCallRunsOnceAndWakesTheAgent(t *testing.T) {
 	pub := &publishLog{}
-	h, r := heldPublish(t, memory.New(nil), pub)
+	h, r := heldPublish(t, memstore.New(nil), pub)
 	got, err := h.a.Decide(t.Context(), r.ID, true, Audit{By: "alice", Reason: "looks right"})
 	if err != nil || got.ID != r.ID {
 		t.Fatalf("decide: %+v %v", got, err)
@@ -97,7 +97,7 @@ func TestAnApprovedCallRunsOnceAndWakesTheAgent(t *testing.T) {
 // A denied call is never run; the agent is told who denied it and why.
 func TestADeniedCallIsNotRunAndTheAgentIsTold(t *testing.T) {
 	pub := &publishLog{}
-	h, r := heldPublish(t, memory.New(nil), pub)
+	h, r := heldPublish(t, memstore.New(nil), pub)
 	if _, err := h.a.Decide(t.Context(), r.ID, false, Audit{By: "bob", Reason: "not during the freeze"}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestADeniedCallIsNotRunAndTheAgentIsTold(t *testing.T) {
 // A pending approval survives a restart: the next process lists it and
 // can approve it.
 func TestAPendingApprovalSurvivesARestart(t *testing.T) {
-	st, pub := memory.New(nil), &publishLog{}
+	st, pub := memstore.New(nil), &publishLog{}
 	h, r := heldPublish(t, st, pub)
 	h.d.Shutdown(context.Background())
 	again := newHarnessWith(t, []config.ScriptStep{text("noted")}, publishing(st, pub), needsApproval)
@@ -134,7 +134,7 @@ func TestAPendingApprovalSurvivesARestart(t *testing.T) {
 // is told.
 func TestAnUndecidedApprovalExpires(t *testing.T) {
 	pub := &publishLog{}
-	h, r := heldPublish(t, memory.New(nil), pub)
+	h, r := heldPublish(t, memstore.New(nil), pub)
 	h.clock.Advance(time.Hour + time.Second)
 	if d := h.waitEvent(events.ApprovalDecided); d.Data["decision"] != DecisionExpired || d.Data["id"] != r.ID {
 		t.Fatalf("decided %v", d.Data)
@@ -152,7 +152,7 @@ func TestAnUndecidedApprovalExpires(t *testing.T) {
 // by the next owner, once: the notice stays in the store until a turn that
 // told it completes.
 func TestADecisionIsToldAfterARestart(t *testing.T) {
-	st, pub := memory.New(nil), &publishLog{}
+	st, pub := memstore.New(nil), &publishLog{}
 	h, r := heldPublish(t, st, pub)
 	h.a.PauseAs(Audit{By: "alice"}) // the decision's wake waits behind the pause
 	if _, err := h.a.Decide(t.Context(), r.ID, false, Audit{By: "bob", Reason: "freeze"}); err != nil {

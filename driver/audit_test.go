@@ -11,7 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // TestPauseRecordKeepsWhoWhyAndSince: a pause stores who paused the agent,
@@ -22,7 +22,7 @@ import (
 func TestPauseRecordKeepsWhoWhyAndSince(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	a, sub := restart(t, st, c)
 	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
 	if !a.PauseAs(Audit{By: "alice", Reason: "db migration"}) {

@@ -25,7 +25,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/tools"
 )
 
@@ -81,7 +81,7 @@ func newBenchAgentWith(tb testing.TB, history int, record func(turn int) bool, t
 	ba.sub = bus.Subscribe(64, func(e events.Event) bool {
 		return e.Type == events.TurnCompleted || e.Type == events.TurnFailed
 	})
-	ba.d, err = New(Deps{Clock: c, Store: memory.New(c), Events: bus, Tracer: tracer}, []Spec{{
+	ba.d, err = New(Deps{Clock: c, Store: memstore.New(c), Events: bus, Tracer: tracer}, []Spec{{
 		Name: "bench", Instruction: benchInstruction, Model: m,
 		Tools: []string{tools.ScheduleNextTurn, tools.ReportDone},
 		Sleep: tools.Sleep{Max: 24 * time.Hour}, HistoryTurns: history,
@@ -295,7 +295,7 @@ func BenchmarkScheduleFireLag(b *testing.B) {
 	for range b.N {
 		bus := events.NewBus(0, nil)
 		sub := bus.Subscribe(4*agents*perAgent, func(e events.Event) bool { return e.Type == events.TurnStarted })
-		st := memory.New(nil)
+		st := memstore.New(nil)
 		var specs []Spec
 		for i := range agents {
 			m, err := scripted.New("bench", config.Model{Script: []config.ScriptStep{{Text: "checked", Usage: config.Usage{Input: 100, Output: 5}}}, Loop: true})

@@ -10,14 +10,14 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // One agent's loop without NATS or HTTP: a wake message sent to the
 // agent starts one turn through ADK on a scripted model; the turn's
 // events say what it answered, and the agent sleeps again.
 func Example() {
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	m, err := scripted.New("canned", config.Model{Script: []config.ScriptStep{scripted.Text("db-2: backup running, no action", 120, 8)}})
 	if err != nil {
 		panic(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // ownsNothing is a replica that holds no lease.
@@ -58,7 +58,7 @@ func replicaWith(t *testing.T, st store.Store, c *clock.Fake, leased bool, owner
 func TestOnlyTheOwnerWritesThePause(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	ctx := context.Background()
 	owner := replicaOn(t, st, c, true, nil)
 	owner.SetOwned(true)

@@ -15,7 +15,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // deadline bounds every wait in these tests. It is a failure guard, not a
@@ -71,7 +71,7 @@ func newHarnessWith(t *testing.T, script []config.ScriptStep, deps func(*Deps), 
 	}
 	bus := events.NewBus(4096, nil)
 	h.sub = bus.Subscribe(4096, nil)
-	d := Deps{Clock: h.clock, Store: memory.New(h.clock), Events: bus}
+	d := Deps{Clock: h.clock, Store: memstore.New(h.clock), Events: bus}
 	if deps != nil {
 		deps(&d)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // publishLog is a tools.Publisher that remembers what was published and
@@ -64,7 +64,7 @@ func withPublish(s *Spec) {
 // that has no record — with the recorded call and result in its request —
 // and the message is handled once, by a turn that says it resumed.
 func TestTurnResumesFromItsJournalAfterACrash(t *testing.T) {
-	st, pub, log := memory.New(nil), &publishLog{}, newMemLog()
+	st, pub, log := memstore.New(nil), &publishLog{}, newMemLog()
 	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full on db-1"})
 	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, deps(publishing(st, pub), withLog(log)), withPublish)
 	first.holdCalls()
@@ -156,7 +156,7 @@ func (f *flakyJournal) Put(ctx context.Context, key string, v []byte) (uint64, e
 // publish can be recognised as a duplicate (Nats-Msg-Id). Until the
 // result is recorded the turn makes no further model call.
 func TestAToolRunAgainOnResumeKeepsItsActionID(t *testing.T) {
-	st, pub, log := &flakyJournal{Store: memory.New(nil), ok: 1}, &publishLog{}, newMemLog()
+	st, pub, log := &flakyJournal{Store: memstore.New(nil), ok: 1}, &publishLog{}, newMemLog()
 	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full on db-1"})
 	first := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, deps(publishing(st, pub), withLog(log)), withPublish)
 	log.add(first.a, inbox.Message{ID: "alert-1", Kind: inbox.Wake, Text: "disk full", Source: "test"})
@@ -186,7 +186,7 @@ func TestAToolRunAgainOnResumeKeepsItsActionID(t *testing.T) {
 // An interrupted turn's journal is abandoned: the operator stopped that
 // work, and the next turn starts over.
 func TestAnInterruptedTurnAbandonsItsJournal(t *testing.T) {
-	st, pub := memory.New(nil), &publishLog{}
+	st, pub := memstore.New(nil), &publishLog{}
 	report := call("publish", map[string]any{"subject": "ops.reports", "text": "x"})
 	h := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, publishing(st, pub), withPublish)
 	h.holdCalls()
@@ -218,7 +218,7 @@ func storedJournal(t *testing.T, st store.Store, started time.Time, durable []st
 // A journal older than Spec.ResumeWithin is abandoned at restore, said
 // with its reason, and deleted: nothing is replayed.
 func TestAnExpiredJournalIsAbandoned(t *testing.T) {
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	storedJournal(t, st, epoch.Add(-2*time.Hour), nil)
 	h := newHarnessWith(t, []config.ScriptStep{text("hello")}, publishing(st, &publishLog{}), withPublish)
 	if ab := h.waitEvent(events.JournalAbandoned); ab.Data["reason"] != "expired" {
@@ -238,7 +238,7 @@ func TestAnExpiredJournalIsAbandoned(t *testing.T) {
 // the agent's turns until then, and is abandoned after: the turn that
 // follows is an ordinary one.
 func TestAJournalWhoseMessagesDoNotComeBackIsAbandoned(t *testing.T) {
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	storedJournal(t, st, epoch, []string{"gone-1"})
 	pub := &publishLog{}
 	h := newHarnessWith(t, []config.ScriptStep{text("hello")}, publishing(st, pub), withPublish)
@@ -272,7 +272,7 @@ func TestAJournalWhoseMessagesDoNotComeBackIsAbandoned(t *testing.T) {
 // retried in the same process from its journal: the first response is
 // not asked again, the publish not made again.
 func TestARetriedTurnResumesFromItsJournal(t *testing.T) {
-	st, pub, log := memory.New(nil), &publishLog{}, newMemLog()
+	st, pub, log := memstore.New(nil), &publishLog{}, newMemLog()
 	report := call("publish", map[string]any{"subject": "ops.reports", "text": "disk full"})
 	h := newHarnessWith(t, []config.ScriptStep{report, text("filed")}, deps(publishing(st, pub), withLog(log)), withPublish)
 	h.failCalls(nil, outage.Mark("model", errors.New("provider down")))
@@ -295,7 +295,7 @@ func TestARetriedTurnResumesFromItsJournal(t *testing.T) {
 // runs it again instead of taking its recorded result, so the wake it
 // asked for is still set when the resumed turn ends.
 func TestAResumedTurnKeepsItsRequestedWake(t *testing.T) {
-	st, log := memory.New(nil), newMemLog()
+	st, log := memstore.New(nil), newMemLog()
 	later := call("schedule_next_turn", map[string]any{"wake_in_seconds": 600})
 	first := newHarnessWith(t, []config.ScriptStep{later, text("see you")}, deps(publishing(st, &publishLog{}), withLog(log)))
 	first.holdCalls()

@@ -17,7 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/tools"
 )
 
@@ -85,7 +85,7 @@ func runMemoryBench(b *testing.B, turns, window int, mem MemorySpec) memoryBench
 		return e.Type == events.TurnCompleted || e.Type == events.TurnFailed ||
 			e.Type == events.MemoryCompacted || e.Type == events.MemoryCompactionFailed
 	})
-	d, err := New(Deps{Clock: c, Store: memory.New(c), Events: bus}, []Spec{{
+	d, err := New(Deps{Clock: c, Store: memstore.New(c), Events: bus}, []Spec{{
 		Name: "bench", Instruction: benchInstruction, Model: m,
 		Tools: []string{tools.ScheduleNextTurn, tools.ReportDone},
 		Sleep: tools.Sleep{Max: 24 * time.Hour}, HistoryTurns: window, Memory: mem,

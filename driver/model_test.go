@@ -13,7 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // switchable is the agent model a worker gives: "main", switchable to
@@ -46,7 +46,7 @@ func switchReplica(t *testing.T, st store.Store, c *clock.Fake, leased bool, own
 func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	ctx := context.Background()
 	owner := switchReplica(t, st, c, true, nil)
 	owner.SetOwned(true)
@@ -101,7 +101,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 func TestAModelThatCannotBeSwitched(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	a := replicaOn(t, memory.New(c), c, false, nil)
+	a := replicaOn(t, memstore.New(c), c, false, nil)
 	if _, err := a.SwitchModel(Audit{}, "backup", ""); !errors.Is(err, ErrNoModelSwitch) {
 		t.Errorf("SwitchModel = %v, want ErrNoModelSwitch", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // restart builds a second driver over st, as a restarted worker would.
@@ -38,7 +38,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestPauseSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	a, _ := restart(t, st, c)
 	a.Pause()
 	b, sub := restart(t, st, c)
@@ -96,7 +96,7 @@ func (f *flaky) Get(ctx context.Context, key string) (store.Entry, error) {
 func TestFailedRestoreIsRetriedAndGatesTurns(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	mem := memory.New(c)
+	mem := memstore.New(c)
 	a0, _ := restart(t, mem, c)
 	a0.Pause()
 	st := &flaky{Store: mem}
@@ -274,7 +274,7 @@ func (g *gatedGets) Get(ctx context.Context, key string) (store.Entry, error) {
 func TestAgentsRestoreAFewAtATime(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := &gatedGets{Store: memory.New(c), open: make(chan struct{})}
+	st := &gatedGets{Store: memstore.New(c), open: make(chan struct{})}
 	m, err := scripted.New("fake", config.Model{Script: []config.ScriptStep{text("ok")}, Loop: true})
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func (s *putsDown) Put(ctx context.Context, key string, v []byte) (uint64, error
 func TestAPauseWrittenDuringAStoreOutageIsStoredOnceItIsBack(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	mem := memory.New(c)
+	mem := memstore.New(c)
 	st := &putsDown{Store: mem}
 	a, _ := restart(t, st, c)
 	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })

@@ -8,7 +8,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // TestEveryResetEmitsItsAuditTrail: a reset that lifts a trip and one that
@@ -19,7 +19,7 @@ import (
 func TestEveryResetEmitsItsAuditTrail(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+	w := build(t, c, memstore.New(c), guard.Options{}, agentDef{
 		name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}, limits: guard.Limits{SessionUSD: 1},
 	})
 	w.send("a", "spend a dollar")

@@ -11,7 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // An input whose response crosses tokens_per_turn stops its turn once and
@@ -21,7 +21,7 @@ import (
 func TestCappedTurnIsChargedOnce(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+	w := build(t, c, memstore.New(c), guard.Options{}, agentDef{
 		name: "a", model: "priced-1",
 		script: []config.ScriptStep{dollarText("a very long answer"), {Text: "ok", Usage: config.Usage{Input: 10}}},
 		limits: guard.Limits{TokensPerTurn: 50_000, SessionUSD: 100},

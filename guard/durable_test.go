@@ -25,7 +25,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/outage"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // flakyStore counts the writes to guard keys and fails every call while
@@ -129,7 +129,7 @@ func newGuard(t *testing.T, st store.Store, c clock.Clock, opts guard.Options, a
 func TestCeilingStopsTheCrossingCallWithWritesDeferred(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := &flakyStore{Store: memory.New(c)}
+	st := &flakyStore{Store: memstore.New(c)}
 	g := newGuard(t, st, c, guard.Options{}, "a")
 	cl := newCaller(t, g, "a")
 	g.BeginTurn("a", driver.TurnInfo{N: 1})
@@ -164,7 +164,7 @@ func TestCeilingStopsTheCrossingCallWithWritesDeferred(t *testing.T) {
 func TestSpendInTheStoreAtTurnEndEqualsMemory(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	bus := events.NewBus(0, nil)
 	trips := bus.Subscribe(100000, func(e events.Event) bool { return e.Type == guard.EventTripped })
 	const agents, turns = 40, 5
@@ -233,7 +233,7 @@ func TestSpendInTheStoreAtTurnEndEqualsMemory(t *testing.T) {
 func TestCleanShutdownFlushesEverything(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	g := newGuard(t, st, c, guard.Options{}, "a", "b")
 	for _, n := range []string{"a", "b"} {
 		g.BeginTurn(n, driver.TurnInfo{N: 1})
@@ -263,7 +263,7 @@ func TestCleanShutdownFlushesEverything(t *testing.T) {
 func TestStandbyEndOfTurnWriteIsRefused(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	own := &owner{own: map[string]bool{"a": true}}
 	g := newGuard(t, st, c, guard.Options{Owner: own}, "a")
 	cl := newCaller(t, g, "a")
@@ -300,7 +300,7 @@ func TestStandbyEndOfTurnWriteIsRefused(t *testing.T) {
 func TestStoreOutageDuringChargingLosesNothing(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := &flakyStore{Store: memory.New(c)}
+	st := &flakyStore{Store: memstore.New(c)}
 	g := newGuard(t, st, c, guard.Options{}, "a")
 	cl := newCaller(t, g, "a")
 
@@ -363,7 +363,7 @@ func TestStoreOutageDuringChargingLosesNothing(t *testing.T) {
 func TestResetRightAfterATripRunsTheHaltedTurnsMessage(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+	w := build(t, c, memstore.New(c), guard.Options{}, agentDef{
 		name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}, limits: guard.Limits{SessionUSD: 1},
 	})
 	w.send("a", "spend a dollar")
@@ -381,7 +381,7 @@ func TestResetRightAfterATripRunsTheHaltedTurnsMessage(t *testing.T) {
 func TestCeilingLoweredBelowSpendTripsAtAdmission(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	def := agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}, limits: guard.Limits{SessionUSD: 5}}
 	w := build(t, c, st, guard.Options{}, def)
 	w.send("a", "one")

@@ -5,14 +5,14 @@ import (
 	"fmt"
 
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // A daily ceiling of $2, crossed by $0.50: a reset without budget would
 // trip again at once, so it is refused with the numbers; one that adds
 // more than the shortfall lifts the trip. Spend is never lowered.
 func Example_resetRefused() {
-	g := guard.New(guard.Options{Store: memory.New(nil)})
+	g := guard.New(guard.Options{Store: memstore.New(nil)})
 	g.AddAgent("oncall", "gpt-4.1-mini", guard.Limits{DailyUSD: 2})
 	if err := g.Restore(context.Background(), "oncall"); err != nil {
 		panic(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/models"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // A response a fallback served is charged at the fallback's price and
@@ -27,7 +27,7 @@ func TestFallbackResponsesChargedAtTheirOwnPrice(t *testing.T) {
 	bus := events.NewBus(0, nil)
 	sub := bus.Subscribe(100, func(e events.Event) bool { return e.Type == guard.EventCharged })
 	logs := &syncLog{}
-	g := guard.New(guard.Options{Store: memory.New(c), Clock: c, Events: bus, Log: newLogger(logs),
+	g := guard.New(guard.Options{Store: memstore.New(c), Clock: c, Events: bus, Log: newLogger(logs),
 		Prices: guard.NewPrices(map[string]config.Price{"big-1": {InputPerMTok: 10}, "small-1": {InputPerMTok: 1}})})
 	g.AddAgent("a", "big-1", guard.Limits{})
 	g.AddFallbacks("a", "small-1", "free-1")

@@ -10,7 +10,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // owner is a replica's ownership of agents, changeable in a test.
@@ -49,7 +49,7 @@ func stored(t *testing.T, st store.Store, key string) []byte {
 func TestOnlyTheOwnerWritesTheLedger(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	ctx := context.Background()
 	limits := guard.Limits{SessionUSD: 2}
 	ownA, ownB := &owner{own: map[string]bool{"a": true}}, &owner{own: map[string]bool{}}

@@ -38,7 +38,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/store/natskv"
 )
 
@@ -260,11 +260,11 @@ func BenchmarkGuardChargePath(b *testing.B) {
 		newStore := func(kind string) store.Store {
 			switch kind {
 			case "memory":
-				return memory.New(clock.NewFake(epoch))
+				return memstore.New(clock.NewFake(epoch))
 			case "nats-kv":
 				return natsStore(b)
 			}
-			return nopStore{memory.New(clock.NewFake(epoch))}
+			return nopStore{memstore.New(clock.NewFake(epoch))}
 		}
 		for _, kind := range kinds {
 			cs := &countingStore{Store: newStore(kind)}

@@ -20,7 +20,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 const deadline = 20 * time.Second
@@ -138,7 +138,7 @@ var epoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 func TestTurnCeilingStopsRightAfterTheCrossingCall(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+	w := build(t, c, memstore.New(c), guard.Options{}, agentDef{
 		name: "a", model: "priced-1", script: []config.ScriptStep{dollarCall("report_done")}, limits: guard.Limits{TurnUSD: 2.5},
 	})
 	w.send("a", "loop forever")
@@ -162,7 +162,7 @@ func TestTurnCeilingStopsRightAfterTheCrossingCall(t *testing.T) {
 func TestSessionCeilingSurvivesRestartAndResetsRaiseNeverRewrite(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	st := memory.New(c)
+	st := memstore.New(c)
 	def := agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}, limits: guard.Limits{SessionUSD: 2}}
 	w := build(t, c, st, guard.Options{}, def)
 	w.send("a", "one")
@@ -204,7 +204,7 @@ func TestDailyCeilingReopensAtTheNextDayInItsTimezone(t *testing.T) {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	// 23:30 in Berlin (22:30 UTC).
 	c := clock.NewFake(time.Date(2026, 11, 29, 22, 30, 0, 0, time.UTC))
-	w := build(t, c, memory.New(c), guard.Options{Location: berlin}, agentDef{
+	w := build(t, c, memstore.New(c), guard.Options{Location: berlin}, agentDef{
 		name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}, limits: guard.Limits{DailyUSD: 1},
 	})
 	w.send("a", "spend the day's budget")
@@ -230,7 +230,7 @@ func TestDailyCeilingReopensAtTheNextDayInItsTimezone(t *testing.T) {
 func TestWorkerWideCeilingHaltsEveryAgent(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{WorkerDailyUSD: 1.5},
+	w := build(t, c, memstore.New(c), guard.Options{WorkerDailyUSD: 1.5},
 		agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("done")}},
 		agentDef{name: "b", model: "priced-1", script: []config.ScriptStep{dollarText("done")}},
 	)
@@ -257,7 +257,7 @@ func TestWorkerWideCeilingHaltsEveryAgent(t *testing.T) {
 func TestUnpricedModelWarnsAndIsStoppedByItsTokenCap(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+	w := build(t, c, memstore.New(c), guard.Options{}, agentDef{
 		name: "a", model: "mystery-model",
 		script: []config.ScriptStep{{Call: &config.Call{Name: "report_done", Args: map[string]any{"summary": "x"}}, Usage: config.Usage{Input: 100, Output: 10}}},
 		limits: guard.Limits{SessionUSD: 0.01, TokensPerTurn: 250},
@@ -288,7 +288,7 @@ func TestUnpricedModelWarnsAndIsStoppedByItsTokenCap(t *testing.T) {
 func TestModelAndToolCallCapsStopTheTurnAndTellTheNextPrompt(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{}, agentDef{
+	w := build(t, c, memstore.New(c), guard.Options{}, agentDef{
 		name: "a", model: "priced-1",
 		script: []config.ScriptStep{{Call: &config.Call{Name: "report_done", Args: map[string]any{"summary": "x"}}}},
 		limits: guard.Limits{ModelCallsPerTurn: 4},
@@ -306,7 +306,7 @@ func TestModelAndToolCallCapsStopTheTurnAndTellTheNextPrompt(t *testing.T) {
 func TestResetRefusesUnknownGuardrailsAndBadAmounts(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	w := build(t, c, memory.New(c), guard.Options{}, agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("x")}})
+	w := build(t, c, memstore.New(c), guard.Options{}, agentDef{name: "a", model: "priced-1", script: []config.ScriptStep{dollarText("x")}})
 	for _, tc := range []struct {
 		agent, guardrail string
 		add              float64
@@ -320,7 +320,7 @@ func TestResetRefusesUnknownGuardrailsAndBadAmounts(t *testing.T) {
 func TestOnlyCompletedResponsesAreCharged(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
-	g := guard.New(guard.Options{Store: memory.New(c), Clock: c, Prices: guard.NewPrices(prices)})
+	g := guard.New(guard.Options{Store: memstore.New(c), Clock: c, Prices: guard.NewPrices(prices)})
 	g.AddAgent("a", "priced-1", guard.Limits{})
 	after := g.Plugin("a").AfterModelCallback()
 	usage := &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 100_000}
@@ -370,7 +370,7 @@ func TestStatusSaysWhatRemainsAndWhenItResets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := guard.New(guard.Options{Store: memory.New(c), Clock: c, Prices: guard.NewPrices(prices), Location: berlin})
+	g := guard.New(guard.Options{Store: memstore.New(c), Clock: c, Prices: guard.NewPrices(prices), Location: berlin})
 	g.AddAgent("a", "priced-1", guard.Limits{SessionUSD: 5, DailyUSD: 2})
 	if err := g.Restore(t.Context(), "a"); err != nil {
 		t.Fatal(err)

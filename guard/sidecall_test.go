@@ -11,7 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // dollarResponse is a response of 100k input tokens: $1 on priced-1.
@@ -28,7 +28,7 @@ func TestSideCallsAreChargedOutsideTheTurnAndAdmittedAgainstCeilings(t *testing.
 	t.Parallel()
 	bus := events.NewBus(0, nil)
 	usage := bus.Subscribe(16, func(e events.Event) bool { return e.Type == guard.EventCharged })
-	g := guard.New(guard.Options{Store: memory.New(nil), Events: bus, Prices: guard.NewPrices(prices)})
+	g := guard.New(guard.Options{Store: memstore.New(nil), Events: bus, Prices: guard.NewPrices(prices)})
 	g.AddAgent("oncall", "priced-1", guard.Limits{TurnUSD: 0.5, SessionUSD: 3})
 	if err := g.Restore(context.Background(), "oncall"); err != nil {
 		t.Fatal(err)

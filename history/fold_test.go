@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agent-worker/agent-worker/history"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // commitN commits turns from..to of conversation a/a, numbered.
@@ -43,7 +43,7 @@ func unfolded(t *testing.T, svc *history.Service, all bool) []uint64 {
 func TestKeepUntilFoldedHoldsTurnsLeavingTheWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	svc := history.New(st, 2, history.KeepUntilFolded(nil))
 	commitN(t, svc, 1, 5)
 	if got := fmt.Sprint(texts(t, svc)); got != "[prompt 4 answer 4 prompt 5 answer 5]" {
@@ -88,7 +88,7 @@ func TestKeepUntilFoldedHoldsTurnsLeavingTheWindow(t *testing.T) {
 // view at once, though the store keeps the window's records.
 func TestFoldedWindowTurnsLeaveTheView(t *testing.T) {
 	t.Parallel()
-	svc := history.New(memory.New(nil), 3, history.KeepUntilFolded(nil))
+	svc := history.New(memstore.New(nil), 3, history.KeepUntilFolded(nil))
 	commitN(t, svc, 1, 4)
 	if got := unfolded(t, svc, true); !slices.Equal(got, []uint64{1, 2, 3, 4}) {
 		t.Fatalf("all unfolded = %v", got)
@@ -113,7 +113,7 @@ func TestUnfoldedBeyondStoreBoundAreReported(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var lost []uint64
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	svc := history.New(st, 60, history.KeepUntilFolded(func(app, user, id string, turns []uint64) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -139,7 +139,7 @@ func TestUnfoldedBeyondStoreBoundAreReported(t *testing.T) {
 // only a forced fold finds anything to fold.
 func TestWithoutKeepUntilFoldedOnlyTheWindowIsKept(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	svc := history.New(st, 2)
 	commitN(t, svc, 1, 4)
 	if got := unfolded(t, svc, false); len(got) != 0 {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/history"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 func turn(t *testing.T, svc *history.Service, i int) {
@@ -56,7 +56,7 @@ func texts(t *testing.T, svc *history.Service) []string {
 
 func TestWindowKeepsNewestTurnsAndSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	svc := history.New(st, 3)
 	for i := 1; i <= 10; i++ {
 		turn(t, svc, i)
@@ -81,7 +81,7 @@ func TestWindowKeepsNewestTurnsAndSurvivesRestart(t *testing.T) {
 
 func TestDiscardForgetsTurnInProgress(t *testing.T) {
 	t.Parallel()
-	svc := history.New(memory.New(nil), 5)
+	svc := history.New(memstore.New(nil), 5)
 	turn(t, svc, 1)
 	if err := svc.Commit(context.Background(), "app", "a", "a", history.Turn{}); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestDiscardForgetsTurnInProgress(t *testing.T) {
 
 func TestGetMissingSessionFails(t *testing.T) {
 	t.Parallel()
-	svc := history.New(memory.New(nil), 5)
+	svc := history.New(memstore.New(nil), 5)
 	if _, err := svc.Get(context.Background(), &session.GetRequest{AppName: "app", UserID: "x", SessionID: "x"}); err == nil {
 		t.Fatal("Get of a session never created nor stored succeeded")
 	}
@@ -112,7 +112,7 @@ func TestGetMissingSessionFails(t *testing.T) {
 
 func TestCommitKeepsNumberIDsAndShortenedInputAcrossRestart(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	svc := history.New(st, 3)
 	ctx := context.Background()
 	c, err := svc.Create(ctx, &session.CreateRequest{AppName: "app", UserID: "a", SessionID: "a"})
@@ -147,7 +147,7 @@ func TestCommitKeepsNumberIDsAndShortenedInputAcrossRestart(t *testing.T) {
 
 func TestOversizedTurnIsClippedNotRefused(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	svc := history.New(st, 3)
 	ctx := context.Background()
 	c, err := svc.Create(ctx, &session.CreateRequest{AppName: "app", UserID: "a", SessionID: "a"})

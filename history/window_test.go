@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agent-worker/agent-worker/history"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 func snapshotTexts(snap history.Snapshot) []string {
@@ -23,7 +23,7 @@ func snapshotTexts(snap history.Snapshot) []string {
 func TestWindowIsASnapshotOfCommittedTurns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := history.New(memory.New(nil), 3, history.KeepUntilFolded(nil))
+	svc := history.New(memstore.New(nil), 3, history.KeepUntilFolded(nil))
 	commitN(t, svc, 1, 4)
 	svc.Folded("app", "a", "a", 2)
 	turn(t, svc, 5) // in progress: a running turn's events
@@ -50,7 +50,7 @@ func TestWindowIsASnapshotOfCommittedTurns(t *testing.T) {
 // A conversation never stored is an empty snapshot, not an error.
 func TestWindowOfANewConversationIsEmpty(t *testing.T) {
 	t.Parallel()
-	snap, err := history.New(memory.New(nil), 3).Window(context.Background(), "app", "x", "x")
+	snap, err := history.New(memstore.New(nil), 3).Window(context.Background(), "app", "x", "x")
 	if err != nil || len(snap.Events) != 0 || snap.Turns != 0 || snap.State == nil {
 		t.Fatalf("Window of a new conversation: %+v, %v", snap, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/journal"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 func call(id, name string) *model.LLMResponse {
@@ -24,7 +24,7 @@ func call(id, name string) *model.LLMResponse {
 // and by tool call, usage included (a replay reports the same tokens).
 func TestJournalRoundTrip(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	ctx := t.Context()
 	if j, err := journal.Load(ctx, st, "a"); err != nil || j != nil {
 		t.Fatalf("no journal yet: got %v, %v", j, err)
@@ -71,7 +71,7 @@ func TestJournalRoundTrip(t *testing.T) {
 // journal above MaxBytes is refused whole, nothing written.
 func TestJournalIsBounded(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	ctx := t.Context()
 	j := &journal.Journal{Turn: 1, Prompt: "p"}
 	j.AddResult("c1", "http_get", map[string]any{"body": strings.Repeat("x", 100_000)})
@@ -93,7 +93,7 @@ func TestJournalIsBounded(t *testing.T) {
 
 func TestJournalUnreadable(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	if _, err := st.Put(t.Context(), journal.Key("a"), []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 type log struct {
@@ -56,7 +56,7 @@ func replica(t *testing.T, name string, st store.Store, c *clock.Fake, l *log) *
 func TestOneOwnerAndTakeoverAfterTheHolderDies(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	r2 := replica(t, "r2", st, c, l)
@@ -91,7 +91,7 @@ func TestOneOwnerAndTakeoverAfterTheHolderDies(t *testing.T) {
 func TestStopReleasesAtOnce(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	r2 := replica(t, "r2", st, c, l)
@@ -118,7 +118,7 @@ func (c *cut) Update(ctx context.Context, k string, v []byte, rev uint64) (uint6
 func TestHolderCutOffFromTheStoreLetsGoBeforeExpiry(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := &cut{Store: memory.New(c)}
+	st := &cut{Store: memstore.New(c)}
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	st.down.Store(true)
@@ -156,7 +156,7 @@ func (s *stuck) Update(ctx context.Context, k string, v []byte, rev uint64) (uin
 func TestAHolderStuckOnTheStoreDoubtsItsLeasesAtTheLapse(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := &stuck{Store: memory.New(c), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	st := &stuck{Store: memstore.New(c), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	r1 := replica(t, "r1", st, c, &log{})
 	if !r1.Held("a") || !r1.Sure() || r1.Doubt("a") != "" || r1.Doubt("nobody") != "" {
 		t.Fatalf("r1 holds a: %v, doubt %q", r1.Held("a"), r1.Doubt("a"))

@@ -15,7 +15,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // lateAck is a store whose Update, while armed, is applied by the server
@@ -119,7 +119,7 @@ func replicaOf(t *testing.T, st store.Store, holder string) (replicaRecord, uint
 func TestRenewalAppliedButTimedOutIsNotALoss(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	base := memory.New(c)
+	base := memstore.New(c)
 	st := &lateAck{Store: base, key: replicaKey("r1")}
 	l := &log{}
 	out := &syncBuf{}
@@ -191,7 +191,7 @@ func TestRenewalAppliedButTimedOutIsNotALoss(t *testing.T) {
 func TestRenewalsAppliedButNeverAcknowledgedKeepTheLease(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	base := memory.New(c)
+	base := memstore.New(c)
 	st := &lateAck{Store: base, key: replicaKey("r1")}
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
@@ -218,7 +218,7 @@ func TestRenewalsAppliedButNeverAcknowledgedKeepTheLease(t *testing.T) {
 func TestLostRepliesThenCutOffLetsGoByTheLastConfirmedRenewal(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := &lateAck{Store: memory.New(c), key: replicaKey("r1")}
+	st := &lateAck{Store: memstore.New(c), key: replicaKey("r1")}
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	st.lose.Store(-1)
@@ -258,7 +258,7 @@ func TestConflictWithAnotherHolderIsALoss(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-			st := memory.New(c)
+			st := memstore.New(c)
 			l := &log{}
 			r1 := replica(t, "r1", st, c, l)
 			_, rev := holderOf(t, st, "a")

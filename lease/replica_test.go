@@ -13,7 +13,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // counting counts the writes that reach the store.
@@ -37,7 +37,7 @@ func (c *counting) Create(ctx context.Context, k string, v []byte, ttl time.Dura
 func TestHoldingLeasesCostsOneWritePerRenewal(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := &counting{Store: memory.New(c)}
+	st := &counting{Store: memstore.New(c)}
 	agents := make([]string, 200)
 	for i := range agents {
 		agents[i] = fmt.Sprintf("agent-%03d", i)
@@ -68,7 +68,7 @@ func TestHoldingLeasesCostsOneWritePerRenewal(t *testing.T) {
 func TestAReplicaBackFromAnOutageTakesBackItsLeases(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := &cut{Store: memory.New(c)}
+	st := &cut{Store: memstore.New(c)}
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	st.down.Store(true)
@@ -102,7 +102,7 @@ func sortedPairs(ev []string) []string {
 func TestStopDeletesTheReplicaRecord(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	r1 := replica(t, "r1", st, c, l)
 	replicaOf(t, st, "r1")
@@ -128,7 +128,7 @@ func TestStopDeletesTheReplicaRecord(t *testing.T) {
 func TestLeasesOfAnOlderVersionLastUntilTheirExpiry(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	old, _ := json.Marshal(record{Holder: "old", Expires: c.Now().Add(12 * time.Second)})
 	if _, err := st.Create(context.Background(), key("a"), old, 0); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // slowStore answers each lease read and write after a round trip's
@@ -50,7 +50,7 @@ func TestManyLeasesAreRenewedInTimeOverASlowStore(t *testing.T) {
 	for i := range agents {
 		agents[i] = fmt.Sprintf("agent-%03d", i)
 	}
-	mem := memory.New(nil)
+	mem := memstore.New(nil)
 	var acquired, lost [2]atomic.Int64
 	stores := [2]*slowStore{{Store: mem, latency: 8 * time.Millisecond}, {Store: mem, latency: 8 * time.Millisecond}}
 	var ms [2]*Manager

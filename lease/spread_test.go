@@ -9,7 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // placer is a membership the test sets: agent → owner, and who may take
@@ -124,7 +124,7 @@ func poll(t *testing.T, what string, cond func() bool) {
 func TestFreeLeasesAreTakenOnlyByTheReplicaTheyArePlacedOn(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	p := &placer{owner: map[string]string{"a": "r1", "b": "r2"}}
 	d := newDrainer()
@@ -145,7 +145,7 @@ func TestFreeLeasesAreTakenOnlyByTheReplicaTheyArePlacedOn(t *testing.T) {
 func TestHandoverWaitsForTheTurnThenReleasesForTheNewOwner(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	p := &placer{owner: map[string]string{"a": "r1"}}
 	d := newDrainer()
@@ -197,7 +197,7 @@ func TestHandoverWaitsForTheTurnThenReleasesForTheNewOwner(t *testing.T) {
 func TestHandoverIsCalledOffWhenThePlacementChangesBack(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	p := &placer{owner: map[string]string{"a": "r1"}}
 	d := newDrainer()
@@ -236,7 +236,7 @@ func TestHandoverIsCalledOffWhenThePlacementChangesBack(t *testing.T) {
 func TestLeaseLostDuringAHandoverIsALoss(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	base := memory.New(c)
+	base := memstore.New(c)
 	st := &cut{Store: base}
 	l := &log{}
 	p := &placer{owner: map[string]string{"a": "r1"}}
@@ -277,7 +277,7 @@ func TestLeaseLostDuringAHandoverIsALoss(t *testing.T) {
 func TestAFreeLeaseNobodyTakesIsTakenAfterATTL(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	p := &placer{owner: map[string]string{"a": "ghost", "b": "ghost"}, strictly: map[string]bool{"b": true}}
 	d := newDrainer()
@@ -318,7 +318,7 @@ func TestAFreeLeaseNobodyTakesIsTakenAfterATTL(t *testing.T) {
 func TestTakeoverAfterDeathFollowsThePlacement(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	p := &placer{owner: map[string]string{"a": "r1", "b": "r1"}}
 	d := newDrainer()
@@ -345,7 +345,7 @@ func TestTakeoverAfterDeathFollowsThePlacement(t *testing.T) {
 func TestStopReleasesForThePlacedReplica(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
-	st := memory.New(c)
+	st := memstore.New(c)
 	l := &log{}
 	p := &placer{owner: map[string]string{"a": "r1"}}
 	d := newDrainer()

@@ -22,7 +22,7 @@ import (
 	"github.com/agent-worker/agent-worker/internal/mcptest"
 	"github.com/agent-worker/agent-worker/mcptools"
 	"github.com/agent-worker/agent-worker/models/scripted"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // deadline bounds every wait: a failure guard, not a sleep.
@@ -178,7 +178,7 @@ func newAgent(t *testing.T, s *mcptools.Servers, grants []config.AgentMCP, scrip
 	}
 	bus := events.NewBus(1024, nil)
 	r.sub = bus.Subscribe(1024, nil)
-	dd := driver.Deps{Clock: clock.Real(), Store: memory.New(nil), Events: bus}
+	dd := driver.Deps{Clock: clock.Real(), Store: memstore.New(nil), Events: bus}
 	for _, f := range deps {
 		f(&dd)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 func TestFireTimes(t *testing.T) {
@@ -122,7 +122,7 @@ type rig struct {
 func newRig() *rig {
 	c := clock.NewFake(start)
 	bus := events.NewBus(0, nil)
-	return &rig{clock: c, store: memory.New(c), bus: bus, sub: bus.Subscribe(10000, nil), outcome: map[string]int{}}
+	return &rig{clock: c, store: memstore.New(c), bus: bus, sub: bus.Subscribe(10000, nil), outcome: map[string]int{}}
 }
 
 func (r *rig) scheduler(t *testing.T, tg Target, ss ...Schedule) *Scheduler {

@@ -8,14 +8,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/seal"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // TestReplicasAgreeOnOneKey: replicas loading the key together from one
 // store get the same key, and a seal one makes checks on another.
 func TestReplicasAgreeOnOneKey(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	keys := make([]seal.Key, 8)
 	var wg sync.WaitGroup
 	for i := range keys {
@@ -34,7 +34,7 @@ func TestReplicasAgreeOnOneKey(t *testing.T) {
 			t.Fatalf("replica %d does not accept replica 0's seal: the replicas loaded different keys", i)
 		}
 	}
-	other, _ := seal.Load(context.Background(), memory.New(nil))
+	other, _ := seal.Load(context.Background(), memstore.New(nil))
 	if other.Verify(s, []byte("report")) {
 		t.Fatal("another deployment's key accepted the seal")
 	}
@@ -97,7 +97,7 @@ func TestASealBindsSubjectHeadersAndBody(t *testing.T) {
 // from the same store gives the same key.
 func TestALoadedKeySurvivesARestart(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	a, err := seal.Load(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)

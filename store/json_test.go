@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // Concurrent UpdateJSONs of one key each land once: a writer that lost
 // the compare-and-set reads again and applies its change to the new value.
 func TestUpdateJSONLosesNoConcurrentChange(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	type counter struct{ N int }
 	var wg sync.WaitGroup
 	for range 16 {

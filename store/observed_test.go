@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // down fails every read.
@@ -23,7 +23,7 @@ func (down) Get(context.Context, string) (store.Entry, error) {
 func TestObservedCountsEveryOperation(t *testing.T) {
 	t.Parallel()
 	var seen []string
-	st := store.Observed(memory.New(nil), func(op string, err error) {
+	st := store.Observed(memstore.New(nil), func(op string, err error) {
 		seen = append(seen, op+":"+store.Outcome(err))
 	})
 	ctx := t.Context()

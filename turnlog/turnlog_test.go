@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -28,7 +28,7 @@ func flush(t *testing.T, l *turnlog.Log) {
 // bounds with the counts of what was cut.
 func TestRecentIsNewestFirstAndBounded(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	l := turnlog.New(st, nil)
 	for n := uint64(1); n <= turnlog.Keep+6; n++ {
 		tr := turnlog.Turn{N: n, Outcome: turnlog.OutcomeCompleted, Text: strings.Repeat("é", 5000)}
@@ -75,7 +75,7 @@ func TestRecentIsNewestFirstAndBounded(t *testing.T) {
 // A summary is written only while its writer owns the agent.
 func TestRecordIsFencedByOwnership(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	l := turnlog.New(st, nil)
 	l.Record("a", turnlog.Turn{N: 1}, func() bool { return false })
 	l.Record("a", turnlog.Turn{N: 2}, func() bool { return true })
@@ -90,7 +90,7 @@ func TestRecordIsFencedByOwnership(t *testing.T) {
 // the first record of an id stands, and one without an id is not kept.
 func TestDeadLettered(t *testing.T) {
 	t.Parallel()
-	l := turnlog.New(memory.New(nil), nil)
+	l := turnlog.New(memstore.New(nil), nil)
 	ctx := t.Context()
 	at := time.Now().UTC()
 	l.DeadLetter("a", turnlog.DeadLetter{ID: "bad", Reason: "invalid_json", Detail: "first", At: at}, 0)
@@ -112,7 +112,7 @@ func TestDeadLettered(t *testing.T) {
 // turn's messages went back to the inbox.
 func TestFindMessageSeesCompletedTurnsOnly(t *testing.T) {
 	t.Parallel()
-	l := turnlog.New(memory.New(nil), nil)
+	l := turnlog.New(memstore.New(nil), nil)
 	l.Record("a", turnlog.Turn{N: 1, Outcome: "failed", Messages: []turnlog.Message{{ID: "m"}}}, nil)
 	l.Record("a", turnlog.Turn{N: 2, Outcome: turnlog.OutcomeCompleted, Messages: []turnlog.Message{{ID: "m"}}}, nil)
 	l.Record("a", turnlog.Turn{N: 3, Outcome: "failed", Messages: []turnlog.Message{{ID: "m"}, {ID: "x"}}}, nil)
@@ -148,7 +148,7 @@ func (s *blockingStore) Append(ctx context.Context, list string, v []byte, keep 
 // rest is kept.
 func TestPendingWritesAreBounded(t *testing.T) {
 	t.Parallel()
-	st := &blockingStore{Store: memory.New(nil), release: make(chan struct{}), started: make(chan struct{})}
+	st := &blockingStore{Store: memstore.New(nil), release: make(chan struct{}), started: make(chan struct{})}
 	l := turnlog.New(st, nil)
 	l.Record("a", turnlog.Turn{N: 1}, nil)
 	<-st.started // turn 1 is being written; the rest wait

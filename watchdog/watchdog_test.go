@@ -17,7 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/watchdog"
 )
 
@@ -52,7 +52,7 @@ func newRigSpec(t *testing.T, mode string, script []config.ScriptStep, limits gu
 	r := &rig{t: t}
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	r.c = c
-	st := memory.New(c)
+	st := memstore.New(c)
 	bus := events.NewBus(0, nil)
 	r.sub = bus.Subscribe(10000, nil)
 	var err error

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // heldGet is a store whose next Get, once armed, reads the key and then
@@ -42,7 +42,7 @@ func (s *heldGet) Get(ctx context.Context, key string) (store.Entry, error) {
 func TestABindersReadOlderThanAWriteLeavesTheWriteInForce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := &heldGet{Store: memory.New(nil), read: make(chan struct{}), release: make(chan struct{})}
+	st := &heldGet{Store: memstore.New(nil), read: make(chan struct{}), release: make(chan struct{})}
 	b := newBinders(st, "r1", nil, slog.New(slog.DiscardHandler), time.Now)
 	if err := b.started(ctx, Bindings{"alerts.>": {"held"}}, []string{"held"}, 0); err != nil {
 		t.Fatal(err)

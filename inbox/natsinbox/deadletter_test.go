@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/inbox"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -17,7 +17,7 @@ import (
 // stream sequence — so a lookup by id can say what became of it.
 func TestDeadLettersAreRecordedByID(t *testing.T) {
 	t.Parallel()
-	st := memory.New(nil)
+	st := memstore.New(nil)
 	r := newRig(t, st)
 	ctx := t.Context()
 	log := turnlog.New(st, nil)

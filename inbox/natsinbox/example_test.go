@@ -11,7 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/natsbus"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // newsOf is an agent's loop as the log sees it: told of news, it reads.
@@ -52,7 +52,7 @@ func Example() {
 	}
 	news := make(newsOf, 1)
 	b, err := natsinbox.Start(ctx, conn.NC, conn.JS, []natsinbox.Agent{{Name: "oncall", Target: news}},
-		natsinbox.Options{Subjects: subjects, Stream: "AGENTS", MaxBytes: 4096, Store: memory.New(nil)})
+		natsinbox.Options{Subjects: subjects, Stream: "AGENTS", MaxBytes: 4096, Store: memstore.New(nil)})
 	if err != nil {
 		panic(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -19,7 +19,7 @@ import (
 // the cursors finds only what came later.
 func TestAReadStartsWhereTheAgentStandsAndSettledMessagesArePurged(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	for i := 1; i <= 3; i++ {
 		r.publish(t, "agents.a.inbox", fmt.Sprintf("m-%d", i), fmt.Sprintf(`{"text": "alert %d"}`, i))
 	}
@@ -44,7 +44,7 @@ func TestAReadStartsWhereTheAgentStandsAndSettledMessagesArePurged(t *testing.T)
 // takes a wake message's place, and is read as room frees up.
 func TestAReadTakesItsRoomAndSaysHowManyWait(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	for i := range 25 {
 		r.publish(t, "agents.a.deferred", fmt.Sprintf("d-%d", i), "background note")
 	}
@@ -75,7 +75,7 @@ func TestAReadTakesItsRoomAndSaysHowManyWait(t *testing.T) {
 func TestTheStartFindsWhatWaits(t *testing.T) {
 	t.Parallel()
 	conn, subjects := startServer(t)
-	r := &rig{conn: conn, subjects: subjects, st: memory.New(nil)}
+	r := &rig{conn: conn, subjects: subjects, st: memstore.New(nil)}
 	r.publish(t, "agents.a.inbox", "early-1", "published while no worker ran")
 	r.publish(t, "agents.a.deferred", "early-2", "this too")
 	r.start(t)
@@ -91,7 +91,7 @@ func TestTheStartFindsWhatWaits(t *testing.T) {
 // passed: the read goes on to the next message.
 func TestABadBodyIsDeadLetteredAndPassed(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	dlq, err := r.conn.NC.SubscribeSync("agents.a.dlq")
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestABadBodyIsDeadLetteredAndPassed(t *testing.T) {
 // many replicas route it, and removed from the log.
 func TestInputForAnUnknownAgentIsDeadLetteredOnceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	r.start(t) // a second replica on the same stream
 	r.publish(t, "agents.ghost.inbox", "ghost-1", "anyone?")
 	waitUntil(t, "removed from the log", func() bool { return r.held(t, "agents.ghost.>") == 0 })
@@ -137,7 +137,7 @@ func TestInputForAnUnknownAgentIsDeadLetteredOnceAcrossReplicas(t *testing.T) {
 // get every message on it; it is purged only once both have settled it.
 func TestASharedSubjectReachesBothAgentsAndIsPurgedAfterBoth(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil),
+	r := newRig(t, memstore.New(nil),
 		natsinbox.Agent{Name: "a", Subscribe: []config.Subscription{{Subject: "alerts.>", Mode: "inbox"}}},
 		natsinbox.Agent{Name: "b", Subscribe: []config.Subscription{{Subject: "alerts.>", Mode: "deferred"}}})
 	r.publish(t, "alerts.db", "x-1", "disk full")
@@ -159,7 +159,7 @@ func TestASharedSubjectReachesBothAgentsAndIsPurgedAfterBoth(t *testing.T) {
 // not held back by the narrower agent, which has settled all it was sent.
 func TestOverlappingPatternsArePurgedBelowBothCursors(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil),
+	r := newRig(t, memstore.New(nil),
 		natsinbox.Agent{Name: "wide", Subscribe: []config.Subscription{{Subject: "alerts.>", Mode: "inbox"}}},
 		natsinbox.Agent{Name: "prod", Subscribe: []config.Subscription{{Subject: "alerts.prod.>", Mode: "inbox"}}})
 	r.publish(t, "alerts.dev.web", "dev-1", "flaky test")
@@ -189,7 +189,7 @@ func TestOverlappingPatternsArePurgedBelowBothCursors(t *testing.T) {
 // agent's subject still takes messages.
 func TestAFullSubjectRefusesItsPublisherOnly(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil), natsinbox.Agent{Name: "a"}, natsinbox.Agent{Name: "b"})
+	r := newRig(t, memstore.New(nil), natsinbox.Agent{Name: "a"}, natsinbox.Agent{Name: "b"})
 	s, err := r.conn.JS.Stream(t.Context(), "AGENTS")
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestAFullSubjectRefusesItsPublisherOnly(t *testing.T) {
 func TestAMessageWithAnIDOutlivesItsSettleByTheDuplicateWindow(t *testing.T) {
 	t.Parallel()
 	conn, subjects := startServer(t)
-	r := &rig{conn: conn, subjects: subjects, st: memory.New(nil)}
+	r := &rig{conn: conn, subjects: subjects, st: memstore.New(nil)}
 	r.window = 5 * time.Second
 	r.start(t)
 	r.publish(t, "agents.a.inbox", "", "no id")
@@ -239,7 +239,7 @@ func TestAMessageWithAnIDOutlivesItsSettleByTheDuplicateWindow(t *testing.T) {
 func TestAMessageWithAnIDTheRouterDidNotSeeIsHeldForItsWindow(t *testing.T) {
 	t.Parallel()
 	conn, subjects := startServer(t)
-	r := &rig{conn: conn, subjects: subjects, st: memory.New(nil)}
+	r := &rig{conn: conn, subjects: subjects, st: memstore.New(nil)}
 	r.window = time.Minute
 	r.publish(t, "agents.a.inbox", "", "no id")
 	r.publish(t, "agents.a.inbox", "retry-me", "with an id")
@@ -258,7 +258,7 @@ func TestAMessageWithAnIDTheRouterDidNotSeeIsHeldForItsWindow(t *testing.T) {
 // the last replica started routed anything).
 func TestEveryReplicasRouterSeesEveryMessage(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	replicas := []*natsinbox.Binding{r.b, r.start(t), r.start(t)}
 	var last uint64
 	for range 20 {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // The worker publishes into an agent's input with a Nats-Msg-Id scoped
@@ -17,7 +17,7 @@ import (
 // to this agent is the message's id, as a raw publisher set it.
 func TestScopedMessageIDIsKnownByTheSendersID(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	for _, c := range []struct{ name, header, body, want string }{
 		{"scoped by the worker", "a/inc-42", `{"text": "t", "id": "inc-42"}`, "inc-42"},
 		{"plain id of an older version", "inc-43", `{"text": "t", "id": "inc-43"}`, "inc-43"},

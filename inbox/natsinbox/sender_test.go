@@ -10,7 +10,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/seal"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // apiPost is a message as the worker's API publishes it: its id, the
@@ -37,7 +37,7 @@ func apiPost(id, sender, via, body string) *nats.Msg {
 // claim, which agent_worker_messages_unsealed_total counts.
 func TestASealedSenderIsGrantedAForgedOneIgnored(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	unsealed := r.events.Subscribe(10, func(e events.Event) bool { return e.Type == events.MessageUnsealed })
 	const body = `{"text": "ship it", "from": "ceo"}`
 

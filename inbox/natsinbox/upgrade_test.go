@@ -12,7 +12,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // oldLayout makes the input stream as the versions before the log did:
@@ -74,7 +74,7 @@ func TestUpgradeFromTheConsumerLayoutReadsEachQueuedMessageOnce(t *testing.T) {
 	}
 	t.Cleanup(conn.Close)
 	s := oldLayout(t, conn.JS)
-	r := &rig{conn: conn, subjects: natsbus.Subjects{Prefix: "agents"}, st: memory.New(nil)}
+	r := &rig{conn: conn, subjects: natsbus.Subjects{Prefix: "agents"}, st: memstore.New(nil)}
 	for i := 1; i <= 5; i++ {
 		r.publish(t, "agents.a.inbox", fmt.Sprintf("w-%d", i), "wake")
 	}

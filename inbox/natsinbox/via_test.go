@@ -7,14 +7,14 @@ import (
 
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // The Agent-Worker-Via header the API's publish carries, sealed, becomes
 // Message.Via; any other value is ignored.
 func TestViaHeaderNamesTheReceiver(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	for _, c := range []struct{ header, want string }{
 		{inbox.ViaAlertmanager, inbox.ViaAlertmanager},
 		{"grafana", ""},

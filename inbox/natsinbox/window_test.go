@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
 // directGets counts the batch direct gets made on the input stream.
@@ -53,7 +53,7 @@ func wantTexts(t *testing.T, got []string, from, n int) {
 // window: no request to the stream.
 func TestRoutedMessagesAreReadFromTheWindow(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, memory.New(nil))
+	r := newRig(t, memstore.New(nil))
 	gets := directGets(t, r)
 	for i := range 20 {
 		r.publish(t, "agents.a.inbox", "", fmt.Sprintf("m%d", i))
@@ -73,7 +73,7 @@ func TestRoutedMessagesAreReadFromTheWindow(t *testing.T) {
 func TestAWindowTooSmallFallsBackToTheStream(t *testing.T) {
 	t.Parallel()
 	conn, subjects := startServer(t)
-	r := &rig{conn: conn, subjects: subjects, st: memory.New(nil), readAhead: 1024}
+	r := &rig{conn: conn, subjects: subjects, st: memstore.New(nil), readAhead: 1024}
 	r.start(t)
 	gets := directGets(t, r)
 	last := r.publish(t, "agents.a.inbox", "", "m0")
@@ -96,7 +96,7 @@ func TestAWindowTooSmallFallsBackToTheStream(t *testing.T) {
 func TestAnAgentBoundLaterReadsWhatCameBeforeFromTheStream(t *testing.T) {
 	t.Parallel()
 	conn, subjects := startServer(t)
-	r := &rig{conn: conn, subjects: subjects, st: memory.New(nil), leased: true}
+	r := &rig{conn: conn, subjects: subjects, st: memstore.New(nil), leased: true}
 	b := r.start(t)
 	gets := directGets(t, r)
 	last := r.publish(t, "agents.a.inbox", "", "m0")
@@ -120,7 +120,7 @@ func TestAnAgentBoundLaterReadsWhatCameBeforeFromTheStream(t *testing.T) {
 func TestMessagesWaitingAtStartAreReadFromTheStream(t *testing.T) {
 	t.Parallel()
 	conn, subjects := startServer(t)
-	r := &rig{conn: conn, subjects: subjects, st: memory.New(nil)}
+	r := &rig{conn: conn, subjects: subjects, st: memstore.New(nil)}
 	r.publish(t, "agents.a.inbox", "", "m0")
 	r.start(t)
 	gets := directGets(t, r)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/store/natskv"
 	redisstore "github.com/agent-worker/agent-worker/store/redis"
 )
@@ -38,7 +38,7 @@ func Store(ctx context.Context, cfg config.Store, replicas int, js jetstream.Jet
 	switch scheme {
 	case "memory":
 		log.Warn("state store is memory://: spend, halts, pauses and history do not survive a restart")
-		return memory.New(nil), nil
+		return memstore.New(nil), nil
 	case "nats":
 		if js == nil {
 			return nil, fmt.Errorf("%w: store.url nats:// needs JetStream (nats.jetstream: true)", ErrConfig)

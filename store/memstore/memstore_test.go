@@ -1,4 +1,4 @@
-package memory_test
+package memstore_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/store"
-	"github.com/agent-worker/agent-worker/store/memory"
+	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/store/storetest"
 )
 
@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Backend{
 		New: func(t *testing.T) store.Store {
 			c = clock.NewFake(time.Unix(1_700_000_000, 0))
-			return memory.New(c)
+			return memstore.New(c)
 		},
 		Elapse: func(t *testing.T, d time.Duration) { c.Advance(d) },
 	})
@@ -26,7 +26,7 @@ func TestConformance(t *testing.T) {
 
 func TestClosed(t *testing.T) {
 	t.Parallel()
-	s := memory.New(nil)
+	s := memstore.New(nil)
 	_ = s.Close()
 	if _, err := s.Get(context.Background(), "k"); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
@@ -36,7 +36,7 @@ func TestClosed(t *testing.T) {
 func TestGetJSON(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := memory.New(nil)
+	s := memstore.New(nil)
 	var v struct{ N int }
 	if found, err := store.GetJSON(ctx, s, "k", &v); found || err != nil {
 		t.Fatalf("missing key: %v %v", found, err)

@@ -1,9 +1,9 @@
-// Package memory is an in-process store.Store for unit tests and
+// Package memstore is an in-process store.Store for unit tests and
 // `store.url: memory://`. The embedded default keeps its state in
 // JetStream KV (store/natskv), not here. Nothing this store holds
 // survives the process: a restart forgets spend, halts and pauses. It
 // must not be used where state must outlive the process.
-package memory
+package memstore
 
 import (
 	"context"

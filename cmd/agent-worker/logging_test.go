@@ -198,7 +198,7 @@ func TestLogFormatFromEnv(t *testing.T) { // not parallel: sets the environment
 
 // TestFailureInTheConfigsJSONIsJSON: a worker that cannot start, with
 // log.format json in its config file and no flag or variable, says so in
-// JSON only — the Redis client's own complaints included: store/redis
+// JSON only — the Redis client's own complaints included: store/redisstore
 // routes go-redis's logger through the worker's — and never prints the
 // store's password.
 func TestFailureInTheConfigsJSONIsJSON(t *testing.T) { // not parallel: go-redis's logger is process-wide, another worker's would take its lines

@@ -23,7 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/store/natskv"
-	redisstore "github.com/agent-worker/agent-worker/store/redis"
+	"github.com/agent-worker/agent-worker/store/redisstore"
 )
 
 // ErrConfig marks the errors of Store that the configuration causes

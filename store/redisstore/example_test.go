@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	redisstore "github.com/agent-worker/agent-worker/store/redis"
+	"github.com/agent-worker/agent-worker/store/redisstore"
 )
 
 // Open a store on the master three Sentinels watch, with the master's

@@ -7,7 +7,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/agent-worker/agent-worker/store"
-	redisstore "github.com/agent-worker/agent-worker/store/redis"
+	"github.com/agent-worker/agent-worker/store/redisstore"
 	"github.com/agent-worker/agent-worker/store/storetest"
 )
 

@@ -27,7 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agent-worker/agent-worker/store"
-	redisstore "github.com/agent-worker/agent-worker/store/redis"
+	"github.com/agent-worker/agent-worker/store/redisstore"
 	"github.com/agent-worker/agent-worker/store/storetest"
 )
 

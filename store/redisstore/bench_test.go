@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	redisstore "github.com/agent-worker/agent-worker/store/redis"
+	"github.com/agent-worker/agent-worker/store/redisstore"
 )
 
 // BenchmarkPutGet is one Put (a script) and one Get (HMGET) on the real

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/tracing"
@@ -23,7 +24,7 @@ func (r *remote) publishReport(parent, id, text, traceParent string, quit <-chan
 	tracing.SetNATS(msg.Header, traceParent)
 	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
 	msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(parent, id))
-	msg.Header.Set(natsinbox.HeaderVia, natsinbox.ViaSubagent)
+	msg.Header.Set(natsinbox.HeaderVia, inbox.ViaSubagent)
 	natsinbox.SealVia(o.Seal, msg)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
@@ -56,7 +57,7 @@ func encodeReport(id, text string, limit int) []byte {
 			ID         string            `json:"id"`
 			From       string            `json:"from"`
 			Attributes map[string]string `json:"attributes"`
-		}{text, id, id, map[string]string{"via": natsinbox.ViaSubagent}})
+		}{text, id, id, map[string]string{"via": inbox.ViaSubagent}})
 		data := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		over := len(data) - limit
 		if over <= 0 || len(text) == 0 {

@@ -209,7 +209,7 @@ func (a *Agent) queued(m inbox.Message, again bool) {
 	switch m.Via {
 	case inbox.ViaAlertmanager:
 		c.Source = SourceAlertmanager
-	case ViaSubagent:
+	case inbox.ViaSubagent:
 		c.Source, c.Name = SourceSubagent, m.From
 	}
 	a.Wake(c)

@@ -17,13 +17,6 @@ func (a *Agent) Send(m inbox.Message) {
 	a.queued(m, false)
 }
 
-// ViaSubagent is inbox.Message.Via of a background subagent's report that
-// arrived over NATS (the log maps the Agent-Worker-Via header
-// natsinbox.ViaSubagent to it): the agent wakes with source subagent,
-// named by the message's From (the subagent's id), as Report does for a
-// report made in this process. Like any Via it only labels the wake.
-const ViaSubagent = "subagent"
-
 // onDrop is told of a message the inbox gave up (failed in too many
 // turns; a memory-only message over the cap): one from the log is
 // dead-lettered there, one only memory held gets a dead-letter record.

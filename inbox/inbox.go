@@ -38,9 +38,10 @@ type Message struct {
 	Source string
 	// Via names the worker receiver the message came through when that
 	// decides its wake source: ViaAlertmanager for the Alertmanager
-	// receiver (the driver then wakes with source "alertmanager"), "" for
+	// receiver (the driver then wakes with source "alertmanager"),
+	// ViaSubagent for a subagent's report that crossed NATS, "" for
 	// anything else. Set by the API, or by the input log from the
-	// Agent-Worker-Via header the API's publish carries. Any NATS
+	// Agent-Worker-Via header the API's or a subagent's publish carries. Any NATS
 	// publisher can set that header too: Via only labels the wake (metrics,
 	// the prompt's wake line) and grants nothing.
 	Via string
@@ -72,6 +73,15 @@ type Message struct {
 	// Untrusted: a link, never a parent.
 	TraceParent string
 }
+
+// ViaSubagent is Message.Via of a background subagent's report that
+// arrived over NATS (package background publishes it to the parent's inbox
+// subject with this value in the natsinbox.HeaderVia header; the input log
+// copies it, and sets Source to "subagent:<id>"): the driver wakes the
+// parent with source subagent, named by the message's From (the
+// subagent's id), as for a report made in its own process. Like any Via it
+// only labels the wake.
+const ViaSubagent = "subagent"
 
 // Batch is what one Drain took: the messages, oldest first, and how many
 // were dropped for overflow since the previous drain. Waiting, set by the

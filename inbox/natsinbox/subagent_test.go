@@ -26,7 +26,7 @@ func TestSubagentReportHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := r.next(t)
-	if m.Via != natsinbox.ViaSubagent || m.Source != "subagent:a-sub-3" || m.ID != "a-sub-3" || m.From != "a-sub-3" {
+	if m.Via != inbox.ViaSubagent || m.Source != "subagent:a-sub-3" || m.ID != "a-sub-3" || m.From != "a-sub-3" {
 		t.Fatalf("report delivered as %+v", m)
 	}
 }
@@ -35,7 +35,7 @@ func report(id, body string) *nats.Msg {
 	msg := nats.NewMsg("agents.a.inbox")
 	msg.Data = []byte(body)
 	msg.Header.Set(nats.MsgIdHdr, id)
-	msg.Header.Set(natsinbox.HeaderVia, natsinbox.ViaSubagent)
+	msg.Header.Set(natsinbox.HeaderVia, inbox.ViaSubagent)
 	return msg
 }
 
@@ -66,7 +66,7 @@ func TestAForgedReportIsAnOrdinaryMessage(t *testing.T) {
 		}
 		select {
 		case e := <-unsealed.C:
-			if e.Agent != "a" || e.Data["via"] != natsinbox.ViaSubagent {
+			if e.Agent != "a" || e.Data["via"] != inbox.ViaSubagent {
 				t.Fatalf("event %+v", e)
 			}
 		case <-time.After(deadline):

@@ -10,7 +10,7 @@ import (
 
 // HeaderVia on an inbound message names the worker receiver it came
 // through: "alertmanager" (inbox.ViaAlertmanager) when the worker's API
-// publishes an Alertmanager notification, ViaSubagent on a subagent's
+// publishes an Alertmanager notification, inbox.ViaSubagent on a subagent's
 // report. The log copies it into inbox.Message.Via only when the
 // message carries the deployment's seal over it (package seal; SealVia):
 // a NATS publisher can set any header, and a report's id reaches the
@@ -18,13 +18,6 @@ import (
 // message is delivered as any other, from "nats:<subject>" — and logged,
 // and the message-unsealed event counts it.
 const HeaderVia = "Agent-Worker-Via"
-
-// ViaSubagent as the HeaderVia value marks a background subagent's report
-// (package background publishes it to the parent's inbox subject): the
-// log copies it into inbox.Message.Via (driver.ViaSubagent, the same
-// value) and the message's source reads "subagent:<id>", so the parent
-// wakes with source subagent, as for a report made in its own process.
-const ViaSubagent = "subagent"
 
 // HeaderSender on an inbound message is who the worker's API
 // authenticated as its sender (inbox.Message.Sender: "api, token ops"),
@@ -70,7 +63,7 @@ func SealVia(k seal.Key, m *nats.Msg) { k.SealMsg(m, sealedOf(m.Header)...) }
 // (message-unsealed) for agent.
 func (b *Binding) claims(agent, subject string, h nats.Header, data []byte) (via, sender string) {
 	v, s := h.Get(HeaderVia), h.Get(HeaderSender)
-	if v != inbox.ViaAlertmanager && v != ViaSubagent {
+	if v != inbox.ViaAlertmanager && v != inbox.ViaSubagent {
 		v = ""
 	}
 	if v == "" && s == "" {
@@ -88,7 +81,7 @@ func (b *Binding) claims(agent, subject string, h nats.Header, data []byte) (via
 // source is inbox.Message.Source of a message on subject with id, its Via
 // granted: "nats:<subject>", or "subagent:<id>" for a subagent's report.
 func source(subject, via, id string) string {
-	if via == ViaSubagent && id != "" {
+	if via == inbox.ViaSubagent && id != "" {
 		return "subagent:" + id
 	}
 	return inbox.SourceNATSPrefix + subject

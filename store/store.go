@@ -1,8 +1,8 @@
 // Package store is the durable state behind agent-worker: spend, halts,
 // pauses, requested wake times, schedule claims, leases and conversation
 // history, behind one small interface. Implementations live in
-// sub-packages — natskv (JetStream KV, the default), redis, and memory
-// (unit tests) — and must not leak their client types through it.
+// sub-packages — natskv (JetStream KV, the default), redisstore, and
+// memstore (unit tests) — and must not leak their client types through it.
 package store
 
 import (

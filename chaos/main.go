@@ -40,48 +40,21 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
-	bin := flag.String("bin", "bin/agent-worker", "the agent-worker binary under test")
-	natsBin := flag.String("nats-server", "bin/nats-server", "the nats-server binary")
-	redisBin := flag.String("redis-server", "redis-server", "the redis-server binary")
-	out := flag.String("out", "docs/RELIABILITY.md", "the Markdown report to write (empty: none)")
-	only := flag.String("run", "", "run only the scenarios whose name matches this regular expression")
-	total := flag.Duration("timeout", 9*time.Minute, "stop everything after this long")
-	each := flag.Duration("scenario-timeout", 3*time.Minute, "stop a scenario after this long")
-	keep := flag.Bool("keep", false, "keep the scenarios' directories (configs, logs, data) and print where")
-	soakMode := flag.Bool("soak", false, "run the soak (SOAK_SEED, SOAK_DURATION, SOAK_STORE) instead of the scenarios; -timeout then defaults to SOAK_DURATION + 10m")
-	rev := flag.String("rev", "", "how the report names the binary under test (default: this checkout's git revision)")
-	flag.Parse()
-	re, err := regexp.Compile(*only)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos: -run:", err)
+	o, ok := parseFlags()
+	if !ok {
 		return 2
 	}
-	h := &harness{reaper: newReaper(), timeout: *each}
-	type binary struct {
-		dst  *string
-		path string
+	h := &harness{reaper: newReaper(), timeout: o.each}
+	if !h.findBinaries(o) {
+		return 2
 	}
-	bins := []binary{{&h.bin, *bin}, {&h.natsBin, *natsBin}}
-	if !*soakMode || strings.TrimSpace(os.Getenv("SOAK_STORE")) != storeKV {
-		bins = append(bins, binary{&h.redisBin, *redisBin}) // a soak on kv needs none
-	}
-	for _, b := range bins {
-		p, err := exec.LookPath(b.path)
-		if err == nil {
-			p, err = filepath.Abs(p)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "chaos: %s: %v (see the Makefile's chaos target)\n", b.path, err)
-			return 2
-		}
-		*b.dst = p
-	}
+	var err error
 	if h.root, err = os.MkdirTemp("", "agent-worker-chaos-"); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
-	keepRoot := *keep
-	if *keep {
+	keepRoot := o.keep
+	if o.keep {
 		fmt.Fprintln(os.Stderr, "chaos: keeping the scenarios' files in", h.root)
 	}
 	defer func() {
@@ -91,39 +64,108 @@ func run() int {
 	}()
 	defer h.reaper.killAll()
 
-	if *rev == "" {
-		*rev = revision() // now, close to when make built the binary
+	if o.rev == "" {
+		o.rev = revision() // now, close to when make built the binary
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *soakMode {
+	if o.soak {
 		set, err := soakSettingsFrom(os.Getenv, time.Now())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos: soak:", err)
 			return 2
 		}
 		limit := set.Duration + 10*time.Minute
-		flag.Visit(func(f *flag.Flag) {
-			if f.Name == "timeout" {
-				limit = *total
-			}
-		})
+		if o.timeoutSet {
+			limit = o.total
+		}
 		ctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		code := soakMain(ctx, h, set, *out, *rev)
+		code := soakMain(ctx, h, set, o.out, o.rev)
 		if code != 0 && !keepRoot {
 			keepRoot = true
 			fmt.Fprintln(os.Stderr, "chaos: soak failed; keeping its files (configs, logs, data) in", h.root)
 		}
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, *total)
+	ctx, cancel := context.WithTimeout(ctx, o.total)
 	defer cancel()
+	return scenariosMain(ctx, h, o)
+}
 
+// options are the command's flags.
+type options struct {
+	bin, natsBin, redisBin string
+	out                    string         // the report; "" for none
+	only                   *regexp.Regexp // -run
+	total, each            time.Duration  // -timeout, -scenario-timeout
+	timeoutSet             bool           // -timeout was given
+	keep, soak             bool
+	rev                    string
+}
+
+// parseFlags reads the command line; it reports false, having said why,
+// when a flag is bad.
+func parseFlags() (options, bool) {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/agent-worker", "the agent-worker binary under test")
+	flag.StringVar(&o.natsBin, "nats-server", "bin/nats-server", "the nats-server binary")
+	flag.StringVar(&o.redisBin, "redis-server", "redis-server", "the redis-server binary")
+	flag.StringVar(&o.out, "out", "docs/RELIABILITY.md", "the Markdown report to write (empty: none)")
+	only := flag.String("run", "", "run only the scenarios whose name matches this regular expression")
+	flag.DurationVar(&o.total, "timeout", 9*time.Minute, "stop everything after this long")
+	flag.DurationVar(&o.each, "scenario-timeout", 3*time.Minute, "stop a scenario after this long")
+	flag.BoolVar(&o.keep, "keep", false, "keep the scenarios' directories (configs, logs, data) and print where")
+	flag.BoolVar(&o.soak, "soak", false, "run the soak (SOAK_SEED, SOAK_DURATION, SOAK_STORE) instead of the scenarios; -timeout then defaults to SOAK_DURATION + 10m")
+	flag.StringVar(&o.rev, "rev", "", "how the report names the binary under test (default: this checkout's git revision)")
+	flag.Parse()
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: -run:", err)
+		return o, false
+	}
+	o.only = re
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "timeout" {
+			o.timeoutSet = true
+		}
+	})
+	return o, true
+}
+
+// findBinaries sets h's binaries, absolute, from o; it reports false,
+// having said why, when one is missing. A soak on kv needs no
+// redis-server.
+func (h *harness) findBinaries(o options) bool {
+	type binary struct {
+		dst  *string
+		path string
+	}
+	bins := []binary{{&h.bin, o.bin}, {&h.natsBin, o.natsBin}}
+	if !o.soak || strings.TrimSpace(os.Getenv("SOAK_STORE")) != storeKV {
+		bins = append(bins, binary{&h.redisBin, o.redisBin}) // a soak on kv needs none
+	}
+	for _, b := range bins {
+		p, err := exec.LookPath(b.path)
+		if err == nil {
+			p, err = filepath.Abs(p)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %s: %v (see the Makefile's chaos target)\n", b.path, err)
+			return false
+		}
+		*b.dst = p
+	}
+	return true
+}
+
+// scenariosMain runs the scenarios o selects, prints their table and
+// writes the report (when o.out is set); it returns the exit status.
+func scenariosMain(ctx context.Context, h *harness, o options) int {
 	began := time.Now()
 	var results []*Result
 	for i, s := range scenarios {
-		if !re.MatchString(s.name) {
+		if !o.only.MatchString(s.name) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "chaos: %d. %s: %s ...\n", i+1, s.name, s.title)
@@ -143,16 +185,16 @@ func run() int {
 
 	fmt.Print(table(results))
 	fmt.Printf("\n%d scenario(s) in %s\n", len(results), secs(elapsed))
-	if *out != "" {
-		err := os.MkdirAll(filepath.Dir(*out), 0o755)
+	if o.out != "" {
+		err := os.MkdirAll(filepath.Dir(o.out), 0o755)
 		if err == nil {
-			err = os.WriteFile(*out, []byte(withSoak(markdown(results, elapsed, *rev), readIfThere(*out))), 0o644)
+			err = os.WriteFile(o.out, []byte(withSoak(markdown(results, elapsed, o.rev), readIfThere(o.out))), 0o644)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			return 1
 		}
-		fmt.Println("wrote", *out)
+		fmt.Println("wrote", o.out)
 	}
 	failed := 0
 	for _, r := range results {

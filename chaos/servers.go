@@ -384,3 +384,32 @@ func tailOf(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// embeddedWorker starts worker r1 with c and an embedded NATS server of
+// its own on a free port (c.natsListen), and connects the publisher to
+// it.
+func (e *env) embeddedWorker(c workerConf) (*service, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	c.natsListen = addr
+	return e.startWorker(c, "nats://"+addr)
+}
+
+// startWorker starts worker r1 with c and connects the publisher to the
+// NATS server at url.
+func (e *env) startWorker(c workerConf, url string) (*service, error) {
+	w, err := e.worker("r1", c)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.start(w); err != nil {
+		return nil, err
+	}
+	if err := e.connect(url); err != nil {
+		return nil, err
+	}
+	return w, nil
+}

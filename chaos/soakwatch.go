@@ -103,30 +103,8 @@ type scrape struct {
 func (w *watch) sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
-	var live []*replica
-	for _, r := range w.reps {
-		if p := r.cur.Load(); p != nil && !p.exited() {
-			live = append(live, r)
-		}
-	}
-	got := make([]scrape, len(live))
-	var wg sync.WaitGroup
-	for i, r := range live {
-		wg.Go(func() { got[i] = w.scrape(ctx, r) })
-	}
-	wg.Wait()
-
-	claims := map[string][]string{} // agent → replicas holding it
-	all := len(got) > 0
-	for _, s := range got {
-		if !s.heldOK {
-			all = false
-			continue
-		}
-		for _, a := range s.held {
-			claims[a] = append(claims[a], s.name)
-		}
-	}
+	live, got := w.scrapeLive(ctx)
+	claims, all := claimsOf(got)
 	clashes := doubleHeld(claims)
 	var confirmed map[string][]string
 	if len(clashes) > 0 && sleep(ctx, watchConfirm) == nil {
@@ -138,30 +116,7 @@ func (w *watch) sample(ctx context.Context) {
 	defer w.mu.Unlock()
 	w.samples++
 	for _, s := range got {
-		u := w.stats[s.name]
-		if s.rss > 0 {
-			if u.rssSeen == 0 {
-				u.rssFirst = s.rss
-			}
-			u.rssSeen++
-			u.rssMax, u.rssLast = max(u.rssMax, s.rss), s.rss
-		}
-		if s.metricsOK {
-			if u.goSeen == 0 {
-				u.goFirst = s.goroutines
-			}
-			u.goSeen++
-			u.goMax, u.goLast = max(u.goMax, s.goroutines), s.goroutines
-			w.cost[s.p] = s.cost
-		}
-		if s.heldOK {
-			u.heldAtLast = s.held
-		}
-		if !s.heldOK || !s.metricsOK {
-			if !s.p.exited() {
-				w.failed++
-			}
-		}
+		w.tally(s)
 	}
 	if all {
 		n := 0
@@ -181,6 +136,71 @@ func (w *watch) sample(ctx context.Context) {
 			w.violations = append(w.violations, fmt.Sprintf("%s held by %s at %s and %s again %v later", a, strings.Join(clashes[a], " and "), now, strings.Join(again, " and "), watchConfirm))
 		} else {
 			w.overlaps = append(w.overlaps, fmt.Sprintf("%s by %s at %s", a, strings.Join(clashes[a], " and "), now))
+		}
+	}
+}
+
+// scrapeLive scrapes the replicas whose process runs, at once, and
+// returns them and what each answered, in the same order.
+func (w *watch) scrapeLive(ctx context.Context) ([]*replica, []scrape) {
+	var live []*replica
+	for _, r := range w.reps {
+		if p := r.cur.Load(); p != nil && !p.exited() {
+			live = append(live, r)
+		}
+	}
+	got := make([]scrape, len(live))
+	var wg sync.WaitGroup
+	for i, r := range live {
+		wg.Go(func() { got[i] = w.scrape(ctx, r) })
+	}
+	wg.Wait()
+	return live, got
+}
+
+// claimsOf returns, by agent, the replicas that say they hold it, and
+// whether every scrape told which agents its replica holds (and there
+// was one).
+func claimsOf(got []scrape) (claims map[string][]string, all bool) {
+	claims = map[string][]string{} // agent → replicas holding it
+	all = len(got) > 0
+	for _, s := range got {
+		if !s.heldOK {
+			all = false
+			continue
+		}
+		for _, a := range s.held {
+			claims[a] = append(claims[a], s.name)
+		}
+	}
+	return claims, all
+}
+
+// tally adds one replica's scrape to its usage and the failure count.
+// The caller holds w.mu.
+func (w *watch) tally(s scrape) {
+	u := w.stats[s.name]
+	if s.rss > 0 {
+		if u.rssSeen == 0 {
+			u.rssFirst = s.rss
+		}
+		u.rssSeen++
+		u.rssMax, u.rssLast = max(u.rssMax, s.rss), s.rss
+	}
+	if s.metricsOK {
+		if u.goSeen == 0 {
+			u.goFirst = s.goroutines
+		}
+		u.goSeen++
+		u.goMax, u.goLast = max(u.goMax, s.goroutines), s.goroutines
+		w.cost[s.p] = s.cost
+	}
+	if s.heldOK {
+		u.heldAtLast = s.held
+	}
+	if !s.heldOK || !s.metricsOK {
+		if !s.p.exited() {
+			w.failed++
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,11 +27,10 @@ const DefaultBucket = "agent-worker"
 const markerTTL = time.Minute
 
 // ErrInvalidKey is returned, wrapped with the key, for a key or list name
-// that NATS KV cannot hold: empty, starting or ending with a dot, with an
-// empty token ("a..b"), or with a character outside [A-Za-z0-9_=/.-]
-// (wildcards and spaces included). The keys agent-worker uses are
-// dot-separated tokens of [A-Za-z0-9_-] and are always valid.
-var ErrInvalidKey = errors.New("invalid key: want dot-separated tokens of [A-Za-z0-9_=/-]")
+// that NATS KV cannot hold (store.ValidKey: NATS KV's own rule, checked
+// here so a bad key gets this error rather than a NATS one). It is
+// store.ErrInvalidKey.
+var ErrInvalidKey = store.ErrInvalidKey
 
 // Options configure Open. The zero value is usable.
 type Options struct {
@@ -199,7 +197,7 @@ func (s *Store) begin(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("natskv: %s %q: %w", op, key, err)
 	}
-	if !validKey(key) {
+	if !store.ValidKey(key) {
 		return fmt.Errorf("natskv: %s %q: %w", op, key, ErrInvalidKey)
 	}
 	return nil
@@ -223,23 +221,6 @@ func (s *Store) wrapWrite(ctx context.Context, op, key string, value []byte, err
 			len(value), s.maxPayload(), err))
 	}
 	return wrap(ctx, op, key, err)
-}
-
-// validKey is NATS KV's own rule, checked here so a bad key gets
-// ErrInvalidKey rather than a NATS error.
-func validKey(key string) bool {
-	if key == "" || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '_', c == '=', c == '/', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // wrongLastSequence reports whether err is the server refusing a write

@@ -20,12 +20,9 @@ import (
 const DefaultPrefix = "agent-worker:"
 
 // ErrInvalidKey is returned, wrapped with the key, for a key or list name
-// that is empty, starts or ends with a dot, has an empty token ("a..b"),
-// or has a character outside [A-Za-z0-9_=/.-]. It is the rule the NATS
-// store enforces, so a key that works on one backend works on the other;
-// the keys agent-worker uses are dot-separated tokens of [A-Za-z0-9_-]
-// and are always valid.
-var ErrInvalidKey = errors.New("invalid key: want dot-separated tokens of [A-Za-z0-9_=/-]")
+// store.ValidKey rejects: the rule the NATS store enforces, so a key that
+// works on one backend works on the other. It is store.ErrInvalidKey.
+var ErrInvalidKey = store.ErrInvalidKey
 
 // Options configure Open. The zero value is usable.
 type Options struct {
@@ -197,7 +194,7 @@ func (s *Store) begin(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
 	}
-	if !validKey(key) {
+	if !store.ValidKey(key) {
 		return fmt.Errorf("redisstore: %s %q: %w", op, key, ErrInvalidKey)
 	}
 	return nil
@@ -214,26 +211,6 @@ func (s *Store) wrap(ctx context.Context, op, key string, err error) error {
 		return fmt.Errorf("redisstore: %s %q: %w", op, key, cerr)
 	}
 	return fmt.Errorf("redisstore: %s %q (%s): %w", op, key, s.target, err)
-}
-
-// validKey is the NATS KV key rule (see ErrInvalidKey).
-func validKey(key string) bool {
-	if key == "" || key[0] == '.' || key[len(key)-1] == '.' {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '_', c == '=', c == '/':
-		case c == '.':
-			if key[i-1] == '.' {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // clientLog hands go-redis's log lines to the worker's logger as

@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
@@ -148,7 +149,7 @@ func newWorld(t *testing.T, o api.Options, agents ...agentDef) *world {
 		specs = append(specs, driver.Spec{Name: a.name, Model: llm, Tools: []string{"report_done"}, HistoryTurns: 5, Schedules: a.schedules, Memory: a.memory})
 	}
 	var err error
-	w.driver, err = driver.New(driver.Deps{Clock: c, Store: st, Events: w.bus, Log: log, Scheduler: w.sched, Guards: []driver.Guard{w.guard}}, specs)
+	w.driver, err = driver.New(driver.Deps{Clock: c, Store: st, Events: w.bus, Log: log, Scheduler: w.sched, Guards: []hook.Guard{w.guard}}, specs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store/memstore"
@@ -54,7 +55,7 @@ func newRig(t *testing.T, parent, sub []config.ScriptStep, spec background.Spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.d, err = driver.New(driver.Deps{Clock: c, Store: st, Events: bus, Guards: []driver.Guard{r.g}, Subagents: r.m},
+	r.d, err = driver.New(driver.Deps{Clock: c, Store: st, Events: bus, Guards: []hook.Guard{r.g}, Subagents: r.m},
 		[]driver.Spec{{Name: "boss", Model: pm, Tools: []string{"spawn_subagent", "stop_subagent"}, HistoryTurns: 5}})
 	if err != nil {
 		t.Fatal(err)

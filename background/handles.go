@@ -5,21 +5,21 @@ import (
 
 	"google.golang.org/adk/plugin"
 
-	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/tools"
 	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // Guard returns the hook the driver calls when this replica has restored
-// an agent it owns (driver.Guard's Restore, listed after the guardrails):
+// an agent it owns (hook.Guard's Restore, listed after the guardrails):
 // from then on the parent's charge records are consumed and applied
 // here, and its subagents' admit requests answered. Its other methods do
 // nothing.
-func (m *Manager) Guard() driver.Guard { return ownerHook{m} }
+func (m *Manager) Guard() hook.Guard { return ownerHook{m} }
 
 type ownerHook struct{ m *Manager }
 
-func (h ownerHook) Attach(string, driver.Control) {}
+func (h ownerHook) Attach(string, hook.Control) {}
 
 func (h ownerHook) Restore(_ context.Context, agent string) error {
 	if h.m.remote != nil {
@@ -29,7 +29,7 @@ func (h ownerHook) Restore(_ context.Context, agent string) error {
 }
 
 func (h ownerHook) Admit(context.Context, string) error { return nil }
-func (h ownerHook) BeginTurn(string, driver.TurnInfo)   {}
+func (h ownerHook) BeginTurn(string, hook.TurnInfo)     {}
 func (h ownerHook) EndTurn(string)                      {}
 func (h ownerHook) Plugin(string) *plugin.Plugin        { return nil }
 

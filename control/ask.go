@@ -8,6 +8,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/outage"
 )
 
@@ -57,7 +58,7 @@ func (c *Control) ask(ctx context.Context, r Reply, a *driver.Agent, req Request
 	case errors.Is(err, driver.ErrNoQuestion), errors.Is(err, driver.ErrLongQuestion):
 		return r.fail(http.StatusBadRequest, `"question": %v`, err)
 	case errors.As(err, &ceiling):
-	case errors.Is(err, driver.ErrHalted):
+	case errors.Is(err, hook.ErrHalted):
 		ceiling = c.haltedBy(a.Name(), err)
 	case errors.Is(err, driver.ErrAskBusy), errors.Is(err, driver.ErrStopped):
 	case errors.Is(err, driver.ErrAskTimeout):

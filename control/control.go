@@ -126,6 +126,7 @@ import (
 	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/seal"
@@ -240,8 +241,8 @@ type Request struct {
 
 // Audit returns the request's audit fields for the driver and the guard,
 // with the reason cut to MaxReason runes.
-func (r Request) Audit() driver.Audit {
-	return driver.Audit{By: r.By, Reason: clipRunes(strings.TrimSpace(r.Reason), MaxReason)}
+func (r Request) Audit() hook.Audit {
+	return hook.Audit{By: r.By, Reason: clipRunes(strings.TrimSpace(r.Reason), MaxReason)}
 }
 
 // clipRunes cuts s to at most n runes.

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
@@ -147,7 +148,7 @@ func newReplicaWith(t *testing.T, url, name string, serve bool, opt func(*contro
 		specs = append(specs, driver.Spec{Name: a.name, Model: m, Tools: []string{"report_done"}, HistoryTurns: 5, Schedules: a.schedules})
 	}
 	var err error
-	r.driver, err = driver.New(driver.Deps{Store: st, Scheduler: sched, Guards: []driver.Guard{r.guard}}, specs)
+	r.driver, err = driver.New(driver.Deps{Store: st, Scheduler: sched, Guards: []hook.Guard{r.guard}}, specs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // memoryTimeout bounds reading the turns a memory view counts (the
@@ -34,7 +35,7 @@ func memoryVerb(r Reply, a *driver.Agent, req Request) Reply {
 		v, err = a.ClearMemory(ctx, req.Audit())
 	}
 	switch {
-	case errors.Is(err, driver.ErrMemoryOff), errors.Is(err, driver.ErrHalted), errors.Is(err, driver.ErrStopped):
+	case errors.Is(err, driver.ErrMemoryOff), errors.Is(err, hook.ErrHalted), errors.Is(err, driver.ErrStopped):
 		return r.fail(http.StatusConflict, "%v", err)
 	case errors.Is(err, driver.ErrNotOwner):
 		return r.fail(http.StatusServiceUnavailable, "%v", err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // VerbSteer gives Request.Message, an operator's message, to the agent's
@@ -29,7 +30,7 @@ func (c *Control) steerVerb(r Reply, a *driver.Agent, req Request) Reply {
 		return r.result(http.StatusAccepted, st)
 	case errors.Is(err, driver.ErrPaused):
 		return r.fail(http.StatusConflict, "agent %q is paused and runs no turn to steer: resume it with the message (`agent-worker resume %s --message ...`), which runs one", a.Name(), a.Name())
-	case errors.Is(err, driver.ErrHalted):
+	case errors.Is(err, hook.ErrHalted):
 		if hint := c.haltHint(a.Name(), a, VerbWake); hint != "" {
 			return r.fail(http.StatusConflict, "%s", hint)
 		}

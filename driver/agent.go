@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
@@ -31,7 +32,7 @@ type Agent struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	bus    *events.Bus
-	guards []Guard
+	guards []hook.Guard
 	inbox  *inbox.Inbox
 	hist   *history.Service
 	runner *runner.Runner
@@ -179,7 +180,7 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 // plugins attaches the guards to the agent and lists the runner's plugins
 // in the order they run: the memory's, the steers', the guards', the
 // approvals' and the journal's (which it starts, with a store).
-func (a *Agent) plugins(guards []Guard) []*plugin.Plugin {
+func (a *Agent) plugins(guards []hook.Guard) []*plugin.Plugin {
 	s := a.spec
 	var plugins []*plugin.Plugin
 	if p := a.memoryPlugin(); p != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/approval"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 )
 
@@ -124,7 +125,7 @@ func (a *Agent) PendingApprovals() []approval.Request {
 // and the turn timeout), and the agent is woken with the decision as
 // trusted text and the result as untrusted data. approval-decided names who decided and why,
 // and for an approved call whether it ran ("outcome").
-func (a *Agent) Decide(ctx context.Context, id string, approve bool, by Audit) (approval.Request, error) {
+func (a *Agent) Decide(ctx context.Context, id string, approve bool, by hook.Audit) (approval.Request, error) {
 	if !a.owns() {
 		return approval.Request{}, fmt.Errorf("decide approval of agent %q: %w", a.spec.Name, ErrNotOwner)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/approval"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
@@ -67,7 +68,7 @@ func hasAwaiting(h *harness) bool {
 func TestAnApprovedCallRunsOnceAndWakesTheAgent(t *testing.T) {
 	pub := &publishLog{}
 	h, r := heldPublish(t, memstore.New(nil), pub)
-	got, err := h.a.Decide(t.Context(), r.ID, true, Audit{By: "alice", Reason: "looks right"})
+	got, err := h.a.Decide(t.Context(), r.ID, true, hook.Audit{By: "alice", Reason: "looks right"})
 	if err != nil || got.ID != r.ID {
 		t.Fatalf("decide: %+v %v", got, err)
 	}
@@ -86,7 +87,7 @@ func TestAnApprovedCallRunsOnceAndWakesTheAgent(t *testing.T) {
 	if fence := strings.Index(p, "<<<EXTERNAL MESSAGES"); fence < 0 || strings.Index(p, `"published":true`) < fence {
 		t.Fatalf("the call's result is not inside the fence:\n%s", p)
 	}
-	if _, err := h.a.Decide(t.Context(), r.ID, true, Audit{By: "bob"}); !errors.Is(err, approval.ErrUnknown) {
+	if _, err := h.a.Decide(t.Context(), r.ID, true, hook.Audit{By: "bob"}); !errors.Is(err, approval.ErrUnknown) {
 		t.Fatalf("deciding twice: %v", err)
 	}
 	if len(pub.published()) != 1 {
@@ -98,7 +99,7 @@ func TestAnApprovedCallRunsOnceAndWakesTheAgent(t *testing.T) {
 func TestADeniedCallIsNotRunAndTheAgentIsTold(t *testing.T) {
 	pub := &publishLog{}
 	h, r := heldPublish(t, memstore.New(nil), pub)
-	if _, err := h.a.Decide(t.Context(), r.ID, false, Audit{By: "bob", Reason: "not during the freeze"}); err != nil {
+	if _, err := h.a.Decide(t.Context(), r.ID, false, hook.Audit{By: "bob", Reason: "not during the freeze"}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitEvent(events.TurnCompleted)
@@ -121,7 +122,7 @@ func TestAPendingApprovalSurvivesARestart(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ID != r.ID {
 		t.Fatalf("after the restart: %+v %v", list, err)
 	}
-	if _, err := again.a.Decide(t.Context(), r.ID, true, Audit{By: "alice"}); err != nil {
+	if _, err := again.a.Decide(t.Context(), r.ID, true, hook.Audit{By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	again.waitEvent(events.ApprovalDecided)
@@ -154,15 +155,15 @@ func TestAnUndecidedApprovalExpires(t *testing.T) {
 func TestADecisionIsToldAfterARestart(t *testing.T) {
 	st, pub := memstore.New(nil), &publishLog{}
 	h, r := heldPublish(t, st, pub)
-	h.a.PauseAs(Audit{By: "alice"}) // the decision's wake waits behind the pause
-	if _, err := h.a.Decide(t.Context(), r.ID, false, Audit{By: "bob", Reason: "freeze"}); err != nil {
+	h.a.PauseAs(hook.Audit{By: "alice"}) // the decision's wake waits behind the pause
+	if _, err := h.a.Decide(t.Context(), r.ID, false, hook.Audit{By: "bob", Reason: "freeze"}); err != nil {
 		t.Fatal(err)
 	}
 	h.d.Shutdown(context.Background()) // before any turn told the agent
 
 	again := newHarnessWith(t, []config.ScriptStep{text("noted")}, publishing(st, pub), needsApproval)
 	again.waitSettled(false)
-	if _, err := again.a.ResumeAs(Audit{By: "alice"}, "", false); err != nil {
+	if _, err := again.a.ResumeAs(hook.Audit{By: "alice"}, "", false); err != nil {
 		t.Fatal(err)
 	}
 	again.waitEvent(events.TurnCompleted)
@@ -208,7 +209,7 @@ func TestAnApprovedCallsResultIsNotOperatorText(t *testing.T) {
 	req := h.waitEvent(events.ApprovalRequested)
 	h.waitEvent(events.TurnCompleted)
 	h.waitIdle()
-	if _, err := h.a.Decide(t.Context(), req.Data["id"].(string), true, Audit{By: "alice", Reason: "read-only"}); err != nil {
+	if _, err := h.a.Decide(t.Context(), req.Data["id"].(string), true, hook.Audit{By: "alice", Reason: "read-only"}); err != nil {
 		t.Fatal(err)
 	}
 	if d := h.waitEvent(events.ApprovalDecided); d.Data["outcome"] != "ok" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // An ask is an operator's side question to an agent ("why did you page
@@ -35,7 +36,7 @@ const (
 	AskCancelled = "cancelled" // the caller went away, or the worker is shutting down
 )
 
-// Errors of an ask, besides ErrHalted, ErrStopped, ErrNotOwner and a
+// Errors of an ask, besides hook.ErrHalted, ErrStopped, ErrNotOwner and a
 // guard's refusal (which Ask wraps).
 var (
 	ErrNoQuestion   = errors.New("the question is empty")
@@ -78,7 +79,7 @@ type Answer struct {
 //     running turn, if any, goes on undisturbed; the answer is told that
 //     it runs.
 //   - Allowed while the agent sleeps, is paused or runs a turn. Refused
-//     (outcome refused) when the agent is halted (ErrHalted), stopped
+//     (outcome refused) when the agent is halted (hook.ErrHalted), stopped
 //     (ErrStopped), already answering an ask (ErrAskBusy: one at a time,
 //     so ceilings are checked against spend that includes the previous
 //     one), or when a guard refuses the call before it is made (its
@@ -95,7 +96,7 @@ type Answer struct {
 //     outcome, the model, tokens and cost. A question that is empty or
 //     longer than MaxQuestionBytes is refused at once (ErrNoQuestion,
 //     ErrLongQuestion) and not counted.
-func (a *Agent) Ask(ctx context.Context, by Audit, question string) (Answer, error) {
+func (a *Agent) Ask(ctx context.Context, by hook.Audit, question string) (Answer, error) {
 	question = strings.TrimSpace(question)
 	switch {
 	case question == "":
@@ -115,7 +116,7 @@ func (a *Agent) Ask(ctx context.Context, by Audit, question string) (Answer, err
 }
 
 // ask gates the ask and runs its call; it returns the outcome.
-func (a *Agent) ask(ctx context.Context, by Audit, question string) (Answer, string, error) {
+func (a *Agent) ask(ctx context.Context, by hook.Audit, question string) (Answer, string, error) {
 	a.mu.Lock()
 	stopping, owned, halt := a.gate.stopping, !a.gate.standby && a.gate.restored, a.gate.halt
 	st := a.askStateLocked()
@@ -126,7 +127,7 @@ func (a *Agent) ask(ctx context.Context, by Audit, question string) (Answer, str
 	case !owned:
 		return Answer{}, AskRefused, fmt.Errorf("ask agent %q: %w (or it is still loading its state)", a.spec.Name, ErrNotOwner)
 	case halt != "":
-		return Answer{}, AskRefused, fmt.Errorf("%w (%s): it answers no ask until the guardrail is reset", ErrHalted, halt)
+		return Answer{}, AskRefused, fmt.Errorf("%w (%s): it answers no ask until the guardrail is reset", hook.ErrHalted, halt)
 	}
 	if !a.asking.CompareAndSwap(false, true) {
 		return Answer{}, AskRefused, ErrAskBusy
@@ -179,8 +180,8 @@ func (a *Agent) askStateLocked() string {
 
 // asked logs and announces an ask's outcome (the asked event, which the
 // metrics count).
-func (a *Agent) asked(by Audit, question string, ans Answer, outcome string, err error) {
-	data := by.into(map[string]any{"outcome": outcome, "question": clip(question, 500), "duration_ms": ans.DurationMS})
+func (a *Agent) asked(by hook.Audit, question string, ans Answer, outcome string, err error) {
+	data := audited(by, map[string]any{"outcome": outcome, "question": clip(question, 500), "duration_ms": ans.DurationMS})
 	if ans.Model != "" {
 		data["model"], data["tokens_in"], data["tokens_out"], data["cost_usd"] = ans.Model, ans.TokensIn, ans.TokensOut, ans.CostUSD
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // historyRecords counts the turn records the store holds for the agent.
@@ -88,7 +89,7 @@ func TestAskWhileATurnRunsSeesTheTurnsContextAndWritesNothing(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		ans, err := h.a.Ask(context.Background(), Audit{By: "ops"}, "why did you page me?")
+		ans, err := h.a.Ask(context.Background(), hook.Audit{By: "ops"}, "why did you page me?")
 		done <- result{ans, err}
 	}()
 	if h.waitCall() != 3 {
@@ -145,9 +146,9 @@ func TestAskOfAPausedAgentRunsNoToolAndNoTurn(t *testing.T) {
 	h.a.Send(wakeMsg("check the backlog"))
 	h.waitEvent(events.TurnCompleted)
 	h.waitIdle()
-	h.a.PauseAs(Audit{By: "ops", Reason: "migration"})
+	h.a.PauseAs(hook.Audit{By: "ops", Reason: "migration"})
 
-	ans, err := h.a.Ask(context.Background(), Audit{By: "ops"}, "what are you waiting for?")
+	ans, err := h.a.Ask(context.Background(), hook.Audit{By: "ops"}, "what are you waiting for?")
 	if err != nil || !slices.Equal(ans.NotRun, []string{"report_done"}) || ans.Text != "" {
 		t.Fatalf("ask: %+v, %v", ans, err)
 	}
@@ -180,8 +181,8 @@ func TestAskRefusedWhenHaltedAndWhileAnotherRuns(t *testing.T) {
 	h := newHarness(t, []config.ScriptStep{text("noted")})
 	h.waitRestored()
 	h.a.Halt("session spend $10 reached the session ceiling of $10")
-	_, err := h.a.Ask(context.Background(), Audit{By: "ops"}, "why are you halted?")
-	if !errors.Is(err, ErrHalted) || h.modelCalls() != 0 {
+	_, err := h.a.Ask(context.Background(), hook.Audit{By: "ops"}, "why are you halted?")
+	if !errors.Is(err, hook.ErrHalted) || h.modelCalls() != 0 {
 		t.Fatalf("ask of a halted agent: %v, %d model calls", err, h.modelCalls())
 	}
 	if e := h.waitEvent(events.Asked); e.Data["outcome"] != AskRefused {
@@ -192,18 +193,18 @@ func TestAskRefusedWhenHaltedAndWhileAnotherRuns(t *testing.T) {
 	h.holdCalls()
 	first := make(chan error, 1)
 	go func() {
-		_, err := h.a.Ask(context.Background(), Audit{By: "ops"}, "first")
+		_, err := h.a.Ask(context.Background(), hook.Audit{By: "ops"}, "first")
 		first <- err
 	}()
 	h.waitCall()
-	if _, err := h.a.Ask(context.Background(), Audit{By: "ops"}, "second"); !errors.Is(err, ErrAskBusy) {
+	if _, err := h.a.Ask(context.Background(), hook.Audit{By: "ops"}, "second"); !errors.Is(err, ErrAskBusy) {
 		t.Fatalf("a second ask while one runs: %v", err)
 	}
 	h.release()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.a.Ask(context.Background(), Audit{}, " "); !errors.Is(err, ErrNoQuestion) {
+	if _, err := h.a.Ask(context.Background(), hook.Audit{}, " "); !errors.Is(err, ErrNoQuestion) {
 		t.Fatalf("an empty question: %v", err)
 	}
 }
@@ -217,7 +218,7 @@ func TestAskTimesOut(t *testing.T) {
 	h.holdCalls()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := h.a.Ask(ctx, Audit{By: "ops"}, "are you there?")
+	_, err := h.a.Ask(ctx, hook.Audit{By: "ops"}, "are you there?")
 	if !errors.Is(err, ErrAskTimeout) {
 		t.Fatalf("ask past its deadline: %v", err)
 	}

@@ -17,20 +17,10 @@ import (
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/memory"
 )
-
-// sideCaller is a guard that admits and charges model calls made outside
-// the agent's turns (guard.Guard): an ask goes through it.
-type sideCaller interface {
-	// AdmitSideCall refuses, with an error, a call of about inputTokens
-	// input tokens: the agent is tripped, or it would reach a ceiling.
-	AdmitSideCall(agent string, inputTokens int) error
-	// ChargeSideCall prices, meters and charges the call's response and
-	// returns its cost in USD.
-	ChargeSideCall(agent string, resp *model.LLMResponse) float64
-}
 
 // servedByKey names, in a response's custom metadata, the fallback model
 // that answered it when the agent's own did not (models.ServedByKey,
@@ -144,7 +134,7 @@ func (c *askCallState) plugin() *plugin.Plugin {
 			c.declareUsed(req)
 			est := memory.Tokens(requestText(req))
 			for _, g := range c.a.guards {
-				if sc, ok := g.(sideCaller); ok {
+				if sc, ok := g.(hook.SideCallGuard); ok {
 					if err := sc.AdmitSideCall(c.a.spec.Name, est); err != nil {
 						c.refused = err
 						return nil, err
@@ -159,7 +149,7 @@ func (c *askCallState) plugin() *plugin.Plugin {
 			}
 			c.resp = resp
 			for _, g := range c.a.guards {
-				if sc, ok := g.(sideCaller); ok {
+				if sc, ok := g.(hook.SideCallGuard); ok {
 					c.cost += sc.ChargeSideCall(c.a.spec.Name, resp)
 				}
 			}

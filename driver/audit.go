@@ -1,43 +1,19 @@
 package driver
 
 import (
+	"maps"
 	"time"
 
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 )
 
-// Audit says who asked for an operator action and why. The action's event
-// carries both ("by", and "reason" when given) and its time; a pause keeps
-// them in its stored record, so status shows them after a restart or a
-// change of owner.
-type Audit struct {
-	// By names the caller: the operator API's token name ("anonymous" on
-	// an API without tokens), "nats" for a request on the control subject
-	// that named nobody, or whatever an in-process caller says. "" is
-	// unknown; the events then carry no "by".
-	By string `json:"by,omitempty"`
-	// Reason is the operator's own words ("db migration"); optional.
-	Reason string `json:"reason,omitempty"`
-}
-
-// into adds the audit fields to an event's data and returns it: "by" and
-// "reason", each only when set.
-func (au Audit) into(data map[string]any) map[string]any {
-	if data == nil {
-		data = map[string]any{}
-	}
-	if au.By != "" {
-		data["by"] = au.By
-	}
-	if au.Reason != "" {
-		data["reason"] = au.Reason
-	}
+// audited adds by's audit fields ("by" and "reason", each only when set)
+// to an event's data and returns it.
+func audited(by hook.Audit, data map[string]any) map[string]any {
+	maps.Copy(data, by.Fields())
 	return data
 }
-
-// Fields returns the audit fields as event data: "by" and "reason", each
-// only when set (for packages that publish their own audited events).
-func (au Audit) Fields() map[string]any { return au.into(nil) }
 
 // PauseInfo is an agent's pause: since when, who paused it and why. It is
 // stored with the pause (key "agent.<name>.paused"), written by the

@@ -9,6 +9,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
@@ -25,11 +26,11 @@ func TestPauseRecordKeepsWhoWhyAndSince(t *testing.T) {
 	st := memstore.New(c)
 	a, sub := restart(t, st, c)
 	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
-	if !a.PauseAs(Audit{By: "alice", Reason: "db migration"}) {
+	if !a.PauseAs(hook.Audit{By: "alice", Reason: "db migration"}) {
 		t.Fatal("PauseAs of a running agent reported no change")
 	}
 	c.Advance(time.Minute)
-	if a.PauseAs(Audit{By: "bob", Reason: "other"}) {
+	if a.PauseAs(hook.Audit{By: "bob", Reason: "other"}) {
 		t.Fatal("pausing a paused agent reported a change")
 	}
 	want := PauseInfo{Since: epoch, By: "alice", Reason: "db migration"}
@@ -65,13 +66,13 @@ func TestPauseRecordKeepsWhoWhyAndSince(t *testing.T) {
 
 	// Interrupt with hold on an agent that is not paused stores a pause
 	// by its caller too; resume clears it.
-	if _, err := b.ResumeAs(Audit{By: "carol"}, "", false); err != nil {
+	if _, err := b.ResumeAs(hook.Audit{By: "carol"}, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := b.PauseInfo(); ok {
 		t.Fatal("resumed, still paused")
 	}
-	b.InterruptAs(Audit{By: "dave", Reason: "runaway"}, true)
+	b.InterruptAs(hook.Audit{By: "dave", Reason: "runaway"}, true)
 	if p, ok := b.PauseInfo(); !ok || p.By != "dave" || p.Reason != "runaway" || !p.Interrupt {
 		t.Fatalf("pause info after interrupt-and-hold %+v, %v", p, ok)
 	}
@@ -88,7 +89,7 @@ func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 	t.Parallel()
 	log := newMemLog()
 	h := newHarnessWith(t, []config.ScriptStep{text("ok")}, withLog(log))
-	h.a.PauseAs(Audit{By: "alice"})
+	h.a.PauseAs(hook.Audit{By: "alice"})
 	for i, m := range []inbox.Message{wakeMsg("stale alert one"), wakeMsg("stale alert two"), deferredMsg("stale note")} {
 		m.ID = []string{"m-1", "m-2", "m-3"}[i]
 		log.add(h.a, m)
@@ -111,7 +112,7 @@ func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 		t.Fatalf("listing took messages: %d wake, %d deferred left", w, d)
 	}
 
-	dropped, err := h.a.ResumeAs(Audit{By: "alice", Reason: "stale alerts"}, "start afresh", true)
+	dropped, err := h.a.ResumeAs(hook.Audit{By: "alice", Reason: "stale alerts"}, "start afresh", true)
 	if err != nil || dropped != 3 {
 		t.Fatalf("ResumeAs dropped %d, %v; want 3", dropped, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 )
 
@@ -94,7 +95,7 @@ func limitOf(cause error) string {
 	if errors.Is(cause, ErrTurnTimeout) {
 		return "turn.timeout"
 	}
-	if c, ok := errors.AsType[*CapError](cause); ok {
+	if c, ok := errors.AsType[*hook.CapError](cause); ok {
 		return c.Limit + " (" + c.Value + ")"
 	}
 	return cause.Error()

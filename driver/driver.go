@@ -11,11 +11,11 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/adk/model"
-	"google.golang.org/adk/plugin"
 	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
@@ -35,27 +35,11 @@ var (
 	ErrInterrupted  = errors.New("turn interrupted by operator")
 	ErrShutdown     = errors.New("worker shutting down")
 	ErrUnknownAgent = errors.New("unknown agent")
-	ErrHalted       = errors.New("agent is halted")
 	ErrStopped      = errors.New("agent is stopped")
 	// ErrNotPaused is a resume of an agent that is neither paused nor
 	// halted: there is no gate to open, and no turn is run (wake runs one).
 	ErrNotPaused = errors.New("not paused")
-	// ErrCapped wraps the cause of a turn stopped at a per-turn cap
-	// (a *CapError says which).
-	ErrCapped = errors.New("turn stopped at a per-turn limit")
 )
-
-// CapError is the cause of a turn stopped at a per-turn cap: which limit
-// (tokens_per_turn, tool_calls_per_turn, model_calls_per_turn) and its
-// value in words ("500000 tokens"). It is ErrCapped.
-type CapError struct {
-	Limit, Value string
-}
-
-func (e *CapError) Error() string { return fmt.Sprintf("%v: %s (%s)", ErrCapped, e.Limit, e.Value) }
-
-// Unwrap makes a CapError ErrCapped.
-func (e *CapError) Unwrap() error { return ErrCapped }
 
 // Spec is one agent as the driver needs it, resolved from config.
 type Spec struct {
@@ -136,52 +120,9 @@ type Health interface {
 	Failed(err error)
 }
 
-// Guard watches an agent's turns: it admits or refuses a turn after the
-// pause/halt gate and before the inbox is drained (budgets), and watches
-// inside the turn through an ADK plugin (metering, caps, loop detection).
-// The guard and the watchdog implement it.
-type Guard interface {
-	// Attach gives the guard its handle on an agent, before Start.
-	Attach(agent string, ctl Control)
-	// Restore loads the guard's durable state for the agent. The driver
-	// retries it until it succeeds and runs no turn before.
-	Restore(ctx context.Context, agent string) error
-	// Admit refuses a turn with an error; the driver halts the agent
-	// with it.
-	Admit(ctx context.Context, agent string) error
-	// BeginTurn and EndTurn bracket every admitted turn.
-	BeginTurn(agent string, t TurnInfo)
-	EndTurn(agent string)
-	// Plugin returns the ADK plugin that watches the agent's turns, or
-	// nil.
-	Plugin(agent string) *plugin.Plugin
-}
-
-// TurnInfo tells guards about a turn as it begins.
-type TurnInfo struct {
-	// N is the turn's number.
-	N uint64
-	// Eager: only the agent's own timer woke the turn, and the model had
-	// asked for it at the earliest it may (sleep.min or sooner, clamped):
-	// the agent is re-running itself as fast as it is allowed to.
-	Eager bool
-}
-
 // Subagents hands each agent its spawner of background subagents.
 type Subagents interface {
 	Spawner(parent string) tools.Spawner
-}
-
-// Control is what a Guard may do to an agent.
-type Control interface {
-	// Halt closes the gate and cancels the running turn.
-	Halt(reason string)
-	// ClearHalt reopens the gate.
-	ClearHalt()
-	// Note adds a remark to the agent's next prompt.
-	Note(text string)
-	// StopTurn cancels the running turn with cause, without halting.
-	StopTurn(cause error)
 }
 
 // Deps are the driver's collaborators.
@@ -190,7 +131,7 @@ type Deps struct {
 	Store  store.Store  // required: history lives here
 	Events *events.Bus  // default: a private bus
 	Log    *slog.Logger // default: discard
-	Guards []Guard      // optional; consulted in order
+	Guards []hook.Guard // optional; consulted in order (see package hook)
 	// Publisher serves the publish tool; agents granted it need one.
 	Publisher tools.Publisher
 	// SubjectPrefix is the worker's nats.subject_prefix, under which the

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
@@ -383,16 +384,10 @@ func (j *journaler) afterTool(ctx tool.Context, t tool.Tool, _, result map[strin
 // which the cut-short turn took with it.
 var rerunOnResume = map[string]bool{tools.ScheduleNextTurn: true}
 
-// chargeFlusher is a Guard that can store an agent's charges at once
-// (guard.Guard.FlushAgent).
-type chargeFlusher interface {
-	FlushAgent(ctx context.Context, agent string) error
-}
-
 // flushCharges stores what the guards charged the agent so far.
 func (a *Agent) flushCharges(ctx context.Context) error {
 	for _, g := range a.guards {
-		if f, ok := g.(chargeFlusher); ok {
+		if f, ok := g.(hook.ChargeFlusher); ok {
 			if err := f.FlushAgent(context.WithoutCancel(ctx), a.spec.Name); err != nil {
 				return outage.Mark("store", fmt.Errorf("store the charge of a model response: %w", err))
 			}

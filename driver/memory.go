@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/memory"
 	"github.com/agent-worker/agent-worker/store"
 )
@@ -72,12 +73,6 @@ const (
 
 // foldTimeout bounds one fold when the agent has no turn timeout.
 const foldTimeout = 10 * time.Minute
-
-// charger is a guard that takes spend from outside a turn's model calls
-// (guard.Guard.Charge): a fold is charged through it.
-type charger interface {
-	Charge(agent string, usd float64)
-}
 
 // memState is an agent's memory as its loop keeps it.
 type memState struct {
@@ -229,9 +224,9 @@ func (a *Agent) memoryMaxTokens() int {
 // operator's fold runs behind a pause), else right after the running
 // turn. It does not wait for the fold: Memory shows its outcome, and so
 // do the memory-compacted and memory-compaction-failed events. It returns
-// ErrMemoryOff, ErrHalted (a halted agent does not fold: its ledger is
+// ErrMemoryOff, hook.ErrHalted (a halted agent does not fold: its ledger is
 // closed) or ErrStopped instead of queueing.
-func (a *Agent) CompactMemory(ctx context.Context, by Audit) (MemoryView, error) {
+func (a *Agent) CompactMemory(ctx context.Context, by hook.Audit) (MemoryView, error) {
 	if !a.spec.Memory.Enabled {
 		return MemoryView{}, ErrMemoryOff
 	}
@@ -242,7 +237,7 @@ func (a *Agent) CompactMemory(ctx context.Context, by Audit) (MemoryView, error)
 	case stopping:
 		return MemoryView{}, ErrStopped
 	case halt != "":
-		return MemoryView{}, fmt.Errorf("%w (%s): a halted agent does not fold its memory", ErrHalted, halt)
+		return MemoryView{}, fmt.Errorf("%w (%s): a halted agent does not fold its memory", hook.ErrHalted, halt)
 	}
 	a.mem.mu.Lock()
 	a.mem.forced = true
@@ -259,7 +254,7 @@ func (a *Agent) CompactMemory(ctx context.Context, by Audit) (MemoryView, error)
 // into the empty memory); turns already folded are not brought back. It
 // fails, changing nothing, when the store refuses the write (ErrNotOwner
 // on a replica that does not own the agent).
-func (a *Agent) ClearMemory(ctx context.Context, by Audit) (MemoryView, error) {
+func (a *Agent) ClearMemory(ctx context.Context, by hook.Audit) (MemoryView, error) {
 	m := &a.mem
 	m.write.Lock()
 	m.mu.Lock()
@@ -275,7 +270,7 @@ func (a *Agent) ClearMemory(ctx context.Context, by Audit) (MemoryView, error) {
 	m.mu.Unlock()
 	m.write.Unlock()
 	a.log.Info("memory cleared", "by", by.By, "reason", by.Reason, "turns_folded", old.TurnsFolded, "tokens", old.Tokens)
-	a.emit(events.MemoryCleared, by.into(map[string]any{"turns_folded": old.TurnsFolded, "tokens": old.Tokens}))
+	a.emit(events.MemoryCleared, audited(by, map[string]any{"turns_folded": old.TurnsFolded, "tokens": old.Tokens}))
 	return a.Memory(ctx)
 }
 
@@ -423,7 +418,7 @@ func (a *Agent) fold(ctx context.Context, gen uint64, prev string, held []histor
 	}
 	if cost > 0 {
 		for _, g := range a.guards {
-			if c, ok := g.(charger); ok {
+			if c, ok := g.(hook.Charger); ok {
 				c.Charge(a.spec.Name, cost)
 			}
 		}

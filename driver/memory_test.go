@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/memory"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
@@ -192,15 +193,15 @@ func TestFailingFoldLosesNoTurnAndRetries(t *testing.T) {
 // ceiling, as guard.Guard does.
 type fakeLedger struct {
 	mu      sync.Mutex
-	ctl     Control
+	ctl     hook.Control
 	spent   float64
 	ceiling float64
 	tripped bool
 }
 
-func (l *fakeLedger) Attach(_ string, ctl Control)                { l.ctl = ctl }
+func (l *fakeLedger) Attach(_ string, ctl hook.Control)           { l.ctl = ctl }
 func (l *fakeLedger) Restore(context.Context, string) error       { return nil }
-func (l *fakeLedger) BeginTurn(string, TurnInfo)                  {}
+func (l *fakeLedger) BeginTurn(string, hook.TurnInfo)             {}
 func (l *fakeLedger) EndTurn(string)                              {}
 func (l *fakeLedger) Plugin(string) *plugin.Plugin                { return nil }
 func (l *fakeLedger) Admit(_ context.Context, agent string) error { return l.admit() }
@@ -231,7 +232,7 @@ func TestFoldChargedAndHaltedAgentDoesNotFold(t *testing.T) {
 	t.Parallel()
 	fm := newFoldModel(t)
 	led := &fakeLedger{ceiling: 0.25}
-	h := newHarnessWith(t, []config.ScriptStep{text("ok")}, func(d *Deps) { d.Guards = []Guard{led} },
+	h := newHarnessWith(t, []config.ScriptStep{text("ok")}, func(d *Deps) { d.Guards = []hook.Guard{led} },
 		withMemory(fm, 1), func(s *Spec) { s.Memory.Cost = func(*model.LLMResponse) float64 { return 0.1 } })
 	h.runTurn("one")
 	h.runTurn("two")
@@ -251,7 +252,7 @@ func TestFoldChargedAndHaltedAgentDoesNotFold(t *testing.T) {
 	}
 	// Turns no longer run; a fold the retry timer or a forced request
 	// would start is refused.
-	if _, err := h.a.CompactMemory(context.Background(), Audit{By: "ops"}); !errors.Is(err, ErrHalted) {
+	if _, err := h.a.CompactMemory(context.Background(), hook.Audit{By: "ops"}); !errors.Is(err, hook.ErrHalted) {
 		t.Fatalf("forced fold of a halted agent: %v", err)
 	}
 	h.a.poke()
@@ -272,7 +273,7 @@ func TestForcedFoldAndClear(t *testing.T) {
 	if v, _ := h.a.Memory(context.Background()); v.Unfolded != 0 || v.Text != "" {
 		t.Fatalf("folded before anything left the window: %+v", v)
 	}
-	v, err := h.a.CompactMemory(context.Background(), Audit{By: "ops", Reason: "shrink"})
+	v, err := h.a.CompactMemory(context.Background(), hook.Audit{By: "ops", Reason: "shrink"})
 	if err != nil || (!v.Queued && v.TurnsFolded == 0) {
 		t.Fatalf("CompactMemory = %+v, %v", v, err)
 	}
@@ -286,7 +287,7 @@ func TestForcedFoldAndClear(t *testing.T) {
 		t.Fatalf("after a forced fold: %d inputs, system:\n%s", len(in), systemText(req))
 	}
 
-	v, err = h.a.ClearMemory(context.Background(), Audit{By: "ops", Reason: "wrong facts"})
+	v, err = h.a.ClearMemory(context.Background(), hook.Audit{By: "ops", Reason: "wrong facts"})
 	if err != nil || v.Text != "" || v.TurnsFolded != 0 || v.ClearedBy != "ops" || v.Through != 2 {
 		t.Fatalf("ClearMemory = %+v, %v", v, err)
 	}

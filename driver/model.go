@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // An operator can switch a live agent to another configured model, or its
@@ -31,7 +32,7 @@ import (
 //     logged, announced as a model-switch-dropped event and deleted, and
 //     the agent runs on its configured model.
 //   - Every switch is logged and announced as a model-switched event that
-//     names who asked (Audit.By) and why.
+//     names who asked (hook.Audit.By) and why.
 
 // ModelSwitch is a model an operator can switch at run time. An agent
 // whose Spec.Model implements it can be switched with SwitchModel; any
@@ -103,7 +104,7 @@ type modelState struct {
 // ModelSwitch's refusal (an unknown model, an effort the model cannot
 // take), ErrNoModelSwitch, ErrNotOwner, or the store's; each leaves the
 // model in force as it was.
-func (a *Agent) SwitchModel(by Audit, key, effort string) (ModelView, error) {
+func (a *Agent) SwitchModel(by hook.Audit, key, effort string) (ModelView, error) {
 	sw, ok := a.spec.Model.(ModelSwitch)
 	if !ok {
 		return ModelView{}, fmt.Errorf("agent %q: %w", a.spec.Name, ErrNoModelSwitch)
@@ -139,7 +140,7 @@ func (a *Agent) SwitchModel(by Audit, key, effort string) (ModelView, error) {
 	if prev != nil {
 		from = prev.Model
 	}
-	data := by.into(map[string]any{"model": cfgKey, "name": name, "configured": cfgKey, "previous": from, "previous_name": orName(prevName, cfgName), "reset": next == nil})
+	data := audited(by, map[string]any{"model": cfgKey, "name": name, "configured": cfgKey, "previous": from, "previous_name": orName(prevName, cfgName), "reset": next == nil})
 	if next != nil {
 		data["model"] = next.Model
 		if effort != "" {

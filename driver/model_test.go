@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
@@ -51,7 +52,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 	owner := switchReplica(t, st, c, true, nil)
 	owner.SetOwned(true)
 	waitFor(t, "the owner restored", func() bool { return !owner.needsRestore() })
-	v, err := owner.SwitchModel(Audit{By: "ops", Reason: "incident"}, "backup", "")
+	v, err := owner.SwitchModel(hook.Audit{By: "ops", Reason: "incident"}, "backup", "")
 	if err != nil || v.Active != "backup" || v.ActiveName != "backup-1" || !v.Switched || v.By != "ops" || v.Configured != "main" {
 		t.Fatalf("SwitchModel = %+v, %v", v, err)
 	}
@@ -67,7 +68,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 	waitFor(t, "the unleased replica restored", func() bool { return !unleased.needsRestore() })
 	for name, a := range map[string]*Agent{"standby": standby, "unleased": unleased} {
 		was, _ := a.ModelView()
-		if _, err := a.SwitchModel(Audit{By: "ops"}, "", ""); !errors.Is(err, ErrNotOwner) {
+		if _, err := a.SwitchModel(hook.Audit{By: "ops"}, "", ""); !errors.Is(err, ErrNotOwner) {
 			t.Errorf("%s: SwitchModel = %v, want ErrNotOwner", name, err)
 		}
 		if v, _ := a.ModelView(); v.Active != was.Active || v.Switched != was.Switched || v.By != was.By || (v.Since == nil) != (was.Since == nil) || (v.Since != nil && !v.Since.Equal(*was.Since)) {
@@ -83,7 +84,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 		ch, ok := standby.ModelChoice()
 		return ok && ch.Model == "backup" && ch.By == "ops" && ch.Reason == "incident"
 	})
-	if v, err := standby.SwitchModel(Audit{By: "ops"}, "", ""); err != nil || v.Switched || v.Active != "main" {
+	if v, err := standby.SwitchModel(hook.Audit{By: "ops"}, "", ""); err != nil || v.Switched || v.Active != "main" {
 		t.Fatalf("switch back = %+v, %v", v, err)
 	}
 	if _, err := st.Get(ctx, "agent.tester.model"); !errors.Is(err, store.ErrNotFound) {
@@ -102,7 +103,7 @@ func TestAModelThatCannotBeSwitched(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
 	a := replicaOn(t, memstore.New(c), c, false, nil)
-	if _, err := a.SwitchModel(Audit{}, "backup", ""); !errors.Is(err, ErrNoModelSwitch) {
+	if _, err := a.SwitchModel(hook.Audit{}, "backup", ""); !errors.Is(err, ErrNoModelSwitch) {
 		t.Errorf("SwitchModel = %v, want ErrNoModelSwitch", err)
 	}
 }

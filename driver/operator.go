@@ -5,19 +5,20 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 )
 
 // Pause closes the gate: the running turn (if any) finishes, no new turn
 // starts, messages stay queued. Pausing a paused agent is a no-op.
-func (a *Agent) Pause() { a.PauseAs(Audit{}) }
+func (a *Agent) Pause() { a.PauseAs(hook.Audit{}) }
 
 // PauseAs is Pause on behalf of by: the paused event carries by's caller
 // and reason, and the stored pause keeps them with its time (PauseInfo),
 // so status shows who paused the agent, since when and why — also after
 // a restart or a change of owner. Pausing a paused agent changes nothing,
 // not even who paused it, and reports false.
-func (a *Agent) PauseAs(by Audit) bool {
+func (a *Agent) PauseAs(by hook.Audit) bool {
 	a.mu.Lock()
 	was := a.gate.paused
 	if !was {
@@ -43,7 +44,7 @@ func (a *Agent) PauseAs(by Audit) bool {
 // (and on a replica standing by) the stored pause is not known here, and
 // a resume is taken as before.
 func (a *Agent) Resume(message string) error {
-	_, err := a.ResumeAs(Audit{}, message, false)
+	_, err := a.ResumeAs(hook.Audit{}, message, false)
 	return err
 }
 
@@ -60,7 +61,7 @@ func (a *Agent) Resume(message string) error {
 // that arrives after it. Not dropped: the messages of a turn still running
 // (they are not queued), and messages the inbox has not read from the
 // log yet because it was at its cap; they are read after and run.
-func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int, err error) {
+func (a *Agent) ResumeAs(by hook.Audit, message string, dropQueued bool) (dropped int, err error) {
 	a.mu.Lock()
 	if a.gate.stopping {
 		a.mu.Unlock()
@@ -93,7 +94,7 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 		a.abandon(m, by)
 	}
 	a.log.Info("resumed", "by", by.By, "reason", by.Reason, "dropped_queued", len(abandoned))
-	data := by.into(map[string]any{"message": message != ""})
+	data := audited(by, map[string]any{"message": message != ""})
 	if dropQueued {
 		data["dropped_queued"] = len(abandoned)
 	}
@@ -102,7 +103,7 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 		data["paused_by"] = was.By
 	}
 	a.emit(events.Resumed, data)
-	a.emit(events.Wake, by.into(map[string]any{"source": string(SourceOperator)}))
+	a.emit(events.Wake, audited(by, map[string]any{"source": string(SourceOperator)}))
 	a.syncPause()
 	a.poke()
 	return len(abandoned), nil
@@ -110,7 +111,7 @@ func (a *Agent) ResumeAs(by Audit, message string, dropQueued bool) (dropped int
 
 // abandon drops a queued message an operator gave up: one from the log is
 // dead-lettered there, and the log and a message-dropped event say so.
-func (a *Agent) abandon(m inbox.Message, by Audit) {
+func (a *Agent) abandon(m inbox.Message, by hook.Audit) {
 	dead := a.giveUp(m, ReasonOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)")
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", ReasonOperatorDropped, "by", by.By,
 		"dead_lettered", dead)
@@ -128,12 +129,12 @@ func (a *Agent) abandon(m inbox.Message, by Audit) {
 // With hold, it also pauses the agent; cancelling and closing the gate
 // happen under one lock, so no turn can start in between. It reports
 // whether a turn was running.
-func (a *Agent) Interrupt(hold bool) bool { return a.InterruptAs(Audit{}, hold) }
+func (a *Agent) Interrupt(hold bool) bool { return a.InterruptAs(hook.Audit{}, hold) }
 
 // InterruptAs is Interrupt on behalf of by: the interrupted event (and
 // the paused event of a hold) carry by's caller and reason, and a hold
 // stores them with the pause as PauseAs does.
-func (a *Agent) InterruptAs(by Audit, hold bool) bool {
+func (a *Agent) InterruptAs(by hook.Audit, hold bool) bool {
 	a.mu.Lock()
 	wasRunning := a.running
 	pausedNow := hold && !a.gate.paused
@@ -152,9 +153,9 @@ func (a *Agent) InterruptAs(by Audit, hold bool) bool {
 		a.syncPause()
 	}
 	a.log.Info("interrupted", "hold", hold, "turn_running", wasRunning, "by", by.By, "reason", by.Reason)
-	a.emit(events.Interrupted, by.into(map[string]any{"hold": hold, "turn_running": wasRunning}))
+	a.emit(events.Interrupted, audited(by, map[string]any{"hold": hold, "turn_running": wasRunning}))
 	if pausedNow {
-		a.emit(events.Paused, by.into(map[string]any{"via": "interrupt"}))
+		a.emit(events.Paused, audited(by, map[string]any{"via": "interrupt"}))
 	}
 	return wasRunning
 }
@@ -195,7 +196,7 @@ func (a *Agent) Halt(reason string) {
 	a.mu.Lock()
 	a.gate.halt = reason
 	if a.cancelTurn != nil {
-		a.cancelTurn(fmt.Errorf("%w: %s", ErrHalted, reason))
+		a.cancelTurn(fmt.Errorf("%w: %s", hook.ErrHalted, reason))
 	}
 	a.mu.Unlock()
 	a.log.Warn("halted", "reason", reason)

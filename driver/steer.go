@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // ErrPaused refuses what must not run behind an operator's pause (a
@@ -24,7 +25,7 @@ var ErrPaused = errors.New("agent is paused")
 type steer struct {
 	id   string
 	text string
-	by   Audit
+	by   hook.Audit
 	at   time.Time
 }
 
@@ -49,7 +50,7 @@ type Steered struct {
 // turn's history with the turn's other input; the turn-completed event and
 // message lookups name its id among the turn's. With no turn running it
 // wakes the agent with text as an operator message (WakeAs), as a message
-// would — refused with ErrPaused or ErrHalted behind a closed gate, and
+// would — refused with ErrPaused or hook.ErrHalted behind a closed gate, and
 // ErrStopped when the agent is stopping.
 //
 // Guarantees: a steered message is seen by exactly one turn. If the turn
@@ -59,7 +60,7 @@ type Steered struct {
 // this process only (like an operator's wake message), so a crash before
 // its turn is recorded loses it, and a turn resumed from its journal
 // after a restart does not show it.
-func (a *Agent) Steer(by Audit, text string) (Steered, error) {
+func (a *Agent) Steer(by hook.Audit, text string) (Steered, error) {
 	id := "steer-" + rand.Text()
 	a.mu.Lock()
 	switch {
@@ -77,10 +78,10 @@ func (a *Agent) Steer(by Audit, text string) (Steered, error) {
 		return Steered{}, ErrPaused
 	case a.gate.halt != "":
 		a.mu.Unlock()
-		return Steered{}, ErrHalted
+		return Steered{}, hook.ErrHalted
 	}
 	a.mu.Unlock()
-	a.wake(Cause{Source: SourceOperator, Instruction: text}, by.into(map[string]any{"id": id, "steer": true}))
+	a.wake(Cause{Source: SourceOperator, Instruction: text}, audited(by, map[string]any{"id": id, "steer": true}))
 	return Steered{Status: "woke", ID: id, Woke: true}, nil
 }
 
@@ -113,7 +114,7 @@ func (a *Agent) steerPlugin() *plugin.Plugin {
 			}
 			for _, s := range ss {
 				a.log.Info("operator message steered into the running turn", "id", s.id, "turn", cur.n, "by", s.by.By)
-				a.emit(events.Steered, s.by.into(map[string]any{"id": s.id, "turn": cur.n}))
+				a.emit(events.Steered, audited(s.by, map[string]any{"id": s.id, "turn": cur.n}))
 			}
 			return nil, nil
 		},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // An operator's message steered into a running tool loop is in the turn's
@@ -21,7 +22,7 @@ func TestSteeredMessageReachesTheRunningTurnsNextModelCall(t *testing.T) {
 	h.holdCalls()
 	h.a.Send(wakeMsg("disk full on db-1"))
 	h.waitCall() // the first call of the turn is held
-	st, err := h.a.Steer(Audit{By: "ops"}, "also check db-2")
+	st, err := h.a.Steer(hook.Audit{By: "ops"}, "also check db-2")
 	if err != nil || st.Turn != 1 || st.Woke || st.ID == "" {
 		t.Fatalf("steer into a running turn: %+v, %v", st, err)
 	}
@@ -46,7 +47,7 @@ func TestSteeredMessageReachesTheRunningTurnsNextModelCall(t *testing.T) {
 		t.Fatalf("steered message lookup: %+v", m)
 	}
 
-	next, err := h.a.Steer(Audit{By: "ops"}, "then restart it")
+	next, err := h.a.Steer(hook.Audit{By: "ops"}, "then restart it")
 	if err != nil || !next.Woke || next.Turn != 0 {
 		t.Fatalf("steer with no turn running: %+v, %v", next, err)
 	}

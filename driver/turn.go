@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/history"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
@@ -62,19 +63,9 @@ type TurnSummary struct {
 	tools toolCalls
 }
 
-// meter is a Guard that meters the turn's model usage.
-type meter interface {
-	TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int)
-}
-
-// coster is a Guard that prices the turn's model calls.
-type coster interface {
-	TurnCost(agent string) float64
-}
-
 type turnStart struct {
 	n      uint64
-	eager  bool // see TurnInfo.Eager
+	eager  bool // see hook.TurnInfo.Eager
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	causes []Cause
@@ -190,7 +181,7 @@ func (a *Agent) runPrompt(t *activeTurn) error {
 		timer = a.clock.AfterFunc(a.spec.TurnTimeout, func() { t.cancel(ErrTurnTimeout) })
 	}
 	for _, g := range a.guards {
-		g.BeginTurn(a.spec.Name, TurnInfo{N: t.n, Eager: t.eager})
+		g.BeginTurn(a.spec.Name, hook.TurnInfo{N: t.n, Eager: t.eager})
 	}
 	err := a.execute(t.ctx, t.prompt, &t.sum)
 	if timer != nil {
@@ -207,14 +198,14 @@ func (a *Agent) runPrompt(t *activeTurn) error {
 	t.cancel(nil)
 	for _, g := range a.guards {
 		g.EndTurn(a.spec.Name)
-		if m, ok := g.(meter); ok {
+		if m, ok := g.(hook.Meter); ok {
 			// The guard saw every completed response, including one it
 			// stopped the turn on, which never reached execute.
 			if calls, in, out := m.TurnUsage(a.spec.Name); calls > t.sum.ModelCalls {
 				t.sum.ModelCalls, t.sum.TokensIn, t.sum.TokensOut = calls, in, out
 			}
 		}
-		if c, ok := g.(coster); ok {
+		if c, ok := g.(hook.Pricer); ok {
 			t.sum.CostUSD += c.TurnCost(a.spec.Name)
 		}
 	}
@@ -436,11 +427,11 @@ func outcome(err error) string {
 		return OutcomeTimeout
 	case errors.Is(err, ErrInterrupted):
 		return OutcomeInterrupted
-	case errors.Is(err, ErrHalted):
+	case errors.Is(err, hook.ErrHalted):
 		return OutcomeHalted
 	case errors.Is(err, ErrShutdown), errors.Is(err, ErrLeaseLost):
 		return OutcomeShutdown
-	case errors.Is(err, ErrCapped):
+	case errors.Is(err, hook.ErrCapped):
 		return OutcomeCapped
 	case outage.Is(err):
 		return OutcomeUnavailable

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/scheduler"
 )
@@ -44,7 +45,7 @@ func (a *Agent) Wake(c Cause) { a.wake(c, nil) }
 // WakeAs is an operator's Wake (source operator, with message as the
 // turn's instruction when non-empty): its wake event carries who asked and
 // why.
-func (a *Agent) WakeAs(by Audit, message string) {
+func (a *Agent) WakeAs(by hook.Audit, message string) {
 	a.wake(Cause{Source: SourceOperator, Instruction: message}, by.Fields())
 }
 

@@ -5,9 +5,9 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
-	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
@@ -26,10 +26,10 @@ func TestEveryResetEmitsItsAuditTrail(t *testing.T) {
 	if e := w.waitEvent(guard.EventTripped); e.Data["guardrail"] != guard.Session {
 		t.Fatalf("tripped %v", e.Data)
 	}
-	if _, err := w.guard.ResetAs("a", guard.Session, 0, driver.Audit{By: "alice"}); err == nil {
+	if _, err := w.guard.ResetAs("a", guard.Session, 0, hook.Audit{By: "alice"}); err == nil {
 		t.Fatal("a reset that trips again at once was not refused")
 	}
-	if _, err := w.guard.ResetAs("a", guard.Session, 2, driver.Audit{By: "alice", Reason: "incident 42"}); err != nil {
+	if _, err := w.guard.ResetAs("a", guard.Session, 2, hook.Audit{By: "alice", Reason: "incident 42"}); err != nil {
 		t.Fatal(err)
 	}
 	e := w.waitEvent(guard.EventReset)
@@ -44,7 +44,7 @@ func TestEveryResetEmitsItsAuditTrail(t *testing.T) {
 	}
 	w.waitEvent(events.TurnCompleted) // reopened: the queued message ran ($2 of $3 now)
 
-	res, err := w.guard.ResetAs("a", guard.Session, 0.5, driver.Audit{By: "bob"})
+	res, err := w.guard.ResetAs("a", guard.Session, 0.5, hook.Audit{By: "bob"})
 	if err != nil || res.Cleared || res.CeilingBeforeUSD != 3 || res.CeilingUSD != 3.5 {
 		t.Fatalf("budget without a trip: %+v, %v", res, err)
 	}

@@ -1,9 +1,10 @@
 package guard
 
-// Charge adds usd to the agent's spend from outside a model call (a
-// subagent's spend counts against its parent) and trips a crossed
-// ceiling. The charge is stored when Charge returns (or, the store
-// failing, retried until it is): a caller may ack the charge's record.
+// Charge implements hook.Charger: it adds usd to the agent's spend from
+// outside a model call (a subagent's spend counts against its parent) and
+// trips a crossed ceiling. The charge is stored when Charge returns (or,
+// the store failing, retried until it is): a caller may ack the charge's
+// record.
 func (g *Guard) Charge(agent string, usd float64) {
 	l := g.ledger(agent)
 	if l == nil {

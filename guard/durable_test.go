@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/outage"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
@@ -132,7 +133,7 @@ func TestCeilingStopsTheCrossingCallWithWritesDeferred(t *testing.T) {
 	st := &flakyStore{Store: memstore.New(c)}
 	g := newGuard(t, st, c, guard.Options{}, "a")
 	cl := newCaller(t, g, "a")
-	g.BeginTurn("a", driver.TurnInfo{N: 1})
+	g.BeginTurn("a", hook.TurnInfo{N: 1})
 	st.puts.Store(0)
 	for i := range 2 {
 		if err := cl.call(); err != nil {
@@ -143,14 +144,14 @@ func TestCeilingStopsTheCrossingCallWithWritesDeferred(t *testing.T) {
 		t.Fatalf("%d store writes during the turn before any trip; want them deferred to its end", n)
 	}
 	err := cl.call() // $3: crosses $2.50
-	if !errors.Is(err, driver.ErrHalted) {
+	if !errors.Is(err, hook.ErrHalted) {
 		t.Fatalf("the crossing call returned %v, want ErrHalted", err)
 	}
 	l := ledgerOf(t, st, "a")
 	if l.Trip == nil || (*l.Trip)["guardrail"] != guard.Turn || l.SessionSpent != 3 {
 		t.Fatalf("stored ledger right after the crossing call: %+v; want the turn trip and $3", l)
 	}
-	if err := cl.call(); !errors.Is(err, driver.ErrHalted) {
+	if err := cl.call(); !errors.Is(err, hook.ErrHalted) {
 		t.Fatalf("a call after the trip: %v", err)
 	}
 	g.EndTurn("a")
@@ -187,7 +188,7 @@ func TestSpendInTheStoreAtTurnEndEqualsMemory(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for turn := range turns {
-				g.BeginTurn(n, driver.TurnInfo{N: uint64(turn + 1)})
+				g.BeginTurn(n, hook.TurnInfo{N: uint64(turn + 1)})
 				err := cl.call()
 				g.EndTurn(n)
 				s, _ := g.Status(n)
@@ -236,7 +237,7 @@ func TestCleanShutdownFlushesEverything(t *testing.T) {
 	st := memstore.New(c)
 	g := newGuard(t, st, c, guard.Options{}, "a", "b")
 	for _, n := range []string{"a", "b"} {
-		g.BeginTurn(n, driver.TurnInfo{N: 1})
+		g.BeginTurn(n, hook.TurnInfo{N: 1})
 		if err := newCaller(t, g, n).call(); err != nil {
 			t.Fatal(err)
 		}
@@ -267,13 +268,13 @@ func TestStandbyEndOfTurnWriteIsRefused(t *testing.T) {
 	own := &owner{own: map[string]bool{"a": true}}
 	g := newGuard(t, st, c, guard.Options{Owner: own}, "a")
 	cl := newCaller(t, g, "a")
-	g.BeginTurn("a", driver.TurnInfo{N: 1})
+	g.BeginTurn("a", hook.TurnInfo{N: 1})
 	if err := cl.call(); err != nil {
 		t.Fatal(err)
 	}
 	g.EndTurn("a")
 	before := stored(t, st, "guard.a")
-	g.BeginTurn("a", driver.TurnInfo{N: 2})
+	g.BeginTurn("a", hook.TurnInfo{N: 2})
 	if err := cl.call(); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +305,7 @@ func TestStoreOutageDuringChargingLosesNothing(t *testing.T) {
 	g := newGuard(t, st, c, guard.Options{}, "a")
 	cl := newCaller(t, g, "a")
 
-	g.BeginTurn("a", driver.TurnInfo{N: 1})
+	g.BeginTurn("a", hook.TurnInfo{N: 1})
 	if err := cl.call(); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func TestStoreOutageDuringChargingLosesNothing(t *testing.T) {
 	if s.Session.SpentUSD != 2 {
 		t.Fatalf("in memory $%v during the outage, want $2", s.Session.SpentUSD)
 	}
-	g.BeginTurn("a", driver.TurnInfo{N: 2})
+	g.BeginTurn("a", hook.TurnInfo{N: 2})
 	err := cl.call()
 	if !outage.Is(err) || !errors.Is(err, guard.ErrUnstored) {
 		t.Fatalf("the next turn's model call during the outage: %v; want it held as a store outage", err)
@@ -335,7 +336,7 @@ func TestStoreOutageDuringChargingLosesNothing(t *testing.T) {
 	if l := ledgerOf(t, st, "a"); l.SessionSpent != 2 || workerSpentOf(t, st) != 2 {
 		t.Fatalf("stored after recovery: agent $%v, worker $%v; want $2 each", l.SessionSpent, workerSpentOf(t, st))
 	}
-	g.BeginTurn("a", driver.TurnInfo{N: 3})
+	g.BeginTurn("a", hook.TurnInfo{N: 3})
 	if err := cl.call(); err != nil {
 		t.Fatalf("a model call after recovery: %v", err)
 	}
@@ -368,7 +369,7 @@ func TestResetRightAfterATripRunsTheHaltedTurnsMessage(t *testing.T) {
 	})
 	w.send("a", "spend a dollar")
 	w.waitEvent(guard.EventTripped)
-	if _, err := w.guard.ResetAs("a", guard.Session, 2, driver.Audit{By: "alice"}); err != nil {
+	if _, err := w.guard.ResetAs("a", guard.Session, 2, hook.Audit{By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	w.waitEvent(events.TurnCompleted)

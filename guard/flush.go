@@ -234,11 +234,12 @@ func (g *Guard) Unstored() []string {
 	return out
 }
 
-// FlushAgent writes the agent's ledger (and the worker-wide one its
-// changes need) now, returning once the store holds every charge made so
-// far. The driver calls it before it journals a model response, so a
-// response replayed after a crash was charged exactly once. A ledger this
-// replica may not write (not the owner, not loaded) is no error.
+// FlushAgent implements hook.ChargeFlusher: it writes the agent's ledger
+// (and the worker-wide one its changes need) now, returning once the store
+// holds every charge made so far. The driver calls it before it journals a
+// model response, so a response replayed after a crash was charged exactly
+// once. A ledger this replica may not write (not the owner, not loaded) is
+// no error.
 func (g *Guard) FlushAgent(ctx context.Context, agent string) error {
 	l := g.ledger(agent)
 	if l == nil {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/clock"
-	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -98,7 +98,7 @@ type Trip struct {
 	Ceiling   float64   `json:"ceiling_usd,omitempty"`
 }
 
-// Guard holds every agent's ledger. It implements driver.Guard.
+// Guard holds every agent's ledger. It implements hook.Guard.
 //
 // Locks, always taken in this order and never two ledgers' at once: a
 // ledger's mu, then wmu (the worker-wide ledger), then mu (the agents map
@@ -110,7 +110,7 @@ type Guard struct {
 	priced atomic.Pointer[Prices]
 	mu     sync.RWMutex
 	agents map[string]*ledger
-	ctls   map[string]driver.Control
+	ctls   map[string]hook.Control
 
 	wmu      sync.Mutex
 	worker   workerState
@@ -134,7 +134,16 @@ type Guard struct {
 	failures atomic.Uint64
 }
 
-var _ driver.Guard = (*Guard)(nil)
+// The guard is a hook.Guard, with every optional method the driver looks
+// for.
+var (
+	_ hook.Guard         = (*Guard)(nil)
+	_ hook.Meter         = (*Guard)(nil)
+	_ hook.Pricer        = (*Guard)(nil)
+	_ hook.Charger       = (*Guard)(nil)
+	_ hook.ChargeFlusher = (*Guard)(nil)
+	_ hook.SideCallGuard = (*Guard)(nil)
+)
 
 // New returns a Guard; AddAgent each agent before the driver attaches.
 func New(o Options) *Guard {
@@ -150,7 +159,7 @@ func New(o Options) *Guard {
 	if o.Prices.table == nil {
 		o.Prices = NewPrices(nil)
 	}
-	g := &Guard{o: o, agents: map[string]*ledger{}, ctls: map[string]driver.Control{}}
+	g := &Guard{o: o, agents: map[string]*ledger{}, ctls: map[string]hook.Control{}}
 	g.priced.Store(&o.Prices)
 	g.ccond = sync.NewCond(&g.cmu)
 	return g
@@ -186,7 +195,7 @@ func (g *Guard) ledgers() []*ledger {
 	return out
 }
 
-func (g *Guard) ctl(agent string) driver.Control {
+func (g *Guard) ctl(agent string) hook.Control {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.ctls[agent]
@@ -216,8 +225,8 @@ func (g *Guard) Priced(agent string) bool {
 	return l != nil && l.priced
 }
 
-// Attach implements driver.Guard.
-func (g *Guard) Attach(agent string, ctl driver.Control) {
+// Attach implements hook.Guard.
+func (g *Guard) Attach(agent string, ctl hook.Control) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.agents[agent] != nil {

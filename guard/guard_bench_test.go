@@ -35,8 +35,8 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
-	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/store/natskv"
@@ -139,7 +139,7 @@ func newGuardTurner(b *testing.B, st store.Store, agents int) *guardTurner {
 }
 
 func (gt *guardTurner) turn(agent string) {
-	gt.g.BeginTurn(agent, driver.TurnInfo{})
+	gt.g.BeginTurn(agent, hook.TurnInfo{})
 	before, after := gt.before[agent], gt.after[agent]
 	for range benchCallsPerTurn {
 		if err := before(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store"
@@ -83,7 +84,7 @@ func build(t *testing.T, c *clock.Fake, st store.Store, opts guard.Options, agen
 		specs = append(specs, driver.Spec{Name: a.name, Model: m, Tools: []string{"report_done"}, HistoryTurns: 5})
 	}
 	var err error
-	w.driver, err = driver.New(driver.Deps{Clock: c, Store: st, Events: w.bus, Log: opts.Log, Guards: []driver.Guard{w.guard}}, specs)
+	w.driver, err = driver.New(driver.Deps{Clock: c, Store: st, Events: w.bus, Log: opts.Log, Guards: []hook.Guard{w.guard}}, specs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +325,7 @@ func TestOnlyCompletedResponsesAreCharged(t *testing.T) {
 	g.AddAgent("a", "priced-1", guard.Limits{})
 	after := g.Plugin("a").AfterModelCallback()
 	usage := &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 100_000}
-	g.BeginTurn("a", driver.TurnInfo{})
+	g.BeginTurn("a", hook.TurnInfo{})
 	// A stream: two partial chunks carrying running usage, then the final.
 	for _, partial := range []bool{true, true, false} {
 		if _, err := after(nil, &model.LLMResponse{Partial: partial, UsageMetadata: usage}, nil); err != nil {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/money"
 )
 
@@ -64,7 +64,7 @@ type ResetResult struct {
 // restored yet), so the refusal's numbers and the stored spend are always
 // the owner's.
 func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, error) {
-	return g.ResetAs(agent, guardrail, addUSD, driver.Audit{})
+	return g.ResetAs(agent, guardrail, addUSD, hook.Audit{})
 }
 
 // ResetAs is Reset on behalf of by. Every reset that succeeds — whether or
@@ -75,7 +75,7 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 // cleared. A worker_daily_usd reset that reopens other agents emits one
 // for each of them too, naming the agent it was asked for (reset_agent).
 // A refused reset changes nothing and emits no event; it is logged.
-func (g *Guard) ResetAs(agent, guardrail string, addUSD float64, by driver.Audit) (ResetResult, error) {
+func (g *Guard) ResetAs(agent, guardrail string, addUSD float64, by hook.Audit) (ResetResult, error) {
 	if addUSD < 0 || math.IsNaN(addUSD) || math.IsInf(addUSD, 0) {
 		return ResetResult{}, fmt.Errorf("add_budget_usd must be a non-negative number; got %v", addUSD)
 	}
@@ -202,7 +202,7 @@ func (g *Guard) resetLocked(l *ledger, guardrail string, addUSD float64) (res Re
 
 // announceReset logs and emits a reset that succeeded, with its audit
 // data.
-func (g *Guard) announceReset(l *ledger, guardrail string, data map[string]any, by driver.Audit) {
+func (g *Guard) announceReset(l *ledger, guardrail string, data map[string]any, by hook.Audit) {
 	g.o.Log.Info("guardrail reset", "agent", l.name, "guardrail", guardrail, "by", by.By, "reason", by.Reason,
 		"add_budget_usd", data["add_budget_usd"], "spent_usd", data["spent_after_usd"],
 		"ceiling_before_usd", data["ceiling_before_usd"], "ceiling_after_usd", data["ceiling_after_usd"], "cleared", data["cleared"])

@@ -7,7 +7,7 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 )
 
-// Restore implements driver.Guard: it loads the agent's spend and trip
+// Restore implements hook.Guard: it loads the agent's spend and trip
 // (and, once, the worker's) and re-halts a tripped agent. What this
 // replica held of the agent and had not stored is dropped: the store is
 // the truth for a replica that (re)gains the agent.

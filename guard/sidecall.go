@@ -43,14 +43,15 @@ func (e *CeilingError) Unwrap() error {
 	return nil
 }
 
-// AdmitSideCall decides whether the agent may make a side call whose
-// request holds about inputTokens tokens. It refuses, with a
-// *CeilingError, an agent or worker that is tripped, and a call whose
-// input alone, at the agent's model's input price, would bring the
-// agent's session, daily or worker-wide spend to its ceiling. An unpriced
-// model costs nothing, so only a trip refuses it. Admission reserves
-// nothing: the response's real cost is charged by ChargeSideCall and may
-// still cross a ceiling, which then trips as after any call.
+// AdmitSideCall (with ChargeSideCall, hook.SideCallGuard) decides whether
+// the agent may make a side call whose request holds about inputTokens
+// tokens. It refuses, with a *CeilingError, an agent or worker that is
+// tripped, and a call whose input alone, at the agent's model's input
+// price, would bring the agent's session, daily or worker-wide spend to
+// its ceiling. An unpriced model costs nothing, so only a trip refuses it.
+// Admission reserves nothing: the response's real cost is charged by
+// ChargeSideCall and may still cross a ceiling, which then trips as after
+// any call.
 func (g *Guard) AdmitSideCall(agent string, inputTokens int) error {
 	if err := g.Admit(context.Background(), agent); err != nil {
 		if st, ok := g.Status(agent); ok && st.Trip != nil {

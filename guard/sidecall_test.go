@@ -8,9 +8,9 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
-	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
@@ -34,7 +34,7 @@ func TestSideCallsAreChargedOutsideTheTurnAndAdmittedAgainstCeilings(t *testing.
 		t.Fatal(err)
 	}
 
-	g.BeginTurn("oncall", driver.TurnInfo{N: 1})
+	g.BeginTurn("oncall", hook.TurnInfo{N: 1})
 	if err := g.AdmitSideCall("oncall", 100_000); err != nil {
 		t.Fatalf("a $1 call at $0 of $3 refused: %v", err)
 	}

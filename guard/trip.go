@@ -11,7 +11,7 @@ import (
 // ErrTripped is wrapped by Admit's error for a tripped agent.
 var ErrTripped = errors.New("guardrail tripped")
 
-// Admit implements driver.Guard: a tripped agent, or one already at a
+// Admit implements hook.Guard: a tripped agent, or one already at a
 // ceiling, gets no turn. It decides on the ledger in memory, which is
 // always current; it writes (synchronously) only when it changes a trip.
 func (g *Guard) Admit(_ context.Context, agent string) error {

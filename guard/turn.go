@@ -10,12 +10,12 @@ import (
 	"google.golang.org/adk/plugin"
 	"google.golang.org/adk/tool"
 
-	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/outage"
 )
 
-// BeginTurn implements driver.Guard.
-func (g *Guard) BeginTurn(agent string, _ driver.TurnInfo) {
+// BeginTurn implements hook.Guard.
+func (g *Guard) BeginTurn(agent string, _ hook.TurnInfo) {
 	if l := g.ledger(agent); l != nil {
 		l.mu.Lock()
 		l.inTurn, l.turnSpent, l.modelCalls, l.toolCalls, l.tokens, l.stopped = true, 0, 0, 0, 0, nil
@@ -24,7 +24,7 @@ func (g *Guard) BeginTurn(agent string, _ driver.TurnInfo) {
 	}
 }
 
-// EndTurn implements driver.Guard. It stores the turn's spend (the
+// EndTurn implements hook.Guard. It stores the turn's spend (the
 // agent's ledger, and the worker-wide one shared with the agents ending
 // their turns at the same time) before it returns, so the driver records
 // the turn and acks its messages only once the spend is durable: the
@@ -40,10 +40,10 @@ func (g *Guard) EndTurn(agent string) {
 	}
 }
 
-// TurnUsage reports what the agent's current (or last) turn consumed as
-// the guard metered it: completed model responses and tokens. The driver
-// prefers it to what it saw, because a response the guard stops a turn on
-// is charged but never reaches the driver.
+// TurnUsage implements hook.Meter: it reports what the agent's current (or
+// last) turn consumed as the guard metered it: completed model responses
+// and tokens. The driver prefers it to what it saw, because a response the
+// guard stops a turn on is charged but never reaches the driver.
 func (g *Guard) TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int) {
 	if l := g.ledger(agent); l != nil {
 		l.mu.Lock()
@@ -53,9 +53,9 @@ func (g *Guard) TurnUsage(agent string) (modelCalls, tokensIn, tokensOut int) {
 	return 0, 0, 0
 }
 
-// TurnCost reports what the agent's current (or last) turn has cost, in
-// USD, as the guard priced it (0 for an unpriced model). The driver puts
-// it in the turn's summary.
+// TurnCost implements hook.Pricer: it reports what the agent's current (or
+// last) turn has cost, in USD, as the guard priced it (0 for an unpriced
+// model). The driver puts it in the turn's summary.
 func (g *Guard) TurnCost(agent string) float64 {
 	if l := g.ledger(agent); l != nil {
 		l.mu.Lock()
@@ -65,7 +65,7 @@ func (g *Guard) TurnCost(agent string) float64 {
 	return 0
 }
 
-// Plugin implements driver.Guard: the ADK callbacks that meter and cap the
+// Plugin implements hook.Guard: the ADK callbacks that meter and cap the
 // agent's turns from inside.
 func (g *Guard) Plugin(name string) *plugin.Plugin {
 	p, _ := plugin.New(plugin.Config{
@@ -133,13 +133,13 @@ func (g *Guard) beforeModel(name string) error {
 	if t := l.st.Trip; t != nil {
 		// Tripped mid-turn (the watchdog, a subagent's spend): no further
 		// model call, not even one that would fail on the cancelled turn.
-		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
+		return fmt.Errorf("%w: %s", hook.ErrHalted, t.Reason)
 	}
 	g.wmu.Lock()
 	wt := g.worker.Trip
 	g.wmu.Unlock()
 	if wt != nil {
-		return fmt.Errorf("%w: %s", driver.ErrHalted, wt.Reason)
+		return fmt.Errorf("%w: %s", hook.ErrHalted, wt.Reason)
 	}
 	if lim := l.limits.ModelCallsPerTurn; lim > 0 && l.modelCalls >= lim {
 		return g.capLocked(l, "model_calls_per_turn", fmt.Sprintf("%d model calls", lim))
@@ -171,7 +171,7 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 		calls := g.release(l)
 		g.flushNow(l)
 		calls()
-		return fmt.Errorf("%w: %s", driver.ErrHalted, t.Reason)
+		return fmt.Errorf("%w: %s", hook.ErrHalted, t.Reason)
 	}
 	var err error
 	if lim := l.limits.TokensPerTurn; lim > 0 && l.tokens >= lim {
@@ -223,7 +223,7 @@ func (g *Guard) beforeTool(name string) (map[string]any, error) {
 // every later model call of the turn is refused too. The next prompt is
 // told. Callers hold l.mu.
 func (g *Guard) capLocked(l *ledger, limit, what string) error {
-	err := &driver.CapError{Limit: limit, Value: what}
+	err := &hook.CapError{Limit: limit, Value: what}
 	if l.stopped != nil {
 		return l.stopped
 	}

@@ -14,7 +14,7 @@ const SignalTurnRepeat = "turn_repeat"
 const defaultTurnRepeat = 5
 
 // turnRepeat watches whole turns: the sequence of tool calls each eager
-// turn makes (see driver.TurnInfo.Eager), and how many eager turns in a
+// turn makes (see hook.TurnInfo.Eager), and how many eager turns in a
 // row made the same one. A turn woken by anything else — a message, a
 // schedule, an operator, a wake the model asked for later than
 // sleep.min — breaks the streak: the agent is not spinning on itself.

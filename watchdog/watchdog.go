@@ -20,8 +20,8 @@ import (
 	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/clock"
-	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // Modes.
@@ -52,7 +52,7 @@ type Options struct {
 	Tripper Tripper // required for enforce
 }
 
-// Watchdog watches every agent's tool calls. It implements driver.Guard.
+// Watchdog watches every agent's tool calls. It implements hook.Guard.
 type Watchdog struct {
 	o      Options
 	mu     sync.Mutex
@@ -62,13 +62,13 @@ type Watchdog struct {
 type watched struct {
 	name  string
 	mode  string
-	ctl   driver.Control
+	ctl   hook.Control
 	mu    sync.Mutex // tool calls of one turn may run in parallel
 	det   *Detector
 	turns turnRepeat
 }
 
-var _ driver.Guard = (*Watchdog)(nil)
+var _ hook.Guard = (*Watchdog)(nil)
 
 // New returns a Watchdog; AddAgent each agent.
 func New(o Options) *Watchdog {
@@ -97,23 +97,23 @@ func (w *Watchdog) get(agent string) *watched {
 	return w.agents[agent]
 }
 
-// Attach implements driver.Guard.
-func (w *Watchdog) Attach(agent string, ctl driver.Control) {
+// Attach implements hook.Guard.
+func (w *Watchdog) Attach(agent string, ctl hook.Control) {
 	if a := w.get(agent); a != nil {
 		a.ctl = ctl
 	}
 }
 
-// Restore implements driver.Guard; the watchdog keeps no state of its own
+// Restore implements hook.Guard; the watchdog keeps no state of its own
 // across restarts (its trips are the guard's).
 func (w *Watchdog) Restore(context.Context, string) error { return nil }
 
-// Admit implements driver.Guard; a watchdog trip is refused by the guard.
+// Admit implements hook.Guard; a watchdog trip is refused by the guard.
 func (w *Watchdog) Admit(context.Context, string) error { return nil }
 
 // BeginTurn starts a fresh detector (its patterns are per turn) and a
 // fresh record of the turn's calls for the watch across turns.
-func (w *Watchdog) BeginTurn(agent string, t driver.TurnInfo) {
+func (w *Watchdog) BeginTurn(agent string, t hook.TurnInfo) {
 	if a := w.get(agent); a != nil {
 		a.mu.Lock()
 		a.det.Reset()
@@ -148,7 +148,7 @@ func (w *Watchdog) Reset(agent string) {
 	}
 }
 
-// Plugin implements driver.Guard; nil in mode off.
+// Plugin implements hook.Guard; nil in mode off.
 func (w *Watchdog) Plugin(agent string) *plugin.Plugin {
 	a := w.get(agent)
 	if a == nil || a.mode == ModeOff {

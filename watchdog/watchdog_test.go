@@ -15,6 +15,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store/memstore"
@@ -75,7 +76,7 @@ func newRigSpec(t *testing.T, mode string, script []config.ScriptStep, limits gu
 	r.wd = watchdog.New(watchdog.Options{Events: bus, Clock: c, Tripper: r.g})
 	r.wd.AddAgent("a", mode, watchdog.Config{})
 	spec.Name, spec.Model, spec.HistoryTurns = "a", r.m, 3
-	d, err := driver.New(driver.Deps{Clock: c, Store: st, Events: bus, Guards: []driver.Guard{r.g, r.wd}},
+	d, err := driver.New(driver.Deps{Clock: c, Store: st, Events: bus, Guards: []hook.Guard{r.g, r.wd}},
 		[]driver.Spec{spec})
 	if err != nil {
 		t.Fatal(err)

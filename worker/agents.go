@@ -9,6 +9,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/mcptools"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/natsbus"
@@ -150,7 +151,7 @@ func (w *Worker) initDriver(s *starting) error {
 	cfg, o := s.cfg, s.o
 	var err error
 	w.driver, err = driver.New(driver.Deps{Clock: o.Clock, Store: w.store, Events: w.bus, Log: o.Log,
-		Publisher: natsbus.Publisher{NC: w.conn.NC}, SubjectPrefix: cfg.NATS.SubjectPrefix, Scheduler: s.sched, Guards: []driver.Guard{w.guard, w.reload.watchdog, w.subagents.Guard()},
+		Publisher: natsbus.Publisher{NC: w.conn.NC}, SubjectPrefix: cfg.NATS.SubjectPrefix, Scheduler: s.sched, Guards: []hook.Guard{w.guard, w.reload.watchdog, w.subagents.Guard()},
 		Subagents: w.subagents, Leased: true, Health: w.health, Tracer: o.tracer()}, s.specs)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)

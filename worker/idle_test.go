@@ -10,6 +10,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/internal/fakeprovider"
 )
 
@@ -64,12 +65,12 @@ agents:
 		}
 	}
 
-	ag.PauseAs(driver.Audit{By: "ops"}) // resume opens a pause; of an agent not paused it is refused
-	if _, err := ag.ResumeAs(driver.Audit{By: "ops"}, "", false); err != nil {
+	ag.PauseAs(hook.Audit{By: "ops"}) // resume opens a pause; of an agent not paused it is refused
+	if _, err := ag.ResumeAs(hook.Audit{By: "ops"}, "", false); err != nil {
 		t.Fatal(err)
 	}
 	skipped("resume with nothing queued")
-	ag.WakeAs(driver.Audit{By: "ops"}, "")
+	ag.WakeAs(hook.Audit{By: "ops"}, "")
 	skipped("bare wake with nothing queued")
 
 	prov.Fail(503)
@@ -81,8 +82,8 @@ agents:
 	prov.Fail(0)
 	// The operator drops the failed turn's message; the retry it left
 	// (and the resume's own wake) find nothing to do.
-	ag.PauseAs(driver.Audit{By: "ops"})
-	if n, err := ag.ResumeAs(driver.Audit{By: "ops"}, "", true); err != nil || n != 1 {
+	ag.PauseAs(hook.Audit{By: "ops"})
+	if n, err := ag.ResumeAs(hook.Audit{By: "ops"}, "", true); err != nil || n != 1 {
 		t.Fatalf("resume dropping the queued message: %d, %v", n, err)
 	}
 	e := r.waitEvent(events.TurnSkipped)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
-	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
@@ -65,7 +65,7 @@ func TestMemoryFoldsChargedToLedgerAndCeilingStopsThem(t *testing.T) {
 		t.Fatalf("ledger session spend $%.6f, folds cost $%.6f: a fold was not charged (or charged twice)", st.Session.SpentUSD, folded)
 	}
 	a, _ := r.w.Driver().Agent("triage")
-	if _, err := a.CompactMemory(context.Background(), driver.Audit{By: "test"}); err == nil {
+	if _, err := a.CompactMemory(context.Background(), hook.Audit{By: "test"}); err == nil {
 		t.Fatal("a halted agent accepted a fold")
 	}
 	v, err := a.Memory(context.Background())

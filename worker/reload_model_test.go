@@ -11,6 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -35,7 +36,7 @@ func TestReloadKeepsOrDropsAModelSwitch(t *testing.T) {
 		}
 		return a
 	}
-	if _, err := agent().SwitchModel(driver.Audit{By: "ops"}, "backup", ""); err != nil {
+	if _, err := agent().SwitchModel(hook.Audit{By: "ops"}, "backup", ""); err != nil {
 		t.Fatal(err)
 	}
 	next := (&running{t: t, w: w, sub: sub}).waitEvent

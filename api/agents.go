@@ -13,8 +13,8 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/scheduler"
-	"github.com/agent-worker/agent-worker/turnlog"
 )
 
 // MaxTurnText bounds the text of the last turn shown in a view, in runes.
@@ -248,10 +248,10 @@ func (o ViewOptions) view(a *driver.Agent) AgentView {
 	}
 	if l := st.LastTurn; l != nil {
 		v.LastTurn = &TurnView{
-			N: l.N, Started: l.Started, Outcome: l.Outcome, Error: turnlog.Clip(l.Error, MaxTurnText),
+			N: l.N, Started: l.Started, Outcome: l.Outcome, Error: textclip.RunesWithin(l.Error, MaxTurnText, "…"),
 			DurationSeconds: l.Duration.Seconds(), TokensIn: l.TokensIn, TokensOut: l.TokensOut,
 			ModelCalls: l.ModelCalls, ToolCalls: l.ToolCalls, Messages: l.Messages,
-			Text: turnlog.Clip(l.Text, MaxTurnText),
+			Text: textclip.RunesWithin(l.Text, MaxTurnText, "…"),
 		}
 		if v.Guardrails != nil {
 			v.LastTurn.CostUSD = v.Guardrails.Turn.SpentUSD

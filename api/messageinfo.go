@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -166,5 +167,5 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 func turnOf(t turnlog.Turn) *MessageTurn {
 	started := t.Started
 	return &MessageTurn{N: t.N, Recorded: true, Outcome: t.Outcome, Started: &started, DurationSeconds: t.DurationSeconds,
-		CostUSD: t.CostUSD, Text: turnlog.Clip(t.Text, MaxTurnText)}
+		CostUSD: t.CostUSD, Text: textclip.RunesWithin(t.Text, MaxTurnText, "…")}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/money"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
@@ -178,7 +179,7 @@ func pageRowOf(v AgentView, now time.Time) pageRow {
 	}
 	row.Model = modelText(v, now)
 	for _, r := range v.PendingApprovals {
-		row.Approvals = append(row.Approvals, fmt.Sprintf("%s (id %s, expires %s)", turnlog.Clip(approval.Describe(r), 120), r.ID, relTime(r.Expires, now)))
+		row.Approvals = append(row.Approvals, fmt.Sprintf("%s (id %s, expires %s)", textclip.RunesWithin(approval.Describe(r), 120, "…"), r.ID, relTime(r.Expires, now)))
 	}
 	if v.NextWake != nil {
 		row.NextWake = relTime(*v.NextWake, now)
@@ -257,7 +258,7 @@ func (s *Server) pageMemoryOf(ctx context.Context, agent string, now time.Time) 
 	if json.Unmarshal(reply.Result, &v) != nil || !v.Enabled {
 		return nil
 	}
-	m := &pageMemory{Text: turnlog.Clip(v.Text, pageMemoryRunes), Tokens: v.Tokens, Through: v.Through}
+	m := &pageMemory{Text: textclip.RunesWithin(v.Text, pageMemoryRunes, "…"), Tokens: v.Tokens, Through: v.Through}
 	if !v.Updated.IsZero() {
 		m.Updated = relTime(v.Updated, now)
 	}
@@ -271,10 +272,10 @@ func pageRecentOf(t turnlog.Turn, now time.Time) pageRecent {
 		Tokens:   fmt.Sprintf("%d in / %d out", t.TokensIn, t.TokensOut),
 		Cost:     money.USD(t.CostUSD),
 		Wakes:    strings.Join(t.Wakes, "; "),
-		Text:     turnlog.Clip(t.Text, pageTextRunes),
+		Text:     textclip.RunesWithin(t.Text, pageTextRunes, "…"),
 	}
 	if t.Text == "" {
-		p.Text = turnlog.Clip(t.Error, pageTextRunes)
+		p.Text = textclip.RunesWithin(t.Error, pageTextRunes, "…")
 	}
 	var ids []string
 	for _, m := range t.Messages {

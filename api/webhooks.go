@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/webhook"
 )
 
@@ -325,12 +325,7 @@ func (s *Server) cutToFit(m *inbox.Message) (int, bool) {
 		c.Text = full[:n] + fmt.Sprintf("\n(cut to fit one message: %d of %d bytes shown)", n, len(full))
 		return c
 	}
-	prefix := func(n int) int { // n moved back to a rune boundary
-		for n > 0 && !utf8.RuneStart(full[n]) {
-			n--
-		}
-		return n
-	}
+	prefix := func(n int) int { return len(textclip.Bytes(full, n, "")) } // n moved back to a rune boundary
 	if _, ok := s.fits(with(0)); !ok {
 		return 0, false
 	}

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -183,9 +184,5 @@ func Describe(r Request) string {
 // Arguments renders a request's arguments as JSON, clipped to 500 bytes.
 func Arguments(r Request) string {
 	args, _ := json.Marshal(r.Args)
-	s := strings.TrimSpace(string(args))
-	if len(s) > 500 {
-		s = s[:500] + "…"
-	}
-	return s
+	return textclip.Bytes(strings.TrimSpace(string(args)), 500, "…")
 }

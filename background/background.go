@@ -304,15 +304,3 @@ func (m *Manager) Shutdown(ctx context.Context) {
 		m.evSub.Close()
 	}
 }
-
-// clipRunes cuts s to n runes, ending in "…" when cut.
-func clipRunes(s string, n int) string {
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j] + "…"
-		}
-		i++
-	}
-	return s
-}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 type family struct {
@@ -56,6 +58,6 @@ type sub struct {
 
 func (s *sub) info(replica, state string) Info {
 	started := s.started
-	return Info{ID: s.id, Task: clipRunes(s.task, TaskClip), State: state, Replica: replica, Runs: max(s.run, 1),
+	return Info{ID: s.id, Task: textclip.Runes(s.task, TaskClip, "…"), State: state, Replica: replica, Runs: max(s.run, 1),
 		Queued: s.queued, Started: &started, SpentUSD: s.prior + s.spent, StopRequestedBy: s.stopBy}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
 
@@ -105,7 +106,7 @@ func (r *remote) sealed(subject string, h nats.Header, data []byte) bool {
 // forged logs a subagent protocol message without the deployment's seal.
 func (r *remote) forged(what, subject string, data []byte) {
 	r.opts().Log.Error("subagent "+what+" without the deployment's seal refused: a publisher on the worker's internal subjects forges them, or a replica of an older version sent it",
-		"subject", subject, "data", clipRunes(string(data), 200))
+		"subject", subject, "data", textclip.Runes(string(data), 200, "…"))
 }
 
 // start ensures the stream, subscribes to admits and notices, and starts

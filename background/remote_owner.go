@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -166,7 +167,7 @@ func (r *remote) onCharge(parent string, msg jetstream.Msg) {
 	}
 	var c chargeRecord
 	if err := json.Unmarshal(msg.Data(), &c); err != nil || c.Parent != parent || !token(c.ID) || c.Run < 1 || c.Call < 1 || !(c.USD >= 0) {
-		o.Log.Error("unreadable subagent charge record; terminated", "agent", parent, "error", err, "data", clipRunes(string(msg.Data()), 200))
+		o.Log.Error("unreadable subagent charge record; terminated", "agent", parent, "error", err, "data", textclip.Runes(string(msg.Data()), 200, "…"))
 		_ = msg.Term()
 		return
 	}

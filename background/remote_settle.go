@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // finish reports a finished run to its parent over NATS, records it and
@@ -88,7 +90,7 @@ func (r *remote) setState(ctx context.Context, j job, fn func(*Info)) {
 	err := r.reg.update(ctx, j.Parent, func(g *registry) error {
 		i := g.Subs[j.ID]
 		if i == nil {
-			i = &Info{ID: j.ID, Task: clipRunes(j.Task, TaskClip), State: StateQueued, Queued: j.Queued, Key: j.Key}
+			i = &Info{ID: j.ID, Task: textclip.Runes(j.Task, TaskClip, "…"), State: StateQueued, Queued: j.Queued, Key: j.Key}
 			g.Subs[j.ID] = i
 		}
 		fn(i)

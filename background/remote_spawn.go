@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // spawn queues a subagent of f on task: the parent's cap is checked and
@@ -58,7 +60,7 @@ func (r *remote) spawn(f *family, task, key, link string) (string, error) {
 		if g.Subs[id] != nil {
 			return errNoChange // a replica already started it
 		}
-		g.Subs[id] = &Info{ID: id, Task: clipRunes(task, TaskClip), State: StateQueued, Queued: j.Queued, Key: key}
+		g.Subs[id] = &Info{ID: id, Task: textclip.Runes(task, TaskClip, "…"), State: StateQueued, Queued: j.Queued, Key: key}
 		return nil
 	})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // takeJobs pulls one job per free slot until stopTaking.
@@ -129,7 +131,7 @@ func (r *remote) readJob(msg jetstream.Msg) (j job, run int, ok bool) {
 		return j, 0, false
 	}
 	if err := json.Unmarshal(msg.Data(), &j); err != nil || !token(j.ID) || !token(j.Parent) {
-		o.Log.Error("unreadable subagent job; terminated", "error", err, "data", clipRunes(string(msg.Data()), 200))
+		o.Log.Error("unreadable subagent job; terminated", "error", err, "data", textclip.Runes(string(msg.Data()), 200, "…"))
 		_ = msg.Term()
 		return j, 0, false
 	}

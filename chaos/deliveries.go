@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // delivery is one message for one agent: the unit the soak accounts,
@@ -124,7 +126,7 @@ func (l *Ledger) LostWhy(d delivery) string {
 		why := fmt.Sprintf("acked as handled by recorded turn %d", n)
 		for _, f := range l.failures {
 			if f.Agent == d.agent && f.Turn == n {
-				return why + fmt.Sprintf(", which %s logged as failed at %s (%s: %s)", f.Source, f.Time.Format("15:04:05.000"), f.Outcome, clip(f.Error, 200))
+				return why + fmt.Sprintf(", which %s logged as failed at %s (%s: %s)", f.Source, f.Time.Format("15:04:05.000"), f.Outcome, textclip.Bytes(f.Error, 200, "…"))
 			}
 		}
 		return why + ", which no other log line names"

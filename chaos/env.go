@@ -9,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // Result is what one scenario did and found.
@@ -325,7 +326,7 @@ func (e *env) finish() error {
 	if f := e.led.Failed(); len(f) > 0 {
 		var parts []string
 		for _, o := range f {
-			parts = append(parts, fmt.Sprintf("%d %s (first: %q)", o.N, o.Outcome, clip(o.First, 200)))
+			parts = append(parts, fmt.Sprintf("%d %s (first: %q)", o.N, o.Outcome, textclip.Bytes(o.First, 200, "…")))
 		}
 		e.note("failed turns: %s", strings.Join(parts, ", "))
 	}
@@ -383,17 +384,6 @@ func (e *env) recovery() string {
 		s += fmt.Sprintf(", %d never", missing)
 	}
 	return s
-}
-
-// clip cuts s to n bytes, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // secs renders d in seconds with one decimal.

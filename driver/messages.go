@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -186,7 +187,7 @@ func (tc *toolCalls) call(fc *genai.FunctionCall) {
 	args := ""
 	if len(fc.Args) > 0 {
 		raw, _ := json.Marshal(fc.Args)
-		args = turnlog.Clip(string(raw), turnlog.MaxArgs)
+		args = textclip.RunesWithin(string(raw), turnlog.MaxArgs, "…")
 	}
 	tc.calls = append(tc.calls, turnlog.ToolCall{Name: fc.Name, Args: args, Outcome: turnlog.ToolNoResult})
 	tc.ids = append(tc.ids, fc.ID)
@@ -209,7 +210,7 @@ func (tc *toolCalls) response(fr *genai.FunctionResponse) {
 		tc.calls[i].Outcome = turnlog.ToolOK
 		if e, ok := fr.Response["error"]; ok && e != nil {
 			tc.calls[i].Outcome = turnlog.ToolError
-			tc.calls[i].Error = turnlog.Clip(fmt.Sprint(e), turnlog.MaxField)
+			tc.calls[i].Error = textclip.RunesWithin(fmt.Sprint(e), turnlog.MaxField, "…")
 		}
 		return
 	}

@@ -3,9 +3,10 @@ package history
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // shrink clips rec until its encoding fits limit: again and again the
@@ -54,11 +55,8 @@ func clipLongest(rec *turnRecord, over, keep int) bool {
 	if part == nil {
 		return false
 	}
-	cut := max(keep, min(len(text)/2, len(text)-over-64))
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	clipped := fmt.Sprintf("%s\n[clipped in the history: %d of %d bytes kept]", text[:cut], cut, len(text))
+	kept := textclip.Bytes(text, max(keep, min(len(text)/2, len(text)-over-64)), "")
+	clipped := fmt.Sprintf("%s\n[clipped in the history: %d of %d bytes kept]", kept, len(kept), len(text))
 	if part.FunctionResponse != nil {
 		part.FunctionResponse.Response = map[string]any{"clipped": clipped}
 	} else {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // Body is a parsed message body: what a NATS message or an HTTP request
@@ -301,7 +303,7 @@ func jsonReject(what string, err error, lead int) *RejectError {
 	if what != "" {
 		msg = what + ": " + msg
 	}
-	return &RejectError{Reason: RejectInvalidJSON, Detail: truncateBytes(msg, maxJSONDetail)}
+	return &RejectError{Reason: RejectInvalidJSON, Detail: textclip.Bytes(msg, maxJSONDetail, "")}
 }
 
 // jsonTypeName names the JSON type a Go type decodes from.
@@ -339,32 +341,6 @@ func invalidUTF8Offset(data []byte) int {
 	return -1
 }
 
-// truncateBytes cuts s to at most n bytes without splitting a rune.
-func truncateBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
 // truncateRunes cuts s to at most n runes, the last of them "…" when
-// anything was cut.
-func truncateRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	if n <= 0 {
-		return ""
-	}
-	i, count := 0, 0
-	for i = range s {
-		if count == n-1 {
-			break
-		}
-		count++
-	}
-	return s[:i] + "…"
-}
+// anything was cut: the bound of the alert sources' labels and notes.
+func truncateRunes(s string, n int) string { return textclip.RunesWithin(s, n, "…") }

@@ -5,7 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // Prompt is everything one turn is told, before rendering.
@@ -148,14 +149,10 @@ func (p Prompt) render(clip int) string {
 			detail(&b, "attribute "+Inline(k), v)
 		}
 		text := m.Text
-		cut := len(text)
-		if clip > 0 && len(text) > clip {
-			cut = clip
-			for cut > 0 && !utf8.RuneStart(text[cut]) {
-				cut--
-			}
+		if clip > 0 {
+			text = textclip.Bytes(m.Text, clip, "")
 		}
-		for _, l := range Lines(text[:cut]) {
+		for _, l := range Lines(text) {
 			if l == "" {
 				b.WriteString(strings.TrimSpace(textPrefix) + "\n")
 				continue
@@ -164,8 +161,8 @@ func (p Prompt) render(clip int) string {
 			b.WriteString(l)
 			b.WriteString("\n")
 		}
-		if cut < len(text) {
-			fmt.Fprintf(&b, "  [clipped in the history: the first %d of %d bytes are kept]\n", cut, len(text))
+		if len(text) < len(m.Text) {
+			fmt.Fprintf(&b, "  [clipped in the history: the first %d of %d bytes are kept]\n", len(text), len(m.Text))
 		}
 	}
 	b.WriteString(externalClose + "\n")

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -152,10 +153,10 @@ func Clip(result map[string]any, limit int) (map[string]any, bool) {
 	if len(raw) <= limit {
 		return result, false
 	}
-	keep := max(limit-256, 0)
+	kept := textclip.Bytes(string(raw), limit-256, "")
 	return map[string]any{
-		"clipped": string(raw[:keep]),
-		"note":    "the tool result was " + strconv.Itoa(len(raw)) + " bytes; only its first " + strconv.Itoa(keep) + " are kept",
+		"clipped": kept,
+		"note":    "the tool result was " + strconv.Itoa(len(raw)) + " bytes; only its first " + strconv.Itoa(len(kept)) + " are kept",
 	}, true
 }
 

@@ -52,6 +52,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/tracing"
 )
 
@@ -418,7 +419,10 @@ func (srv *server) call(ctx context.Context, tool string, args map[string]any) (
 		if text == "" {
 			text = "no details"
 		}
-		return nil, fmt.Errorf("MCP tool %q failed: %s", tool, clipText(text, srv.cfg.MaxResultBytes))
+		if limit := srv.cfg.MaxResultBytes; limit > 0 {
+			text = textclip.Bytes(text, limit, "…")
+		}
+		return nil, fmt.Errorf("MCP tool %q failed: %s", tool, text)
 	}
 	var out any = text
 	if res.StructuredContent != nil {
@@ -455,17 +459,7 @@ func clipResult(out any, limit int) map[string]any {
 	if limit <= 0 || len(s) <= limit {
 		return map[string]any{"output": out}
 	}
-	return map[string]any{"output": clipText(s, limit), "clipped": "the result was " + strconv.Itoa(len(s)) + " bytes; only its first " + strconv.Itoa(limit) + " are shown"}
-}
-
-func clipText(s string, limit int) string {
-	if limit <= 0 || len(s) <= limit {
-		return s
-	}
-	for limit > 0 && limit < len(s) && (s[limit]&0xC0) == 0x80 {
-		limit--
-	}
-	return s[:limit] + "…"
+	return map[string]any{"output": textclip.Bytes(s, limit, "…"), "clipped": "the result was " + strconv.Itoa(len(s)) + " bytes; only its first " + strconv.Itoa(limit) + " are shown"}
 }
 
 // headers reads the server's HTTP headers from their variables and files.
@@ -519,11 +513,11 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		w.log.Info("MCP server stderr", "line", clipText(string(w.buf[:i]), 2000))
+		w.log.Info("MCP server stderr", "line", textclip.Bytes(string(w.buf[:i]), 2000, "…"))
 		w.buf = w.buf[i+1:]
 	}
 	if len(w.buf) > 64<<10 { // a line without end: log what there is
-		w.log.Info("MCP server stderr", "line", clipText(string(w.buf), 2000))
+		w.log.Info("MCP server stderr", "line", textclip.Bytes(string(w.buf), 2000, "…"))
 		w.buf = w.buf[:0]
 	}
 	return len(p), nil

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // The shape of a fold request. The scripted model (package
@@ -135,7 +137,7 @@ func (s Summariser) Fold(ctx context.Context, previous string, turns []Turn) (Fo
 	f := Fold{Text: out, Turns: n, Through: turns[n-1].N, Response: last}
 	if Tokens(out) > maxTokens {
 		keep := maxTokens*4 - len([]rune(ClippedMark))
-		cut, _ := clip(out, max(keep, 0))
+		cut := textclip.Runes(out, keep, "")
 		f.Text, f.Clipped = strings.TrimRight(cut, " \n")+ClippedMark, true
 	}
 	return f, nil
@@ -229,10 +231,8 @@ func jsonText(v any) string {
 	return string(raw)
 }
 
+// clipped is one part of a turn as the fold request quotes it: trimmed,
+// and cut to MaxPartRunes with a visible mark.
 func clipped(s string) string {
-	cut, did := clip(strings.TrimSpace(s), MaxPartRunes)
-	if did {
-		return cut + " …[clipped]"
-	}
-	return cut
+	return textclip.Runes(strings.TrimSpace(s), MaxPartRunes, " …[clipped]")
 }

@@ -48,18 +48,3 @@ type Record struct {
 func Tokens(s string) int {
 	return (utf8.RuneCountInString(s) + 3) / 4
 }
-
-// clip cuts s to at most n runes, on a rune boundary.
-func clip(s string, n int) (string, bool) {
-	if n <= 0 {
-		return "", s != ""
-	}
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j], true
-		}
-		i++
-	}
-	return s, false
-}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/adk/tool"
 	"google.golang.org/adk/tool/functiontool"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/tools/urlprefix"
 	"github.com/agent-worker/agent-worker/tracing"
 )
@@ -96,15 +97,15 @@ func newHTTPGet(env Env) (tool.Tool, error) {
 		if err != nil {
 			return HTTPGetResult{}, fmt.Errorf("GET %s: read body: %w", u, err)
 		}
-		out := HTTPGetResult{Status: resp.StatusCode}
+		out := HTTPGetResult{Status: resp.StatusCode, Body: string(data)}
 		if len(data) > maxHTTPBody {
-			data, out.Truncated = data[:maxHTTPBody], true
+			// Cut at a rune boundary: a text body cut mid-rune would read
+			// as non-text below.
+			out.Body, out.Truncated = textclip.Bytes(out.Body, maxHTTPBody, ""), true
 		}
-		if !utf8.Valid(data) {
-			out.Body = fmt.Sprintf("(%d bytes of non-text content, %s)", len(data), resp.Header.Get("Content-Type"))
-			return out, nil
+		if !utf8.ValidString(out.Body) {
+			out.Body = fmt.Sprintf("(%d bytes of non-text content, %s)", min(len(data), maxHTTPBody), resp.Header.Get("Content-Type"))
 		}
-		out.Body = string(data)
 		return out, nil
 	})
 }

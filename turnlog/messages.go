@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -54,9 +55,9 @@ func (l *Log) DeadLetter(agent string, d DeadLetter, ttl time.Duration) {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	d.Detail, d.Subject = Clip(d.Detail, MaxError), Clip(d.Subject, MaxField*2)
+	d.Detail, d.Subject = textclip.RunesWithin(d.Detail, MaxError, "…"), textclip.RunesWithin(d.Subject, MaxField*2, "…")
 	raw, _ := json.Marshal(d)
-	l.w.enqueue(agent, job{what: "dead-letter record of " + Clip(d.ID, MaxField), run: func(ctx context.Context) error {
+	l.w.enqueue(agent, job{what: "dead-letter record of " + textclip.RunesWithin(d.ID, MaxField, "…"), run: func(ctx context.Context) error {
 		_, err := l.st.Create(ctx, DeadLetterKey(agent, d.ID), raw, ttl)
 		if errors.Is(err, store.ErrExists) {
 			return nil
@@ -72,7 +73,7 @@ func (l *Log) DeadLettered(ctx context.Context, agent, id string) (*DeadLetter, 
 	var d DeadLetter
 	found, err := store.GetJSON(ctx, l.st, DeadLetterKey(agent, id), &d)
 	if err != nil {
-		return nil, fmt.Errorf("look up message %q of %s: %w", Clip(id, MaxField), agent, err)
+		return nil, fmt.Errorf("look up message %q of %s: %w", textclip.RunesWithin(id, MaxField, "…"), agent, err)
 	}
 	if !found {
 		return nil, nil

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -103,13 +103,13 @@ type ToolCall struct {
 
 // Bound cuts t to the bounds above, keeping the counts of what it drops.
 func (t *Turn) Bound() {
-	t.Text = Clip(t.Text, MaxText)
-	t.Error = Clip(t.Error, MaxError)
+	t.Text = textclip.RunesWithin(t.Text, MaxText, "…")
+	t.Error = textclip.RunesWithin(t.Error, MaxError, "…")
 	if len(t.Wakes) > MaxWakes {
 		t.Wakes = t.Wakes[:MaxWakes]
 	}
 	for i := range t.Wakes {
-		t.Wakes[i] = Clip(t.Wakes[i], MaxField)
+		t.Wakes[i] = textclip.RunesWithin(t.Wakes[i], MaxField, "…")
 	}
 	t.MessageCount = max(t.MessageCount, len(t.Messages))
 	if len(t.Messages) > MaxMessages {
@@ -117,7 +117,7 @@ func (t *Turn) Bound() {
 	}
 	for i := range t.Messages {
 		m := &t.Messages[i]
-		m.ID, m.Source, m.Kind = Clip(m.ID, MaxField), Clip(m.Source, MaxField), Clip(m.Kind, MaxField)
+		m.ID, m.Source, m.Kind = textclip.RunesWithin(m.ID, MaxField, "…"), textclip.RunesWithin(m.Source, MaxField, "…"), textclip.RunesWithin(m.Kind, MaxField, "…")
 	}
 	t.ToolCallCount = max(t.ToolCallCount, len(t.ToolCalls))
 	if len(t.ToolCalls) > MaxToolCalls {
@@ -125,7 +125,7 @@ func (t *Turn) Bound() {
 	}
 	for i := range t.ToolCalls {
 		c := &t.ToolCalls[i]
-		c.Name, c.Args, c.Error = Clip(c.Name, MaxField), Clip(c.Args, MaxArgs), Clip(c.Error, MaxField)
+		c.Name, c.Args, c.Error = textclip.RunesWithin(c.Name, MaxField, "…"), textclip.RunesWithin(c.Args, MaxArgs, "…"), textclip.RunesWithin(c.Error, MaxField, "…")
 	}
 	if t.Wakes == nil {
 		t.Wakes = []string{}
@@ -136,22 +136,6 @@ func (t *Turn) Bound() {
 	if t.ToolCalls == nil {
 		t.ToolCalls = []ToolCall{}
 	}
-}
-
-// Clip cuts s to at most n runes, the last of them "…" when anything was
-// cut.
-func Clip(s string, n int) string {
-	if n <= 0 || utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	count := 0
-	for i := range s {
-		if count == n-1 {
-			return s[:i] + "…"
-		}
-		count++
-	}
-	return s
 }
 
 // ListKey is the store list holding an agent's turn summaries.

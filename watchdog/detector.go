@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // Call is one tool call: its tool name and arguments.
@@ -427,19 +428,5 @@ func describe(e entry) string {
 	if e.tool == "" && e.args == "" {
 		return "(unknown call)"
 	}
-	return clip(e.tool) + " " + clip(e.args)
-}
-
-// clip cuts s to at most maxArgsBytes bytes, on a rune boundary, ending in
-// "…" when cut.
-func clip(s string) string {
-	if len(s) <= maxArgsBytes {
-		return s
-	}
-	const ellipsis = "…"
-	i := maxArgsBytes - len(ellipsis)
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + ellipsis
+	return textclip.BytesWithin(e.tool, maxArgsBytes, "…") + " " + textclip.BytesWithin(e.args, maxArgsBytes, "…")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-worker/agent-worker/approval"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // approvalCmds are `approvals AGENT` (the pending approvals) and `approve
@@ -124,7 +125,7 @@ func writeApprovals(w io.Writer, pending []approval.Request, now time.Time) erro
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCALL\tTURN\tWAITING\tEXPIRES IN")
 	for _, r := range pending {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, clip(approval.Describe(r), 80), r.Turn,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, textclip.Runes(approval.Describe(r), 80, "…"), r.Turn,
 			shortDuration(now.Sub(r.Requested).Round(time.Second)), shortDuration(r.Expires.Sub(now).Round(time.Second)))
 	}
 	return tw.Flush()

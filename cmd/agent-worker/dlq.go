@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // dlqCmd is `dlq list AGENT` and `dlq replay AGENT SEQ`: the agent's kept
@@ -92,7 +93,7 @@ func writeDeadLetters(w io.Writer, l api.DeadLetterList, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tID\tREASON\tAGE\tBYTES\tBODY")
 	for _, d := range l.DeadLetters {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", d.Seq, dash(d.ID), d.Reason, shortDuration(now.Sub(d.At).Round(time.Second)), d.Bytes, clip(oneLine(d.Body), 60))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", d.Seq, dash(d.ID), d.Reason, shortDuration(now.Sub(d.At).Round(time.Second)), d.Bytes, textclip.Runes(oneLine(d.Body), 60, "…"))
 	}
 	return tw.Flush()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/mcptools"
 )
 
@@ -65,7 +66,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 					}
 					result = "ok: " + strings.Join(list, ", ")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n, clip(transport, 60), count, result)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n, textclip.Runes(transport, 60, "…"), count, result)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/models"
 )
 
@@ -55,7 +56,7 @@ func (c *cli) modelsCmd() *cobra.Command {
 				if row.err != nil {
 					failed++
 				}
-				result := "ok: " + clip(row.text, 60)
+				result := "ok: " + textclip.Runes(row.text, 60, "…")
 				if row.err != nil {
 					result = "error: " + row.err.Error()
 				}
@@ -117,12 +118,4 @@ func checkModel(ctx context.Context, name, provider string, timeout time.Duratio
 	}
 	row.latency = time.Since(start)
 	return row
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/money"
 )
 
@@ -103,7 +104,7 @@ func decisionLine(agent, reason string, d approvalDecision) string {
 	if reason != "" {
 		why = " (reason: " + oneLine(reason) + ")"
 	}
-	call := clip(approval.Describe(d.Request), 80)
+	call := textclip.Runes(approval.Describe(d.Request), 80, "…")
 	if d.Decision == driver.DecisionApproved {
 		return fmt.Sprintf("%s: approved %s, %s%s; it runs now and the agent is woken with its result", agent, d.Request.ID, call, why)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // timeline records what happened, from every side (the exporter, the
@@ -58,9 +60,5 @@ func (tl *timeline) String() string {
 
 // clip shortens s to n bytes for the timeline, on one line.
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return textclip.Bytes(strings.Join(strings.Fields(s), " "), n, "…")
 }

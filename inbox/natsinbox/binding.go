@@ -233,10 +233,3 @@ func (b *Binding) emit(agent, typ string, data map[string]any) {
 		b.opts.Events.Publish(events.Event{Time: b.opts.Clock.Now(), Agent: agent, Type: typ, Data: data})
 	}
 }
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
 
@@ -108,11 +109,11 @@ func (d DeadLetters) List(ctx context.Context, agent string, limit int) ([]DeadL
 func deadLetter(agent string, seq uint64, at time.Time, h nats.Header, data []byte) DeadLetter {
 	dl := DeadLetter{Seq: seq, Agent: agent, ID: h.Get(HeaderMessageID), Reason: h.Get(HeaderRejectReason), Detail: h.Get(HeaderRejectDetail),
 		Subject: h.Get(HeaderOriginalSubject), At: at, Bytes: len(data)}
-	body := data
+	body := string(data)
 	if len(body) > MaxDeadLetterBody {
-		body, dl.Truncated = body[:MaxDeadLetterBody], true
+		body, dl.Truncated = textclip.Bytes(body, MaxDeadLetterBody, ""), true
 	}
-	dl.Body = strings.ToValidUTF8(string(body), "\uFFFD")
+	dl.Body = strings.ToValidUTF8(body, "\uFFFD")
 	return dl
 }
 

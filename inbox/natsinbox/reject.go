@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
@@ -99,7 +100,7 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 		}
 	}
 	out.Header.Set(HeaderRejectReason, reason)
-	out.Header.Set(HeaderRejectDetail, clip(why.Error(), 500))
+	out.Header.Set(HeaderRejectDetail, textclip.Bytes(why.Error(), 500, "…"))
 	out.Header.Set(HeaderOriginalSubject, subject)
 	out.Header.Set(HeaderAgent, agent)
 	if id != "" {
@@ -143,7 +144,7 @@ func (b *Binding) reject(agent, id, subject string, data []byte, h nats.Header, 
 	if err != nil {
 		return err
 	}
-	b.opts.Log.Warn("message rejected to the dead-letter subject", "agent", agent, "id", id, "subject", subject, "reason", reason, "detail", clip(why.Error(), 200), "dlq", dlq)
+	b.opts.Log.Warn("message rejected to the dead-letter subject", "agent", agent, "id", id, "subject", subject, "reason", reason, "detail", textclip.Bytes(why.Error(), 200, "…"), "dlq", dlq)
 	b.emit(agent, events.MessageRejected, map[string]any{"id": id, "reason": reason, "subject": subject, "dlq": dlq})
 	return nil
 }

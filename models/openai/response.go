@@ -8,6 +8,7 @@ import (
 	"google.golang.org/adk/model"
 	"google.golang.org/genai"
 
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/models/internal/wire"
 )
 
@@ -51,7 +52,7 @@ func llmResponse(c *oai.ChatCompletion) (*model.LLMResponse, error) {
 		args := map[string]any{}
 		if raw := tc.Function.Arguments; raw != "" {
 			if err := json.Unmarshal([]byte(raw), &args); err != nil {
-				return nil, fmt.Errorf("tool_calls[%d] %q: arguments are not a JSON object: %w (arguments: %s)", i, tc.Function.Name, err, wire.Clip(raw, 200))
+				return nil, fmt.Errorf("tool_calls[%d] %q: arguments are not a JSON object: %w (arguments: %s)", i, tc.Function.Name, err, textclip.Bytes(raw, 200, "…"))
 			}
 			if args == nil { // "null"
 				args = map[string]any{}

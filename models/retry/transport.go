@@ -9,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // maxErrorBody is how much of an error response's body a Response keeps.
@@ -73,19 +74,7 @@ func errorMessage(body []byte) (typ, msg string) {
 			return "", v.Message
 		}
 	}
-	return "", clip(string(body), 300)
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return "", textclip.Bytes(strings.Join(strings.Fields(string(body)), " "), 300, "…")
 }
 
 // Transport wraps base (http.DefaultTransport when nil) so that requests

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // The demo behaviour. It never runs out and never fails: every request gets
@@ -143,10 +144,7 @@ func isDetail(t string) bool {
 }
 
 func quote(s string) string {
-	if utf8.RuneCountInString(s) > demoQuoteRunes {
-		s = string([]rune(s)[:demoQuoteRunes]) + "…"
-	}
-	return `"` + s + `"`
+	return `"` + textclip.Runes(s, demoQuoteRunes, "…") + `"`
 }
 
 func sleepingText(fr *genai.FunctionResponse) string {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // Memory folds. A request whose system instruction begins with
@@ -178,8 +179,5 @@ func condense(notes []string, budget int) string {
 		dropped++
 		text = render()
 	}
-	if utf8.RuneCountInString(text) > budget {
-		text = string([]rune(text)[:budget])
-	}
-	return text
+	return textclip.Runes(text, budget, "")
 }

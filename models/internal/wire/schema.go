@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"google.golang.org/genai"
+
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // Parameters returns the JSON schema of d's parameters as a JSON
@@ -26,7 +28,7 @@ func Parameters(d *genai.FunctionDeclaration) (map[string]any, error) {
 		}
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-			return nil, fmt.Errorf("tool %q: parameters schema is not a JSON object: %s", d.Name, Clip(string(raw), 80))
+			return nil, fmt.Errorf("tool %q: parameters schema is not a JSON object: %s", d.Name, textclip.Bytes(string(raw), 80, "…"))
 		}
 		return m, nil
 	case d.Parameters != nil:
@@ -99,14 +101,6 @@ func genaiSchema(s *genai.Schema) map[string]any {
 		m["anyOf"] = anyOf
 	}
 	return m
-}
-
-// Clip shortens s to at most n bytes for error messages, marking the cut.
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Function is one function tool of a request, with its parameters'

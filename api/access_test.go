@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // Tokens of the access tests, beyond the world's read and operate ones.
@@ -71,7 +72,7 @@ func TestIngestTokenMayOnlyQueue(t *testing.T) {
 	}
 	// The refused reads are logged (after the answer: wait), without the
 	// token's value.
-	waitFor(t, "a refused read in the log", func() bool {
+	wait.For(t, "a refused read in the log", func() bool {
 		for _, line := range strings.Split(w.logs.String(), "\n") {
 			if strings.Contains(line, `msg="api read refused" method=GET path=/v1/agents/alpha `) && strings.Contains(line, " token=am ") {
 				return true

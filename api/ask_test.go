@@ -15,6 +15,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // delta runs on the priced model ($1 a call) with a session ceiling a
@@ -68,7 +69,7 @@ func TestAskIsAnsweredChargedAndNotRecorded(t *testing.T) {
 	if e := w.waitEvent("delta", events.Asked); e.Data["by"] != "ops" || e.Data["outcome"] != driver.AskAnswered {
 		t.Fatalf("asked event %v", e.Data)
 	}
-	waitFor(t, "the ask's write log line", func() bool {
+	wait.For(t, "the ask's write log line", func() bool {
 		return strings.Contains(w.logs.String(), "action=ask agent=delta token=ops status=200")
 	})
 
@@ -83,7 +84,7 @@ func TestAskIsAnsweredChargedAndNotRecorded(t *testing.T) {
 func TestAskRefusedAtACeilingAndWhenHalted(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, api.Options{}, delta())
-	waitFor(t, "delta's state restored", func() bool {
+	wait.For(t, "delta's state restored", func() bool {
 		return w.post("/v1/agents/delta/ask", `{"question": "are you there?"}`).status == http.StatusOK
 	})
 	var refusal struct {
@@ -105,7 +106,7 @@ func TestAskRefusedAtACeilingAndWhenHalted(t *testing.T) {
 	}
 
 	w.guard.Charge("delta", 0.01) // over the ceiling: halted
-	waitFor(t, "delta halted", func() bool { return w.agent("delta").State() == driver.Halted })
+	wait.For(t, "delta halted", func() bool { return w.agent("delta").State() == driver.Halted })
 	r = w.post("/v1/agents/delta/ask", `{"question": "why are you halted?"}`)
 	w.wantStatus(r, http.StatusConflict)
 	decode(t, r.body, &refusal)
@@ -130,7 +131,7 @@ func TestAskTimesOutWith504(t *testing.T) {
 	w.ts = httptest.NewServer(srv.Handler())
 	t.Cleanup(w.ts.Close)
 	var r reply
-	waitFor(t, "an ask past the agent's restore", func() bool {
+	wait.For(t, "an ask past the agent's restore", func() bool {
 		r = w.post("/v1/agents/slow/ask", `{"question": "are you there?"}`)
 		return r.status != http.StatusServiceUnavailable
 	})

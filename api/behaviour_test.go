@@ -14,6 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
 
@@ -157,7 +158,7 @@ func TestGuardrailResetRefusedWithTheNumbers(t *testing.T) {
 	if e := w.waitEvent("beta", guard.EventTripped); e.Data["guardrail"] != guard.Session {
 		t.Fatalf("tripped %v", e.Data)
 	}
-	waitFor(t, "beta halted", func() bool { return w.agent("beta").State() == driver.Halted })
+	wait.For(t, "beta halted", func() bool { return w.agent("beta").State() == driver.Halted })
 
 	v := w.get("/v1/agents/beta").json(t)
 	g, _ := v["guardrails"].(map[string]any)
@@ -194,7 +195,7 @@ func TestGuardrailResetRefusedWithTheNumbers(t *testing.T) {
 	if m := r.json(t); m["cleared"] != true || m["ceiling_usd"] != 3.0 || m["spent_usd"] != 1.0 {
 		t.Fatalf("reset %s", r.body)
 	}
-	waitFor(t, "beta reopened", func() bool { return w.agent("beta").State() == driver.Sleeping })
+	wait.For(t, "beta reopened", func() bool { return w.agent("beta").State() == driver.Sleeping })
 }
 
 func TestOperatorVerbs(t *testing.T) {
@@ -364,7 +365,7 @@ func TestServeAndShutdown(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.ListenAndServe() }()
-	waitFor(t, "listening", func() bool { return s.Addr() != "" })
+	wait.For(t, "listening", func() bool { return s.Addr() != "" })
 	resp, err := http.Get("http://" + s.Addr() + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -407,7 +408,7 @@ func TestAgentViewShowsAFailedTurnsRetry(t *testing.T) {
 	w.wantStatus(w.post("/v1/agents/alpha/messages", `{"text": "hello"}`), http.StatusAccepted)
 	w.waitEvent("alpha", "turn-failed")
 	var v api.AgentView
-	waitFor(t, "the retry in the view", func() bool {
+	wait.For(t, "the retry in the view", func() bool {
 		decode(t, w.get("/v1/agents/alpha").body, &v)
 		return v.NextWakeCause == "retry"
 	})

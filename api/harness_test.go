@@ -24,6 +24,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
@@ -291,17 +292,6 @@ func (w *world) waitEvent(agent, typ string) events.Event {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(time.Millisecond)
-	}
-}
-
 // frame is one Server-Sent Events frame: an event, or a comment.
 type frame struct {
 	id, event, data string
@@ -410,7 +400,7 @@ func decode(t *testing.T, data []byte, v any) {
 func (w *world) waitTurnDone(agent string) {
 	w.t.Helper()
 	a := w.agent(agent)
-	waitFor(w.t, agent+"'s turn recorded", func() bool {
+	wait.For(w.t, agent+"'s turn recorded", func() bool {
 		st := a.Status()
 		return st.State != driver.Running && st.LastTurn != nil && st.LastTurn.N == st.Turns
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // TestStatusPageLoginInChromium logs in through the form in real headless
@@ -66,14 +67,14 @@ func TestStatusPageLoginInChromium(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr[data-agent="alpha"] button[data-verb="pause"]`))); err != nil {
 		t.Fatalf("click pause: %v", err)
 	}
-	waitFor(t, "alpha paused by the page", func() bool { return w.agent("alpha").Status().Paused })
+	wait.For(t, "alpha paused by the page", func() bool { return w.agent("alpha").Status().Paused })
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`tr[data-agent="alpha"][data-state="paused"] button[data-verb="resume"]`))); err != nil {
 		t.Fatalf("the page does not show alpha paused: %v", err)
 	}
 	if w.agent("alps").Status().Paused || w.agent("beta").Status().Paused {
 		t.Fatal("a click on alpha's pause paused another agent")
 	}
-	waitFor(t, "the write log naming the session's token", func() bool {
+	wait.For(t, "the write log naming the session's token", func() bool {
 		return strings.Contains(w.logs.String(), `msg="api write" action=pause agent=alpha token=alpha-ops status=200`)
 	})
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // visit is one browser-like request: a cookie, extra headers, and a
@@ -136,8 +137,8 @@ func TestLoginSetsSessionCookie(t *testing.T) {
 	if !strings.Contains(page, "signed in as ops (operate)") || !strings.Contains(page, `action="logout"`) || csrf == "" {
 		t.Fatalf("page of the session lacks who is signed in, the logout or the CSRF token:\n%s", page)
 	}
-	waitFor(t, "the login in the log", func() bool { return strings.Contains(w.logs.String(), `msg="api login" token=ops role=operate`) })
-	waitFor(t, "the login counted", func() bool {
+	wait.For(t, "the login in the log", func() bool { return strings.Contains(w.logs.String(), `msg="api login" token=ops role=operate`) })
+	wait.For(t, "the login counted", func() bool {
 		requests, _ := obs.take()
 		return slices.Contains(requests, "POST /login 303")
 	})
@@ -207,7 +208,7 @@ func TestLoginFormAndRefusals(t *testing.T) {
 		t.Fatal("a cross-origin login set a cookie")
 	}
 
-	waitFor(t, "the refusals counted", func() bool {
+	wait.For(t, "the refusals counted", func() bool {
 		requests, _ := obs.take()
 		return slices.Contains(requests, "POST /login 401") && slices.Contains(requests, "POST /login 403") && slices.Contains(requests, "GET /{$} 401")
 	})
@@ -267,7 +268,7 @@ func TestSessionRefusedWhenNotGenuine(t *testing.T) {
 	if line, _ := sessionCookie(t, r); !strings.Contains(line, "Max-Age=0") {
 		t.Fatalf("a refused session's cookie is not cleared: %q", line)
 	}
-	waitFor(t, "a refused session in the log", func() bool {
+	wait.For(t, "a refused session in the log", func() bool {
 		return strings.Contains(w.logs.String(), `msg="api request with an invalid session" method=GET path=/v1/agents`)
 	})
 
@@ -337,7 +338,7 @@ func TestSessionHonoursRoleAndScope(t *testing.T) {
 	if st := w.agent("beta").State(); st == "paused" {
 		t.Fatal("a session scoped to al* paused beta")
 	}
-	waitFor(t, "the write log naming the session's token", func() bool {
+	wait.For(t, "the write log naming the session's token", func() bool {
 		return strings.Contains(w.logs.String(), `msg="api write" action=pause agent=alpha token=alpha-ops status=200`)
 	})
 
@@ -381,7 +382,7 @@ func TestSessionWritesNeedCSRF(t *testing.T) {
 	if w.agent("alpha").Status().Paused {
 		t.Fatal("a forged request paused alpha")
 	}
-	waitFor(t, "the refusal in the log", func() bool {
+	wait.For(t, "the refusal in the log", func() bool {
 		return strings.Contains(w.logs.String(), `msg="api session write refused" method=POST path=/v1/agents/alpha/pause token=ops`)
 	})
 
@@ -414,7 +415,7 @@ func TestLogoutClearsCookie(t *testing.T) {
 	if c.Value != "" || !strings.Contains(line, "Max-Age=0") || !strings.Contains(line, "HttpOnly") || !strings.Contains(line, "Path=/") {
 		t.Fatalf("logout's Set-Cookie %q does not clear the cookie", line)
 	}
-	waitFor(t, "the logout in the log", func() bool { return strings.Contains(w.logs.String(), `msg="api logout" token=ops`) })
+	wait.For(t, "the logout in the log", func() bool { return strings.Contains(w.logs.String(), `msg="api logout" token=ops`) })
 	// The browser, having dropped the cookie, gets the form.
 	w.wantStatus(w.browse(visit{method: http.MethodGet, path: "/", header: html}), http.StatusUnauthorized)
 }

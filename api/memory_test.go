@@ -11,6 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
 
@@ -19,17 +20,6 @@ import (
 func keeper() agentDef {
 	return agentDef{name: "keeper", model: "fake-1", script: []config.ScriptStep{scripted.Text("noted", 100, 10)},
 		memory: driver.MemorySpec{Enabled: true, MaxTokens: 500}}
-}
-
-func (w *world) waitFor(what string, cond func() bool) {
-	w.t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			w.t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(2 * time.Millisecond)
-	}
 }
 
 func (w *world) del(path, body string) reply {
@@ -48,7 +38,7 @@ func TestMemoryRoutes(t *testing.T) {
 	w := newWorld(t, api.Options{}, alpha(), keeper())
 	k := w.agent("keeper")
 	k.Send(inbox.Message{Kind: inbox.Wake, Text: "the database failover is scheduled for sunday", Source: "test"})
-	w.waitFor("the first turn", func() bool { return k.Status().Turns == 1 && k.State() == driver.Sleeping })
+	wait.For(w.t, "the first turn", func() bool { return k.Status().Turns == 1 && k.State() == driver.Sleeping })
 
 	r := w.get("/v1/agents/keeper/memory")
 	w.wantStatus(r, http.StatusOK)
@@ -64,7 +54,7 @@ func TestMemoryRoutes(t *testing.T) {
 	}
 	r = w.post("/v1/agents/keeper/memory/compact", `{"reason": "shrink the context"}`)
 	w.wantStatus(r, http.StatusAccepted)
-	w.waitFor("the forced fold", func() bool {
+	wait.For(w.t, "the forced fold", func() bool {
 		m := w.get("/v1/agents/keeper/memory").json(t)
 		return m["turns_folded"] == float64(1)
 	})

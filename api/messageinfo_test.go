@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -47,7 +48,7 @@ func TestMessageLookupQueuedThenHandled(t *testing.T) {
 	w.wantStatus(w.post("/v1/agents/alpha/resume", ""), http.StatusOK)
 	w.waitTurnDone("alpha")
 	for _, id := range []string{"m-1", generated} {
-		waitFor(t, id+" handled by a recorded turn", func() bool {
+		wait.For(t, id+" handled by a recorded turn", func() bool {
 			_, info = w.lookup(id)
 			return info.Status == api.MessageHandled && info.Turn != nil && info.Turn.Recorded
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
 
@@ -22,7 +23,7 @@ func TestStatusPageHTML(t *testing.T) {
 	a.script = []config.ScriptStep{scripted.Text(`<script>alert("x")</script> all quiet`, 1200, 80)}
 	w := newWorld(t, api.Options{}, a, beta())
 	w.wantStatus(w.post("/v1/agents/beta/messages", `{"text": "spend a dollar"}`), http.StatusAccepted)
-	waitFor(t, "beta halted", func() bool { return w.agent("beta").State() == driver.Halted })
+	wait.For(t, "beta halted", func() bool { return w.agent("beta").State() == driver.Halted })
 	w.wantStatus(w.post("/v1/agents/alpha/messages", `{"text": "hello"}`), http.StatusAccepted)
 	w.waitEvent("alpha", "turn-completed")
 	w.waitTurnDone("alpha")

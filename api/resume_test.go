@@ -5,6 +5,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // TestResumeOfAnAgentNotPausedIsAConflict: POST /v1/agents/{name}/resume
@@ -36,5 +37,5 @@ func TestResumeOfAnAgentNotPausedIsAConflict(t *testing.T) {
 	if m := r.json(t); m["ok"] != true {
 		t.Fatalf("resume of a paused agent: %s", r.body)
 	}
-	waitFor(t, "the resumed turn", func() bool { return alpha.Status().Turns == 2 })
+	wait.For(t, "the resumed turn", func() bool { return alpha.Status().Turns == 2 })
 }

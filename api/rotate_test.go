@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/api"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // TestSetTokensRotates swaps the token set on a running server: the old
@@ -106,7 +107,7 @@ func TestSetTokensKeepsTheNoTokenRule(t *testing.T) {
 		_ = s.Shutdown(context.Background())
 		<-served
 	})
-	waitFor(t, "serving", func() bool { return s.Addr() != "" })
+	wait.For(t, "serving", func() bool { return s.Addr() != "" })
 	if err := s.SetTokens([]api.Token{}); !errors.Is(err, api.ErrNoToken) {
 		t.Fatalf("SetTokens(empty) while serving on %s: %v", s.Addr(), err)
 	}

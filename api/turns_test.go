@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/api"
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // gamma runs on the priced model without a ceiling: each model call
@@ -45,7 +46,7 @@ func TestTurnsAPI(t *testing.T) {
 	w.wantStatus(w.post("/v1/agents/gamma/messages", `{"text": "rotate the certificates", "id": "job-1"}`), http.StatusAccepted)
 	w.waitTurnDone("gamma")
 	var l api.TurnList
-	waitFor(t, "turn 1 listed", func() bool { _, l = w.turns(""); return len(l.Turns) == 1 })
+	wait.For(t, "turn 1 listed", func() bool { _, l = w.turns(""); return len(l.Turns) == 1 })
 	tr := l.Turns[0]
 	if tr.N != 1 || tr.Outcome != "completed" || tr.Text != "certificates rotated" || math.Abs(tr.CostUSD-2) > 1e-9 ||
 		tr.TokensIn != 200_000 || tr.TokensOut != 12 || tr.ModelCalls != 2 || tr.DurationSeconds < 0 || tr.Started.IsZero() {
@@ -63,9 +64,9 @@ func TestTurnsAPI(t *testing.T) {
 
 	for n := 2; n <= 12; n++ {
 		w.wantStatus(w.post("/v1/agents/gamma/wake", fmt.Sprintf(`{"message": "round %d"}`, n)), http.StatusOK)
-		waitFor(t, fmt.Sprintf("turn %d", n), func() bool { st := w.agent("gamma").Status(); return st.LastTurn != nil && st.LastTurn.N == uint64(n) })
+		wait.For(t, fmt.Sprintf("turn %d", n), func() bool { st := w.agent("gamma").Status(); return st.LastTurn != nil && st.LastTurn.N == uint64(n) })
 	}
-	waitFor(t, "12 turns recorded", func() bool { _, l = w.turns("?limit=64"); return len(l.Turns) == 12 })
+	wait.For(t, "12 turns recorded", func() bool { _, l = w.turns("?limit=64"); return len(l.Turns) == 12 })
 	if _, l := w.turns(""); len(l.Turns) != api.DefaultTurnsLimit || l.Turns[0].N != 12 || l.Turns[9].N != 3 {
 		t.Fatalf("default limit: %d turns, newest %d", len(l.Turns), l.Turns[0].N)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // An ask sent to a replica that does not own the agent is answered by the
@@ -26,7 +27,7 @@ func TestAskIsAnsweredByTheOwner(t *testing.T) {
 	ctx := t.Context()
 	alpha := a.agent(t, "alpha")
 	alpha.Send(inbox.Message{Kind: inbox.Wake, Text: "db-1 disk at 95%", Source: "test"})
-	waitFor(t, "the owner's first turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
+	wait.For(t, "the owner's first turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
 
 	r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbAsk, Question: "why did you page me?", By: "ops"})
 	var ans control.AskAnswer
@@ -45,7 +46,7 @@ func TestAskIsAnsweredByTheOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.guard.Charge("beta", 2.5) // over the $1 session ceiling: halted
-	waitFor(t, "the owner's agent halted", func() bool { return a.agent(t, "beta").State() == driver.Halted })
+	wait.For(t, "the owner's agent halted", func() bool { return a.agent(t, "beta").State() == driver.Halted })
 	r, err = b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbAsk, Question: "why are you halted?", By: "ops"})
 	var refusal struct {
 		Error     string  `json:"error"`

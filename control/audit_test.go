@@ -9,6 +9,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // nextEvent returns the next event of type typ on sub.
@@ -98,7 +99,7 @@ func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
 	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbResume, By: "bob", Message: "carry on"}); err != nil || !r.OK || r.Dropped != nil {
 		t.Fatalf("resume via b: %+v, %v", r, err)
 	}
-	waitFor(t, "the resumed turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
+	wait.For(t, "the resumed turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
 	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbWake, By: "carol", Reason: "check now"}); err != nil || !r.OK {
 		t.Fatalf("wake via b: %+v, %v", r, err)
 	}

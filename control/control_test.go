@@ -18,6 +18,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
@@ -193,17 +194,6 @@ func (r *replica) agent(t *testing.T, name string) *driver.Agent {
 	return a
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(2 * time.Millisecond)
-	}
-}
-
 // request sends a raw control request as any NATS client would.
 func request(t *testing.T, nc *nats.Conn, agent string, req control.Request, timeout time.Duration) (control.Reply, error) {
 	t.Helper()
@@ -295,7 +285,7 @@ func TestDoCarriesVerbsToTheOwner(t *testing.T) {
 	if err != nil || !r.OK || r.Owner != "replica-a" {
 		t.Fatalf("resume via b: %+v, %v", r, err)
 	}
-	waitFor(t, "one turn on the owner", func() bool { return a.models["alpha"].Calls() == 1 })
+	wait.For(t, "one turn on the owner", func() bool { return a.models["alpha"].Calls() == 1 })
 	if n := b.models["alpha"].Calls(); n != 0 {
 		t.Fatalf("the non-owner ran %d model calls", n)
 	}
@@ -328,7 +318,7 @@ func TestResetRunsAgainstTheOwnersLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.guard.Charge("beta", 2.5) // over the $1 session ceiling: tripped
-	waitFor(t, "the owner's agent halted", func() bool { return a.agent(t, "beta").State() == driver.Halted })
+	wait.For(t, "the owner's agent halted", func() bool { return a.agent(t, "beta").State() == driver.Halted })
 
 	// Resume and wake cannot run a turn behind the halt: they say so, and
 	// how to lift it, instead of answering ok.
@@ -360,7 +350,7 @@ func TestResetRunsAgainstTheOwnersLedger(t *testing.T) {
 	if err != nil || !r.OK || json.Unmarshal(r.Result, &res) != nil || !res.Cleared || res.SpentUSD != 2.5 || res.CeilingUSD != 6 {
 		t.Fatalf("reset with budget: %s %+v, %v", r.Result, r, err)
 	}
-	waitFor(t, "the owner's agent reopened", func() bool { return a.agent(t, "beta").State() != driver.Halted })
+	wait.For(t, "the owner's agent reopened", func() bool { return a.agent(t, "beta").State() != driver.Halted })
 	r, err = b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbReset})
 	if err != nil || r.Status() != http.StatusBadRequest {
 		t.Fatalf("reset without a guardrail: %+v, %v", r, err)
@@ -382,7 +372,7 @@ func TestRunScheduleFiresOnTheOwner(t *testing.T) {
 	if err != nil || r.Status() != http.StatusAccepted || json.Unmarshal(r.Result, &run) != nil || !run.Queued || run.Schedule != "nightly" || run.NextFire == nil {
 		t.Fatalf("run: %s %+v, %v", r.Result, r, err)
 	}
-	waitFor(t, "the schedule's turn on the owner", func() bool { return a.models["alpha"].Calls() == 1 })
+	wait.For(t, "the schedule's turn on the owner", func() bool { return a.models["alpha"].Calls() == 1 })
 	if n := b.models["alpha"].Calls(); n != 0 {
 		t.Fatalf("the non-owner ran the schedule: %d model calls", n)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
@@ -61,9 +62,9 @@ func TestMemoryVerbsActOnTheOwner(t *testing.T) {
 	cleared := bus.Subscribe(16, func(e events.Event) bool { return e.Type == events.MemoryCleared })
 
 	owner.Send(inbox.Message{Kind: inbox.Wake, Text: "the vault token rotates at noon", Source: "test"})
-	waitFor(t, "the first turn", func() bool { return owner.Status().Turns == 1 && owner.State() == driver.Sleeping })
+	wait.For(t, "the first turn", func() bool { return owner.Status().Turns == 1 && owner.State() == driver.Sleeping })
 	owner.Send(inbox.Message{Kind: inbox.Wake, Text: "second", Source: "test"})
-	waitFor(t, "a fold on the owner", func() bool {
+	wait.For(t, "a fold on the owner", func() bool {
 		v, _ := owner.Memory(context.Background())
 		return strings.Contains(v.Text, "the vault token rotates at noon")
 	})
@@ -95,7 +96,7 @@ func TestMemoryVerbsActOnTheOwner(t *testing.T) {
 	}
 	// A fold still running at the clear is folded again into the empty
 	// memory (driver.Agent.ClearMemory): let the queued one end first.
-	waitFor(t, "the queued fold on the owner", func() bool {
+	wait.For(t, "the queued fold on the owner", func() bool {
 		v, err := owner.Memory(context.Background())
 		return err == nil && !v.Folding && !v.Queued && v.Unfolded == 0
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // TestResumeOfAnAgentNotPausedIsAConflict: on the control subject, resume
@@ -22,7 +23,7 @@ func TestResumeOfAnAgentNotPausedIsAConflict(t *testing.T) {
 	if r, err := request(t, nc, "alpha", control.Request{Verb: control.VerbWake, Message: "check the queue"}, deadline); err != nil || !r.OK {
 		t.Fatalf("wake: %+v, %v", r, err)
 	}
-	waitFor(t, "the woken turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
+	wait.For(t, "the woken turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
 
 	r, err := request(t, nc, "alpha", control.Request{Verb: control.VerbResume, Message: "carry on"}, deadline)
 	if err != nil {
@@ -43,5 +44,5 @@ func TestResumeOfAnAgentNotPausedIsAConflict(t *testing.T) {
 	if err != nil || !r.OK || r.Status() != http.StatusOK {
 		t.Fatalf("resume of a paused agent: %+v, %v", r, err)
 	}
-	waitFor(t, "the resumed turn", func() bool { return alpha.Status().Turns == 2 && alpha.State() == driver.Sleeping })
+	wait.For(t, "the resumed turn", func() bool { return alpha.Status().Turns == 2 && alpha.State() == driver.Sleeping })
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // historyRecords counts the turn records the store holds for the agent.
@@ -53,7 +54,7 @@ func (h *harness) contentsText(n int) string {
 // before is refused (ErrNotOwner).
 func (h *harness) waitRestored() {
 	h.t.Helper()
-	waitFor(h.t, "the agent's state restored", func() bool {
+	wait.For(h.t, "the agent's state restored", func() bool {
 		h.a.mu.Lock()
 		defer h.a.mu.Unlock()
 		return h.a.gate.restored

@@ -11,6 +11,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
@@ -25,7 +26,7 @@ func TestPauseRecordKeepsWhoWhyAndSince(t *testing.T) {
 	c := clock.NewFake(epoch)
 	st := memstore.New(c)
 	a, sub := restart(t, st, c)
-	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
+	wait.For(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
 	if !a.PauseAs(hook.Audit{By: "alice", Reason: "db migration"}) {
 		t.Fatal("PauseAs of a running agent reported no change")
 	}
@@ -59,7 +60,7 @@ func TestPauseRecordKeepsWhoWhyAndSince(t *testing.T) {
 
 	c.Advance(time.Hour)
 	b, _ := restart(t, st, c)
-	waitFor(t, "restored pause", func() bool { return b.State() == Paused })
+	wait.For(t, "restored pause", func() bool { return b.State() == Paused })
 	if p, ok := b.PauseInfo(); !ok || !p.Since.Equal(epoch) || p.By != "alice" || p.Reason != "db migration" {
 		t.Fatalf("restored pause info %+v, %v", p, ok)
 	}
@@ -94,7 +95,7 @@ func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 		m.ID = []string{"m-1", "m-2", "m-3"}[i]
 		log.add(h.a, m)
 	}
-	waitFor(t, "three read from the log", func() bool { w, d := h.a.inbox.Len(); return w+d == 3 })
+	wait.For(t, "three read from the log", func() bool { w, d := h.a.inbox.Len(); return w+d == 3 })
 	h.clock.Advance(90 * time.Second)
 	q := h.a.Queued()
 	if len(q) != 3 {

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/store"
@@ -62,7 +63,7 @@ func TestOnlyTheOwnerWritesThePause(t *testing.T) {
 	ctx := context.Background()
 	owner := replicaOn(t, st, c, true, nil)
 	owner.SetOwned(true)
-	waitFor(t, "the owner restored", func() bool { return !owner.needsRestore() })
+	wait.For(t, "the owner restored", func() bool { return !owner.needsRestore() })
 	owner.Pause()
 	before, err := st.Get(ctx, "agent.tester.paused")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/scheduler"
@@ -51,7 +52,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 	ctx := context.Background()
 	owner := switchReplica(t, st, c, true, nil)
 	owner.SetOwned(true)
-	waitFor(t, "the owner restored", func() bool { return !owner.needsRestore() })
+	wait.For(t, "the owner restored", func() bool { return !owner.needsRestore() })
 	v, err := owner.SwitchModel(hook.Audit{By: "ops", Reason: "incident"}, "backup", "")
 	if err != nil || v.Active != "backup" || v.ActiveName != "backup-1" || !v.Switched || v.By != "ops" || v.Configured != "main" {
 		t.Fatalf("SwitchModel = %+v, %v", v, err)
@@ -65,7 +66,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 	unleased := switchReplica(t, st, c, false, ownsNothing{})
 	// The unleased replica restores what the store holds (the owner's
 	// switch): the refusal must leave its view as the restore made it.
-	waitFor(t, "the unleased replica restored", func() bool { return !unleased.needsRestore() })
+	wait.For(t, "the unleased replica restored", func() bool { return !unleased.needsRestore() })
 	for name, a := range map[string]*Agent{"standby": standby, "unleased": unleased} {
 		was, _ := a.ModelView()
 		if _, err := a.SwitchModel(hook.Audit{By: "ops"}, "", ""); !errors.Is(err, ErrNotOwner) {
@@ -80,7 +81,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 	}
 
 	standby.SetOwned(true)
-	waitFor(t, "the new owner restored the switch", func() bool {
+	wait.For(t, "the new owner restored the switch", func() bool {
 		ch, ok := standby.ModelChoice()
 		return ok && ch.Model == "backup" && ch.By == "ops" && ch.Reason == "incident"
 	})
@@ -92,7 +93,7 @@ func TestOnlyTheOwnerSwitchesTheModel(t *testing.T) {
 	}
 	third := switchReplica(t, st, c, true, nil)
 	third.SetOwned(true)
-	waitFor(t, "the third owner restored", func() bool { return !third.needsRestore() })
+	wait.For(t, "the third owner restored", func() bool { return !third.needsRestore() })
 	if ch, ok := third.ModelChoice(); ok {
 		t.Errorf("the third owner runs on %+v, want the configured model", ch)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
@@ -24,17 +25,6 @@ func restart(t *testing.T, st store.Store, c *clock.Fake) (*Agent, *events.Subsc
 	return restartWith(t, st, c, nil)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(time.Millisecond)
-	}
-}
-
 func TestPauseSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(epoch)
@@ -42,7 +32,7 @@ func TestPauseSurvivesRestart(t *testing.T) {
 	a, _ := restart(t, st, c)
 	a.Pause()
 	b, sub := restart(t, st, c)
-	waitFor(t, "restored pause", func() bool { return b.State() == Paused })
+	wait.For(t, "restored pause", func() bool { return b.State() == Paused })
 	b.Send(wakeMsg("while paused"))
 	if err := b.Resume(""); err != nil {
 		t.Fatal(err)
@@ -53,7 +43,7 @@ func TestPauseSurvivesRestart(t *testing.T) {
 		}
 	}
 	c2, _ := restart(t, st, c)
-	waitFor(t, "restore", func() bool { c2.mu.Lock(); defer c2.mu.Unlock(); return c2.gate.restored })
+	wait.For(t, "restore", func() bool { c2.mu.Lock(); defer c2.mu.Unlock(); return c2.gate.restored })
 	if c2.State() != Sleeping {
 		t.Fatalf("resume did not clear the persisted pause: %s", c2.State())
 	}
@@ -67,7 +57,7 @@ func TestRequestedWakeSurvivesRestart(t *testing.T) {
 	h.waitIdle()
 	b, sub := restart(t, h.d.deps.Store, h.clock)
 	want := epoch.Add(10 * time.Minute)
-	waitFor(t, "restored wake", func() bool { s := b.Status(); return s.NextWake != nil && s.NextWake.Equal(want) })
+	wait.For(t, "restored wake", func() bool { s := b.Status(); return s.NextWake != nil && s.NextWake.Equal(want) })
 	h.d.Shutdown(context.Background()) // the old worker is gone
 	h.clock.Advance(10 * time.Minute)
 	for e := range sub.C {
@@ -112,7 +102,7 @@ func TestFailedRestoreIsRetriedAndGatesTurns(t *testing.T) {
 	c.Advance(time.Second)
 	waitArmed(t, armed) // the second failure armed its retry, twice as late
 	c.Advance(2 * time.Second)
-	waitFor(t, "restore after retries", func() bool { return a.State() == Paused })
+	wait.For(t, "restore after retries", func() bool { return a.State() == Paused })
 }
 
 func waitArmed(t *testing.T, armed <-chan struct{}) {
@@ -231,7 +221,7 @@ func TestNothingIsReadBeforeTheCursorsAreRestored(t *testing.T) {
 	c.Advance(time.Second)
 	waitArmed(t, armed) // the second, twice as late
 	c.Advance(2 * time.Second)
-	waitFor(t, "restored and read", func() bool { return log.readCount() > reads })
+	wait.For(t, "restored and read", func() bool { return log.readCount() > reads })
 	if s := b.Status(); s.InboxPending != 0 || s.Turns != 1 {
 		t.Fatalf("after restore: %+v", s)
 	}
@@ -291,10 +281,10 @@ func TestAgentsRestoreAFewAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Shutdown(context.Background()) })
-	waitFor(t, "a lane's worth of restores under way", func() bool { return st.waiting.Load() == restoreLanes })
+	wait.For(t, "a lane's worth of restores under way", func() bool { return st.waiting.Load() == restoreLanes })
 	close(st.open)
 	for _, a := range d.Agents() {
-		waitFor(t, a.spec.Name+" restored", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
+		wait.For(t, a.spec.Name+" restored", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
 	}
 	if most := st.most.Load(); most > restoreLanes {
 		t.Fatalf("%d agents restored at once; want at most %d", most, restoreLanes)
@@ -324,18 +314,18 @@ func TestAPauseWrittenDuringAStoreOutageIsStoredOnceItIsBack(t *testing.T) {
 	mem := memstore.New(c)
 	st := &putsDown{Store: mem}
 	a, _ := restart(t, st, c)
-	waitFor(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
+	wait.For(t, "restore", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.gate.restored })
 	st.down.Store(true)
 	a.Pause()
 	if _, err := mem.Get(context.Background(), a.key("paused")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the pause is stored while the store is down: %v", err)
 	}
 	st.down.Store(false)
-	waitFor(t, "the pause written again", func() bool {
+	wait.For(t, "the pause written again", func() bool {
 		c.Advance(time.Second)
 		_, err := mem.Get(context.Background(), a.key("paused"))
 		return err == nil
 	})
 	b, _ := restart(t, mem, c)
-	waitFor(t, "restored pause", func() bool { return b.State() == Paused })
+	wait.For(t, "restored pause", func() bool { return b.State() == Paused })
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
 
@@ -46,7 +47,7 @@ func TestReplaceAtTheNextTurn(t *testing.T) {
 	spec := Spec{Name: "tester", Instruction: "You are the new agent.", Model: m, HistoryTurns: 20}
 	replaced := make(chan error, 1)
 	go func() { replaced <- h.d.Replace(context.Background(), spec, Handover{}) }()
-	waitFor(t, "the gate to close for the swap", func() bool { return h.a.Gate() == "standby" })
+	wait.For(t, "the gate to close for the swap", func() bool { return h.a.Gate() == "standby" })
 	select {
 	case err := <-replaced:
 		t.Fatalf("Replace returned while the turn ran: %v", err)
@@ -110,7 +111,7 @@ func TestRemoveWaitsForTheTurn(t *testing.T) {
 	h.waitCall()
 	removed := make(chan error, 1)
 	go func() { removed <- h.d.Remove(context.Background(), "tester", nil) }()
-	waitFor(t, "the gate to close", func() bool { return h.a.Gate() == "standby" })
+	wait.For(t, "the gate to close", func() bool { return h.a.Gate() == "standby" })
 	h.release()
 	if err := <-removed; err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestRemoveWaitsForTheTurn(t *testing.T) {
 	if _, err := h.d.Agent("tester"); err == nil {
 		t.Fatal("the removed agent is still registered")
 	}
-	waitFor(t, "the removed agent's loop to end", func() bool { return h.a.State() == Stopped })
+	wait.For(t, "the removed agent's loop to end", func() bool { return h.a.State() == Stopped })
 	calls := h.modelCalls()
 	h.a.Wake(Cause{Source: SourceOperator})
 	h.clock.Advance(time.Hour)

@@ -24,6 +24,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/outage"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
@@ -347,7 +348,7 @@ func TestStoreOutageDuringChargingLosesNothing(t *testing.T) {
 	failures := g.WriteFailures()
 	done := make(chan error, 1)
 	go func() { done <- g.Shutdown(context.Background()) }()
-	waitFor(t, "a failed write during shutdown", func() bool { return g.WriteFailures() > failures })
+	wait.For(t, "a failed write during shutdown", func() bool { return g.WriteFailures() > failures })
 	st.down.Store(false)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -397,7 +398,7 @@ func TestCeilingLoweredBelowSpendTripsAtAdmission(t *testing.T) {
 	if e := w2.waitEvent(guard.EventTripped); e.Data["guardrail"] != guard.Session {
 		t.Fatalf("tripped %v", e.Data)
 	}
-	waitFor(t, "halted", func() bool { return w2.agent("a").State() == driver.Halted })
+	wait.For(t, "halted", func() bool { return w2.agent("a").State() == driver.Halted })
 	if n := w2.models["a"].Calls(); n != 0 {
 		t.Fatalf("%d model calls past the lowered ceiling", n)
 	}

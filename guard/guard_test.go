@@ -19,6 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
@@ -123,17 +124,6 @@ func (w *world) waitEvent(typ string) events.Event {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(time.Millisecond)
-	}
-}
-
 var epoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 func TestTurnCeilingStopsRightAfterTheCrossingCall(t *testing.T) {
@@ -154,7 +144,7 @@ func TestTurnCeilingStopsRightAfterTheCrossingCall(t *testing.T) {
 	if n := w.models["a"].Calls(); n != 3 {
 		t.Fatalf("%d model calls, want 3: the third ($3 > $2.50) must be the last", n)
 	}
-	waitFor(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
+	wait.For(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
 	if lt := w.agent("a").Status().LastTurn; lt == nil || lt.ModelCalls != 3 || lt.TokensIn != 300_000 {
 		t.Fatalf("last turn summary %+v: want the 3 charged calls (300k input tokens), the stopping one included", lt)
 	}
@@ -175,7 +165,7 @@ func TestSessionCeilingSurvivesRestartAndResetsRaiseNeverRewrite(t *testing.T) {
 	w.driver.Shutdown(context.Background())
 
 	w2 := build(t, c, st, guard.Options{}, def) // a restarted worker
-	waitFor(t, "still halted after restart", func() bool { return w2.agent("a").State() == driver.Halted })
+	wait.For(t, "still halted after restart", func() bool { return w2.agent("a").State() == driver.Halted })
 	w2.send("a", "while halted")
 	if n := w2.models["a"].Calls(); n != 0 {
 		t.Fatalf("a halted agent called its model %d times", n)
@@ -212,7 +202,7 @@ func TestDailyCeilingReopensAtTheNextDayInItsTimezone(t *testing.T) {
 	if e := w.waitEvent(guard.EventTripped); e.Data["guardrail"] != guard.Daily {
 		t.Fatalf("tripped %v", e.Data)
 	}
-	waitFor(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
+	wait.For(t, "halted", func() bool { return w.agent("a").State() == driver.Halted })
 	// The status says when the trip lifts by itself: Berlin's midnight.
 	st, _ := w.guard.Status("a")
 	if want := time.Date(2026, 11, 30, 0, 0, 0, 0, berlin); st.Timezone != "Europe/Berlin" || st.TripLiftsAt == nil || !st.TripLiftsAt.Equal(want) {
@@ -241,7 +231,7 @@ func TestWorkerWideCeilingHaltsEveryAgent(t *testing.T) {
 	if e := w.waitEvent(guard.EventTripped); e.Data["guardrail"] != guard.WorkerDaily {
 		t.Fatalf("tripped %v", e.Data)
 	}
-	waitFor(t, "both halted", func() bool {
+	wait.For(t, "both halted", func() bool {
 		return w.agent("a").State() == driver.Halted && w.agent("b").State() == driver.Halted
 	})
 	if st, _ := w.guard.Status("b"); st.TripLiftsAt == nil || st.Timezone != "UTC" {
@@ -250,7 +240,7 @@ func TestWorkerWideCeilingHaltsEveryAgent(t *testing.T) {
 	if _, err := w.guard.Reset("a", guard.WorkerDaily, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both reopened", func() bool {
+	wait.For(t, "both reopened", func() bool {
 		return w.agent("a").State() != driver.Halted && w.agent("b").State() != driver.Halted
 	})
 }

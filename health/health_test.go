@@ -9,21 +9,11 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/outage"
 )
 
 const deadline = 10 * time.Second
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(time.Millisecond)
-	}
-}
 
 // switchable is a probe whose answer the test sets.
 type switchable struct{ err atomic.Pointer[error] }
@@ -90,7 +80,7 @@ func TestHungProbeNeverBlocksReaders(t *testing.T) {
 	defer close(release)
 	m.Start() // returns although the probe never answers
 	defer m.Stop()
-	waitFor(t, "the hung probe to be reported", func() bool {
+	wait.Within(t, deadline, "the hung probe to be reported", func() bool {
 		c.Advance(time.Second) // a round notices the probe is overdue
 		return errors.Is(m.Unavailable(), ErrProbeTimeout)
 	})
@@ -108,5 +98,5 @@ func TestProbeHonouringItsDeadlineIsATimeout(t *testing.T) {
 	m := New(Options{Clock: clock.NewFake(time.Now()), Timeout: 10 * time.Millisecond}, Check{Name: "store", Probe: slow})
 	m.Start()
 	defer m.Stop()
-	waitFor(t, "a timeout", func() bool { return errors.Is(m.Unavailable(), ErrProbeTimeout) })
+	wait.Within(t, deadline, "a timeout", func() bool { return errors.Is(m.Unavailable(), ErrProbeTimeout) })
 }

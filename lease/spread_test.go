@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/clock"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
@@ -109,18 +110,6 @@ func spreadRep(t *testing.T, name string, st store.Store, c *clock.Fake, l *log,
 	return r
 }
 
-// poll waits (real time) for cond: handovers run on goroutines.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestFreeLeasesAreTakenOnlyByTheReplicaTheyArePlacedOn(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
@@ -157,7 +146,7 @@ func TestHandoverWaitsForTheTurnThenReleasesForTheNewOwner(t *testing.T) {
 	d.running() // a turn runs on r1
 	p.set("a", "r2")
 	r1.Rebalance()
-	poll(t, "the handover to start", func() bool {
+	wait.Within(t, 10*time.Second, "the handover to start", func() bool {
 		r1.mu.Lock()
 		defer r1.mu.Unlock()
 		return r1.handing["a"] != nil
@@ -185,7 +174,7 @@ func TestHandoverWaitsForTheTurnThenReleasesForTheNewOwner(t *testing.T) {
 		t.Fatalf("record after release %+v, want free for r2, or r2's", rec)
 	}
 	r2.Kick("a") // the released notice
-	poll(t, "r2 to take a", func() bool { return r2.Held("a") })
+	wait.Within(t, 10*time.Second, "r2 to take a", func() bool { return r2.Held("a") })
 	want := []string{"r1+a", "r1-a:handed_over", "r2+a"}
 	if got := l.all(); len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("events %v, want %v", got, want)
@@ -205,14 +194,14 @@ func TestHandoverIsCalledOffWhenThePlacementChangesBack(t *testing.T) {
 	d.running()
 	p.set("a", "r2")
 	r1.Rebalance()
-	poll(t, "the handover to start", func() bool {
+	wait.Within(t, 10*time.Second, "the handover to start", func() bool {
 		r1.mu.Lock()
 		defer r1.mu.Unlock()
 		return r1.handing["a"] != nil
 	})
 	p.set("a", "r1") // r2 died before the turn ended
 	r1.Rebalance()
-	poll(t, "the handover to end", func() bool {
+	wait.Within(t, 10*time.Second, "the handover to end", func() bool {
 		r1.mu.Lock()
 		defer r1.mu.Unlock()
 		return r1.handing["a"] == nil
@@ -245,7 +234,7 @@ func TestLeaseLostDuringAHandoverIsALoss(t *testing.T) {
 	d.running()
 	p.set("a", "r2")
 	r1.Rebalance()
-	poll(t, "the handover to start", func() bool {
+	wait.Within(t, 10*time.Second, "the handover to start", func() bool {
 		r1.mu.Lock()
 		defer r1.mu.Unlock()
 		return r1.handing["a"] != nil
@@ -255,7 +244,7 @@ func TestLeaseLostDuringAHandoverIsALoss(t *testing.T) {
 	if r1.Held("a") {
 		t.Fatal("r1 still holds a lease it could not renew")
 	}
-	poll(t, "the handover to end", func() bool {
+	wait.Within(t, 10*time.Second, "the handover to end", func() bool {
 		r1.mu.Lock()
 		defer r1.mu.Unlock()
 		return r1.handing["a"] == nil
@@ -335,7 +324,7 @@ func TestTakeoverAfterDeathFollowsThePlacement(t *testing.T) {
 	r2.Rebalance()
 	r3.Rebalance()
 	c.Advance(20 * time.Second) // TTL + RenewEvery
-	poll(t, "a on r2 and b on r3", func() bool { return r2.Held("a") && r3.Held("b") })
+	wait.Within(t, 10*time.Second, "a on r2 and b on r3", func() bool { return r2.Held("a") && r3.Held("b") })
 	if r2.Held("b") || r3.Held("a") {
 		t.Fatal("an agent went to a replica it is not placed on")
 	}
@@ -358,7 +347,7 @@ func TestStopReleasesForThePlacedReplica(t *testing.T) {
 		t.Fatalf("released %v, want a for r2", rel)
 	}
 	r2.Kick("a")
-	poll(t, "r2 to take a", func() bool { return r2.Held("a") })
+	wait.Within(t, 10*time.Second, "r2 to take a", func() bool { return r2.Held("a") })
 	if got := l.all(); got[1] != "r1-a:released" {
 		t.Fatalf("events %v", got)
 	}

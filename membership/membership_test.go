@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 func natsServer(t *testing.T) string {
@@ -62,17 +64,6 @@ func joinEvery(t *testing.T, url, holder string, interval time.Duration) *node {
 	return n
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func TestMembersSeeEachOtherAndDropTheDeadAndTheLeaving(t *testing.T) {
 	t.Parallel()
 	url := natsServer(t)
@@ -82,7 +73,7 @@ func TestMembersSeeEachOtherAndDropTheDeadAndTheLeaving(t *testing.T) {
 	a, b, c := joinEvery(t, url, "a", every), joinEvery(t, url, "b", every), joinEvery(t, url, "c", every)
 	all := []string{"a", "b", "c"}
 	for _, n := range []*node{a, b, c} {
-		waitUntil(t, n.Holder()+" sees all", func() bool { return slices.Equal(n.Live(), all) })
+		wait.Within(t, 10*time.Second, n.Holder()+" sees all", func() bool { return slices.Equal(n.Live(), all) })
 	}
 	// The newcomer learnt of the others from their answers to its join.
 	if ms := c.Members.Members(); len(ms) != 2 || ms[0].Holder != "a" || !slices.Equal(ms[0].Agents, []string{"a-agent"}) {
@@ -92,7 +83,7 @@ func TestMembersSeeEachOtherAndDropTheDeadAndTheLeaving(t *testing.T) {
 	// c leaves: dropped at once (well before 3 heartbeats).
 	start := time.Now()
 	c.Leave()
-	waitUntil(t, "c dropped on leaving", func() bool {
+	wait.Within(t, 10*time.Second, "c dropped on leaving", func() bool {
 		return slices.Equal(a.Live(), []string{"a", "b"}) && slices.Equal(b.Live(), []string{"a", "b"})
 	})
 	if d := time.Since(start); d >= Misses*every {
@@ -105,7 +96,7 @@ func TestMembersSeeEachOtherAndDropTheDeadAndTheLeaving(t *testing.T) {
 	// b dies (its connection is cut): dropped within 3 heartbeats and one.
 	start = time.Now()
 	b.nc.Close()
-	waitUntil(t, "b dropped", func() bool { return slices.Equal(a.Live(), []string{"a"}) })
+	wait.Within(t, 10*time.Second, "b dropped", func() bool { return slices.Equal(a.Live(), []string{"a"}) })
 	if d := time.Since(start); d < Misses*every || d > 5*Misses*every {
 		t.Errorf("b dropped after %v, want after 3 heartbeats (900ms-1.2s)", d)
 	}
@@ -122,7 +113,7 @@ func TestReleasedNoticeReachesOnlyItsReplica(t *testing.T) {
 	url := natsServer(t)
 	a, b, c := join(t, url, "a"), join(t, url, "b"), join(t, url, "c")
 	a.Released("x", "b")
-	waitUntil(t, "b told", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.released) == 1 })
+	wait.Within(t, 10*time.Second, "b told", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.released) == 1 })
 	c.nc.Flush()
 	b.mu.Lock()
 	got := b.released[0]
@@ -147,7 +138,7 @@ func TestAssignerFollowsTheLiveSet(t *testing.T) {
 		}
 	}
 	b := join(t, url, "b")
-	waitUntil(t, "a sees b", func() bool { return len(a.Live()) == 2 })
+	wait.Within(t, 10*time.Second, "a sees b", func() bool { return len(a.Live()) == 2 })
 	n := 0
 	for _, ag := range agents {
 		if as.Place(ag).Owner == "b" {
@@ -257,14 +248,14 @@ func TestHeartbeatsListTheAgentsOnlyWhenTheyChange(t *testing.T) {
 	if same < 3 { // b's join makes a answer with a full list once or twice
 		t.Fatalf("%d of 5 heartbeats left the unchanged agents out; want most", same)
 	}
-	waitUntil(t, "b to know a's agents", func() bool {
+	wait.Within(t, 10*time.Second, "b to know a's agents", func() bool {
 		ms := b.Members.Members()
 		return len(ms) == 1 && slices.Equal(ms[0].Agents, []string{"x", "y"})
 	})
 	mu.Lock()
 	held = []string{"x", "y", "z"}
 	mu.Unlock()
-	waitUntil(t, "b to see a's new agent", func() bool {
+	wait.Within(t, 10*time.Second, "b to see a's new agent", func() bool {
 		ms := b.Members.Members()
 		return len(ms) == 1 && slices.Equal(ms[0].Agents, []string{"x", "y", "z"})
 	})

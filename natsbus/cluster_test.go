@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/store/natskv"
 	"github.com/agent-worker/agent-worker/worker"
@@ -211,19 +212,11 @@ func placed(t *testing.T, what string, op func(ctx context.Context) error) {
 // waitForWithin is waitFor with each poll bounded by per.
 func waitForWithin(t *testing.T, what string, per time.Duration, cond func(ctx context.Context) error) {
 	t.Helper()
-	end := time.Now().Add(clusterWait)
-	for {
+	wait.NoError(t, clusterWait, what, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), per)
-		err := cond(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("no %s within %v: %v", what, clusterWait, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer cancel()
+		return cond(ctx)
+	})
 }
 
 // replicated returns nil once stream name has want copies in its

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // smallFS mounts an 8 MiB tmpfs for the test and unmounts it in cleanup.
@@ -138,7 +139,7 @@ func TestDiskFullIsReportedAndRecoveredWithoutRestart(t *testing.T) {
 			t.Fatal("1000 publishes succeeded on a full disk")
 		}
 		t.Logf("episode %d: publish on the full disk: %v (%d messages acknowledged so far)", episode, pubErr, len(acked))
-		waitFor(t, 10*time.Second, "StorageErr to report the full disk", func() bool { return c.StorageErr() != nil })
+		wait.Within(t, 10*time.Second, "StorageErr to report the full disk", func() bool { return c.StorageErr() != nil })
 		if err := c.StorageErr(); !errors.Is(err, ErrStorage) {
 			t.Fatalf("StorageErr = %v, want one wrapping ErrStorage", err)
 		} else {
@@ -151,7 +152,7 @@ func TestDiskFullIsReportedAndRecoveredWithoutRestart(t *testing.T) {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 30*time.Second, "storage to recover", func() bool { return c.StorageErr() == nil })
+		wait.Within(t, 30*time.Second, "storage to recover", func() bool { return c.StorageErr() == nil })
 
 		after := fmt.Sprintf("after-%d", episode)
 		if err := publish(5*time.Second, after); err != nil {
@@ -160,7 +161,7 @@ func TestDiskFullIsReportedAndRecoveredWithoutRestart(t *testing.T) {
 		// The restart dropped the consumer's pull request; the monitor's
 		// reconnect makes Consume pull again at once, not after missing
 		// heartbeats for 30s.
-		waitFor(t, 5*time.Second, "the consumer to get "+after, func() bool {
+		wait.Within(t, 5*time.Second, "the consumer to get "+after, func() bool {
 			for {
 				select {
 				case m := <-got:

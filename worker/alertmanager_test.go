@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // amPayload is an Alertmanager webhook notification of the "DiskFull"
@@ -66,7 +67,7 @@ func (r *running) notify(payload string) (int, map[string]any) {
 // metric waits until the worker's series with labels reaches want.
 func (r *running) metric(name string, labels map[string]string, want float64) {
 	r.t.Helper()
-	waitFor(r.t, fmt.Sprintf("%s%v = %v", name, labels, want), func() bool { return value(r.t, scrape(r.t, r), name, labels) == want })
+	wait.Within(r.t, deadline, fmt.Sprintf("%s%v = %v", name, labels, want), func() bool { return value(r.t, scrape(r.t, r), name, labels) == want })
 }
 
 // A notification whose turn ran is a duplicate after a restart too,

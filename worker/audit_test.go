@@ -18,6 +18,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // The audit cluster's API tokens: alice may operate, viewer may read.
@@ -50,7 +51,7 @@ func newAuditCluster(t *testing.T) *auditCluster {
 	c := &auditCluster{t: t, url: ns.ClientURL(), dir: dir, reps: map[string]*running{}, recs: map[string]*recorder{}}
 	c.start("r1")
 	c.start("r2")
-	waitFor(t, "r1 owns the agent, r2 stands by", func() bool {
+	wait.Within(t, deadline, "r1 owns the agent, r2 stands by", func() bool {
 		return !c.reps["r1"].agent().Status().Standby && c.reps["r2"].agent().Status().Standby
 	})
 	return c
@@ -144,9 +145,9 @@ func TestAuditTrailThroughAStandbyAndARestart(t *testing.T) {
 	c := newAuditCluster(t)
 	r1 := c.reps["r1"]
 	r1.publish("agents.triage.inbox", "one")
-	waitFor(t, "the first turn", func() bool { return r1.agent().Status().Turns == 1 && r1.agent().State() == driver.Sleeping })
+	wait.Within(t, deadline, "the first turn", func() bool { return r1.agent().Status().Turns == 1 && r1.agent().State() == driver.Sleeping })
 	r1.publish("agents.triage.inbox", "two")
-	waitFor(t, "the owner halted at $2", func() bool { return r1.agent().State() == driver.Halted })
+	wait.Within(t, deadline, "the owner halted at $2", func() bool { return r1.agent().State() == driver.Halted })
 
 	code, body := c.call("r2", aliceToken, http.MethodPost, "/v1/agents/triage/guardrails/reset",
 		`{"guardrail": "session_usd", "add_budget_usd": 5, "reason": "incident 42"}`)
@@ -160,7 +161,7 @@ func TestAuditTrailThroughAStandbyAndARestart(t *testing.T) {
 			t.Fatalf("the owner's guardrail-reset %s = %v, want %v: %v", k, e.Data[k], want, e.Data)
 		}
 	}
-	waitFor(t, "the reopened owner ran the halted message", func() bool {
+	wait.Within(t, deadline, "the reopened owner ran the halted message", func() bool {
 		st := r1.agent().Status()
 		return st.State == driver.Sleeping && st.InboxPending == 0 && st.Turns == 3
 	})
@@ -189,12 +190,12 @@ func TestAuditTrailThroughAStandbyAndARestart(t *testing.T) {
 	}
 
 	r1.stop()
-	waitFor(t, "r2 runs the agent, restored paused by alice", func() bool {
+	wait.Within(t, deadline, "r2 runs the agent, restored paused by alice", func() bool {
 		v, ok := view("r2")
 		return ok && v.Owner == "r2" && same(v)
 	})
 	r1 = c.start("r1")
-	waitFor(t, "r1 has the agent back, paused by alice since the first pause", func() bool {
+	wait.Within(t, deadline, "r1 has the agent back, paused by alice since the first pause", func() bool {
 		v, ok := view("r2")
 		return ok && v.Owner == "r1" && same(v) && r1.agent().State() == driver.Paused
 	})
@@ -241,7 +242,7 @@ func TestResumeDropQueuedDeadLettersAndTheyNeverComeBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "three queued behind the pause", func() bool { return r1.agent().Status().InboxPending == 3 })
+	wait.Within(t, deadline, "three queued behind the pause", func() bool { return r1.agent().Status().InboxPending == 3 })
 
 	code, body := c.call("r2", viewerToken, http.MethodGet, "/v1/agents/triage/inbox", "")
 	var in struct {
@@ -285,21 +286,21 @@ func TestResumeDropQueuedDeadLettersAndTheyNeverComeBack(t *testing.T) {
 			t.Fatalf("%q was not dead-lettered: %v", text, seen)
 		}
 	}
-	waitFor(t, "the resumed turn", func() bool {
+	wait.Within(t, deadline, "the resumed turn", func() bool {
 		st := r1.agent().Status()
 		return st.Turns == 1 && st.State == driver.Sleeping && st.InboxPending == 0
 	})
 	if all := c.recs["r1"].all(); strings.Contains(all, "stale alert") {
 		t.Fatalf("a turn saw a dropped message:\n%s", all)
 	}
-	waitFor(t, "the stored cursors pass the dropped messages", func() bool { return cursorsOf(t, r1.w.Store(), "triage")["agents.triage.inbox"] >= 3 })
+	wait.Within(t, deadline, "the stored cursors pass the dropped messages", func() bool { return cursorsOf(t, r1.w.Store(), "triage")["agents.triage.inbox"] >= 3 })
 	if got := value(t, scrape(t, r1), "agent_worker_messages_rejected_total", map[string]string{"agent": "triage", "reason": "operator_dropped"}); got != 3 {
 		t.Fatalf("messages_rejected_total{reason=operator_dropped} = %v, want 3", got)
 	}
 
 	r1.stop()
 	r1 = c.start("r1")
-	waitFor(t, "the restarted r1 runs the agent again", func() bool {
+	wait.Within(t, deadline, "the restarted r1 runs the agent again", func() bool {
 		st := r1.agent().Status()
 		return !st.Standby && st.State == driver.Sleeping
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // publishJS publishes through JetStream and waits for the stream's ack,
@@ -32,7 +33,7 @@ func TestDeferredBacklogNeverBlocksAWakeMessage(t *testing.T) {
 		r.publishJS("agents.triage.deferred", id, fmt.Sprintf(`{"text": "background %s", "id": %q}`, id, id))
 	}
 	a := r.agent()
-	waitFor(t, "deferred messages delivered up to the cap", func() bool { return a.Status().Deferred == 10 })
+	wait.Within(t, deadline, "deferred messages delivered up to the cap", func() bool { return a.Status().Deferred == 10 })
 	r.publishJS("agents.triage.inbox", "w-1", `{"text": "PAGE: payments down", "id": "w-1"}`)
 	e := r.waitEvent(events.TurnCompleted)
 	if ids := fmt.Sprint(e.Data["ids"]); !strings.Contains(ids, "w-1") {
@@ -73,7 +74,7 @@ func TestLargeBatchFromAPauseIsHandledNotDeadLettered(t *testing.T) {
 		id := fmt.Sprintf("big-%02d", i)
 		r.publishJS("agents.triage.inbox", id, fmt.Sprintf(`{"text": %q, "id": %q}`, body, id))
 	}
-	waitFor(t, "25 messages queued behind the pause", func() bool { return a.Status().InboxPending == 25 })
+	wait.Within(t, deadline, "25 messages queued behind the pause", func() bool { return a.Status().InboxPending == 25 })
 	if err := a.Resume(""); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // sse is an event stream of a worker's API, read on its own goroutine.
@@ -171,7 +172,7 @@ func TestEventStreamOnAnyReplicaShowsEveryAgentsEvents(t *testing.T) {
 	turns := func(h string) float64 {
 		return value(t, scrape(t, c.reps[h]), "agent_worker_turns_total", map[string]string{"agent": "triage", "outcome": "completed"})
 	}
-	waitFor(t, "r1 counts its turn", func() bool { return turns("r1") == 1 })
+	wait.Within(t, deadline, "r1 counts its turn", func() bool { return turns("r1") == 1 })
 	if n := turns("r2"); n != 0 {
 		t.Fatalf("r2 counted %v turns of an agent it does not run", n)
 	}

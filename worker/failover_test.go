@@ -3,6 +3,8 @@ package worker
 import (
 	"testing"
 	"time"
+
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // A message waiting for an owner that dies is handled by the next owner
@@ -28,10 +30,10 @@ func TestAMessageWaitingForAKilledOwnerIsHandledWithinTheLeaseTTL(t *testing.T) 
 		t.Fatal(err)
 	}
 	id := c.publish("a00")
-	waitFor(t, "the message read by its owner", func() bool { return a.Status().InboxPending == 1 })
+	wait.Within(t, deadline, "the message read by its owner", func() bool { return a.Status().InboxPending == 1 })
 	c.kill(owner)
 	killed := time.Now()
-	waitWithin(t, "the message handled by the other replica", 10*ttl, func() bool {
+	wait.Within(t, 10*ttl, "the message handled by the other replica", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.handled[id]) > 0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models"
 )
 
@@ -106,7 +107,7 @@ func TestFallbackModelAnswersWhenThePrimaryIsDown(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, "metrics caught up", func() bool {
+	wait.Within(t, deadline, "metrics caught up", func() bool {
 		return value(t, scrape(t, r), "agent_worker_turns_total", with("outcome", "completed")) == 1
 	})
 	f := scrape(t, r)

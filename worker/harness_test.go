@@ -199,18 +199,6 @@ func (r *running) waitEvent(typ string) events.Event {
 	}
 }
 
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(5 * time.Millisecond)
-	}
-}
-
 func (r *running) publish(subject, body string) {
 	r.t.Helper()
 	if err := r.nc.Publish(subject, []byte(body)); err != nil {

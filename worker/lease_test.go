@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agent-worker/agent-worker/driver"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // TestOneReplicaRunsAnAgentAndAnotherTakesOverWhenItDies runs two workers
@@ -28,12 +29,12 @@ func TestOneReplicaRunsAnAgentAndAnotherTakesOverWhenItDies(t *testing.T) {
 	r1 := start(t, writeConfig(t, cfg("r1")), rec1, nil)
 	r2 := start(t, writeConfig(t, cfg("r2")), rec2, nil)
 	a1, a2 := r1.agent(), r2.agent()
-	waitFor(t, "r1 owns, r2 stands by", func() bool { return !a1.Status().Standby && a2.Status().Standby })
+	wait.Within(t, deadline, "r1 owns, r2 stands by", func() bool { return !a1.Status().Standby && a2.Status().Standby })
 
 	for i := 1; i <= 3; i++ {
 		r2.publish("agents.triage.inbox", fmt.Sprintf("before the crash %d", i))
 	}
-	waitFor(t, "r1 handled them", func() bool { return strings.Count(rec1.all(), "before the crash") >= 3 })
+	wait.Within(t, deadline, "r1 handled them", func() bool { return strings.Count(rec1.all(), "before the crash") >= 3 })
 	if rec2.calls() != 0 {
 		t.Fatalf("the standby replica ran %d model calls", rec2.calls())
 	}
@@ -42,9 +43,9 @@ func TestOneReplicaRunsAnAgentAndAnotherTakesOverWhenItDies(t *testing.T) {
 	// r2 takes over once the lease expires.
 	r1.w.NATS().NC.Close()
 	r2.publish("agents.triage.inbox", "after the crash")
-	waitFor(t, "r2 took over", func() bool { return !a2.Status().Standby })
-	waitFor(t, "r2 handled the new message", func() bool { return strings.Contains(rec2.all(), "after the crash") })
-	waitFor(t, "r1 stood down", func() bool { return a1.Status().Standby })
+	wait.Within(t, deadline, "r2 took over", func() bool { return !a2.Status().Standby })
+	wait.Within(t, deadline, "r2 handled the new message", func() bool { return strings.Contains(rec2.all(), "after the crash") })
+	wait.Within(t, deadline, "r1 stood down", func() bool { return a1.Status().Standby })
 	if s := a1.Status(); s.State == driver.Running {
 		t.Fatalf("r1 still running: %+v", s)
 	}
@@ -72,7 +73,7 @@ func TestAPIMessagesTravelThroughNATS(t *testing.T) {
 	rec1, rec2 := newRecorder(), newRecorder()
 	r1 := start(t, writeConfig(t, cfg("r1")), rec1, nil)
 	r2 := start(t, writeConfig(t, cfg("r2")), rec2, nil)
-	waitFor(t, "r1 owns", func() bool { return !r1.agent().Status().Standby && r2.agent().Status().Standby })
+	wait.Within(t, deadline, "r1 owns", func() bool { return !r1.agent().Status().Standby && r2.agent().Status().Standby })
 	for range 2 {
 		resp, err := http.Post("http://"+r2.w.APIAddr()+"/v1/agents/triage/messages", "application/json",
 			strings.NewReader(`{"text": "restart the payment gateway", "id": "op-7"}`))
@@ -84,9 +85,9 @@ func TestAPIMessagesTravelThroughNATS(t *testing.T) {
 			t.Fatalf("POST: %d", resp.StatusCode)
 		}
 	}
-	waitFor(t, "the owner handled it", func() bool { return strings.Contains(rec1.all(), "restart the payment gateway") })
+	wait.Within(t, deadline, "the owner handled it", func() bool { return strings.Contains(rec1.all(), "restart the payment gateway") })
 	r1.publish("agents.triage.inbox", "sentinel")
-	waitFor(t, "sentinel handled", func() bool { return strings.Contains(rec1.all(), "sentinel") })
+	wait.Within(t, deadline, "sentinel handled", func() bool { return strings.Contains(rec1.all(), "sentinel") })
 	if n := strings.Count(rec1.all(), "restart the payment gateway"); n != 1 {
 		t.Fatalf("the message reached the model %d times, want once", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agent-worker/agent-worker/internal/mcptest"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // An MCP server that is down leaves the worker ready: /readyz answers 200
@@ -26,7 +27,7 @@ func TestADownMCPServerLeavesTheWorkerReady(t *testing.T) {
 		script: `[{call: {name: lookup, args: {}}}, {call: {name: echo, args: {text: hi}}}, {text: done}]`,
 	})
 	r := start(t, cfg, newRecorder(), nil)
-	waitFor(t, "live up and gone down in the metrics", func() bool {
+	wait.Within(t, deadline, "live up and gone down in the metrics", func() bool {
 		m := metricSeries(t, r.w)
 		return m[`agent_worker_mcp_server_up{server="live"}`] == 1 && m[`agent_worker_mcp_server_up{server="gone"}`] == 0
 	})
@@ -91,7 +92,7 @@ func TestAHeldMCPCallIsApprovedOverTheAPI(t *testing.T) {
 		Tool string         `json:"tool"`
 		Args map[string]any `json:"args"`
 	}
-	waitFor(t, "the pending approval listed after the restart", func() bool {
+	wait.Within(t, deadline, "the pending approval listed after the restart", func() bool {
 		resp, err := http.Get(api + "/v1/agents/triage/approvals")
 		if err != nil {
 			return false

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
 
@@ -73,7 +74,7 @@ func TestMemoryFoldsChargedToLedgerAndCeilingStopsThem(t *testing.T) {
 		t.Fatalf("memory %+v, %v", v, err)
 	}
 	triage := map[string]string{"agent": "triage"}
-	waitFor(t, "the memory metrics", func() bool {
+	wait.Within(t, deadline, "the memory metrics", func() bool {
 		fams := scrape(t, r)
 		return math.Abs(value(t, fams, "agent_worker_memory_cost_usd_total", triage)-folded) < 1e-9 &&
 			value(t, fams, "agent_worker_memory_compactions_total", map[string]string{"agent": "triage", "outcome": "completed"}) >= 2 &&

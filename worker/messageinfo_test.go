@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
 
@@ -36,7 +37,7 @@ func (c *cluster) messageInfo(h, id string) (int, map[string]any) {
 func (c *cluster) waitMessage(h, id, want string) map[string]any {
 	c.t.Helper()
 	var v map[string]any
-	waitFor(c.t, "message "+id+" "+want, func() bool {
+	wait.Within(c.t, deadline, "message "+id+" "+want, func() bool {
 		_, v = c.messageInfo(h, id)
 		return v["status"] == want
 	})
@@ -70,7 +71,7 @@ func TestMessageLookupAndTurnsFromAStandby(t *testing.T) {
 		t.Fatalf("resume: %d %s", code, body)
 	}
 	var turn map[string]any
-	waitFor(t, "job-1 handled with its turn's text", func() bool {
+	wait.Within(t, deadline, "job-1 handled with its turn's text", func() bool {
 		_, v = c.messageInfo("r2", "job-1")
 		turn, _ = v["turn"].(map[string]any)
 		return v["status"] == "handled" && turn != nil && turn["recorded"] == true

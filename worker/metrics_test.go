@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // scrape reads the worker's /metrics exposition as a Prometheus server
@@ -68,7 +69,7 @@ func TestMetricsAfterAScriptedTurn(t *testing.T) {
 	r.waitEvent(events.TurnCompleted)
 	r.publish("agents.ghost.inbox", "for nobody")
 	r.waitEvent(events.MessageRejected)
-	waitFor(t, "metrics caught up", func() bool {
+	wait.Within(t, deadline, "metrics caught up", func() bool {
 		return value(t, scrape(t, r), "agent_worker_messages_rejected_total", map[string]string{"agent": "_unknown", "reason": "unknown_agent"}) == 1
 	})
 	f := scrape(t, r)

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // chatReply is a Chat Completions answer of model with text and usage.
@@ -105,7 +106,7 @@ func TestModelSwitchSurvivesARestartAndIsPriced(t *testing.T) {
 	cfg := pairConfig(t, filepath.Join(dir, "data"), fmt.Sprintf(`{listen: "127.0.0.1:0", tokens: [{name: ops, role: operate, value_file: %s}]}`, tokenFile(t, dir, "ops", token)),
 		main.URL, "", cheap.URL)
 	r := startReal(t, cfg)
-	waitFor(t, "triage owned", func() bool { return r.w.Leases().Held("triage") })
+	wait.Within(t, deadline, "triage owned", func() bool { return r.w.Leases().Held("triage") })
 
 	code, body := r.post(token, "/v1/agents/triage/model", `{"model": "gpt-5"}`)
 	if code != http.StatusUnprocessableEntity || !reflect.DeepEqual(body["models"], []any{"cheap", "main"}) || body["error"] == nil {
@@ -124,7 +125,7 @@ func TestModelSwitchSurvivesARestartAndIsPriced(t *testing.T) {
 	r.stop()
 
 	r = startReal(t, cfg)
-	waitFor(t, "the switch restored after the restart", func() bool {
+	wait.Within(t, deadline, "the switch restored after the restart", func() bool {
 		code, v := r.view(token, "triage")
 		m, _ := v["model_switch"].(map[string]any)
 		return code == http.StatusOK && m["active"] == "cheap" && m["switched"] == true && m["by"] == "ops" && m["reason"] == "main provider incident"
@@ -145,7 +146,7 @@ func TestModelSwitchSurvivesARestartAndIsPriced(t *testing.T) {
 	with := func(model string) map[string]string {
 		return map[string]string{"agent": "triage", "model": model, "priced": "true"}
 	}
-	waitFor(t, "the cost in the metrics", func() bool {
+	wait.Within(t, deadline, "the cost in the metrics", func() bool {
 		return value(t, scrape(t, r), "agent_worker_model_cost_usd_total", with("cheap-model-1")) > 0
 	})
 	f := scrape(t, r)

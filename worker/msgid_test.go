@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // The two agents' API tokens: feeder may only ingest, and only for
@@ -225,5 +226,5 @@ func TestAnotherAgentsIDCannotSilenceASubagentReport(t *testing.T) {
 	}
 	r1.publish("agents.triage.inbox", "how many widgets?")
 	wake := `[wake: subagent "triage-sub-1" reported]`
-	waitFor(t, "triage's turn woken by its subagent's report", func() bool { return strings.Contains(r1.rec.all(), wake) })
+	wait.Within(t, deadline, "triage's turn woken by its subagent's report", func() bool { return strings.Contains(r1.rec.all(), wake) })
 }

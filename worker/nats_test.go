@@ -19,6 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -39,7 +40,7 @@ func TestThreeMessagesWhileAsleepBecomeOneTurnAndDeferredWaits(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		r.publish("agents.triage.inbox", fmt.Sprintf(`{"text": "alert %d: disk full on db-%d", "id": "a-%d"}`, i, i, i))
 	}
-	waitFor(t, "three queued messages", func() bool { return a.Status().InboxPending == 3 })
+	wait.Within(t, deadline, "three queued messages", func() bool { return a.Status().InboxPending == 3 })
 	c.Advance(time.Minute) // the coalesce window closes
 	e := r.waitEvent(events.TurnCompleted)
 	if e.Data["messages"] != 3 {
@@ -52,12 +53,12 @@ func TestThreeMessagesWhileAsleepBecomeOneTurnAndDeferredWaits(t *testing.T) {
 	}
 
 	r.publish("agents.triage.deferred", "background: db-1 was migrated last night")
-	waitFor(t, "deferred message queued", func() bool { return a.Status().Deferred == 1 })
+	wait.Within(t, deadline, "deferred message queued", func() bool { return a.Status().Deferred == 1 })
 	if s := a.Status(); s.PendingWakes != 0 || s.Turns != 1 {
 		t.Fatalf("the deferred message woke the agent: %+v", s)
 	}
 	r.publish("agents.triage.inbox", "alert 4")
-	waitFor(t, "wake message queued", func() bool { return a.Status().InboxPending == 1 })
+	wait.Within(t, deadline, "wake message queued", func() bool { return a.Status().InboxPending == 1 })
 	c.Advance(time.Minute)
 	r.waitEvent(events.TurnCompleted)
 	if p := rec.prompt(1); !strings.Contains(p, "db-1 was migrated") || !strings.Contains(p, "alert 4") {
@@ -95,7 +96,7 @@ func TestRestartBeforeTheRecordReadsTheMessageAgain(t *testing.T) {
 	if got := value(t, fams, "agent_worker_messages_received_total", map[string]string{"agent": "triage", "kind": "inbox"}); got != 0 {
 		t.Errorf("messages_received_total = %v after a restart, want 0 (the message was received by the first process)", got)
 	}
-	waitFor(t, "purged from the log", func() bool { return inLog(t, r2) == 0 })
+	wait.Within(t, deadline, "purged from the log", func() bool { return inLog(t, r2) == 0 })
 }
 
 // cursorsOf returns agent's stored cursors: those of its newest turn
@@ -203,7 +204,7 @@ func TestBadInputGoesToTheDeadLetterSubject(t *testing.T) {
 	if !strings.Contains(rec.prompt(0), "a good message") || rec.calls() != 1 {
 		t.Fatalf("agent after bad input:\n%s", rec.all())
 	}
-	waitFor(t, "bad input terminated, not pending", func() bool { return inLog(t, r) == 0 })
+	wait.Within(t, deadline, "bad input terminated, not pending", func() bool { return inLog(t, r) == 0 })
 }
 
 func TestAlertmanagerPayloadReachesTheAgent(t *testing.T) {
@@ -364,7 +365,7 @@ func TestPauseAndWakeSurviveRestartOfWorkerAndEmbeddedServer(t *testing.T) {
 
 	r2 := start(t, writeConfig(t, s), newRecorder(), nil)
 	b := r2.agent()
-	waitFor(t, "restored state", func() bool {
+	wait.Within(t, deadline, "restored state", func() bool {
 		st := b.Status()
 		return st.State == driver.Paused && st.NextWake != nil && st.NextWake.Equal(*want)
 	})
@@ -406,16 +407,16 @@ func TestWorkerKeepsWorkingAcrossANATSServerRestart(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		r.publish("agents.triage.inbox", fmt.Sprintf("before restart %d", i))
 	}
-	waitFor(t, "3 queued", func() bool { return a.Status().InboxPending == 3 })
+	wait.Within(t, deadline, "3 queued", func() bool { return a.Status().InboxPending == 3 })
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	ns = runServer(t, port, dir)
-	waitFor(t, "worker reconnected", func() bool { return r.w.NATS().NC.IsConnected() && r.nc.IsConnected() })
+	wait.Within(t, deadline, "worker reconnected", func() bool { return r.w.NATS().NC.IsConnected() && r.nc.IsConnected() })
 	for i := 1; i <= 2; i++ {
 		r.publish("agents.triage.inbox", fmt.Sprintf("after restart %d", i))
 	}
-	waitFor(t, "5 queued", func() bool { return a.Status().InboxPending == 5 })
+	wait.Within(t, deadline, "5 queued", func() bool { return a.Status().InboxPending == 5 })
 	if err := a.Resume(""); err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +429,7 @@ func TestWorkerKeepsWorkingAcrossANATSServerRestart(t *testing.T) {
 			t.Fatalf("%q not exactly once in:\n%s", m, rec.prompt(0))
 		}
 	}
-	waitFor(t, "all acked", func() bool { return inLog(t, r) == 0 })
+	wait.Within(t, deadline, "all acked", func() bool { return inLog(t, r) == 0 })
 }
 
 // Compile-time use of nats to keep the import when tests change.

@@ -15,6 +15,7 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/seal"
 )
 
@@ -75,7 +76,7 @@ func TestNATSControlNeedsATokenWhenTheAPIHasTokens(t *testing.T) {
 		opsFile, tokenFile(t, dir, "viewer", "viewer-secret-2"), tokenFile(t, dir, "other", "other-secret-3"))
 	r := start(t, writeConfig(t, setup{api: apiYAML, agent: "  - name: other\n    model: fake\n    tools: [report_done]"}), newRecorder(), nil)
 	a := r.agent()
-	waitFor(t, "the worker owns triage", func() bool { return !a.Status().Standby })
+	wait.Within(t, deadline, "the worker owns triage", func() bool { return !a.Status().Standby })
 	notPaused := func(after string) {
 		t.Helper()
 		if a.State() == driver.Paused {
@@ -139,7 +140,7 @@ func TestNATSControlWithoutTokens(t *testing.T) {
 		t.Parallel()
 		r := start(t, writeConfig(t, setup{}), newRecorder(), nil)
 		a := r.agent()
-		waitFor(t, "the worker owns triage", func() bool { return !a.Status().Standby })
+		wait.Within(t, deadline, "the worker owns triage", func() bool { return !a.Status().Standby })
 		if rep := askControl(t, r.nc, "", `{"verb":"pause","by":"root"}`); rep.Status() != http.StatusOK {
 			t.Fatalf("anonymous pause: code %d %q", rep.Status(), rep.Error)
 		}
@@ -153,7 +154,7 @@ func TestNATSControlWithoutTokens(t *testing.T) {
 		t.Cleanup(ns.Shutdown)
 		r := start(t, writeConfig(t, setup{natsURL: ns.ClientURL()}), newRecorder(), nil)
 		a := r.agent()
-		waitFor(t, "the worker owns triage", func() bool { return !a.Status().Standby })
+		wait.Within(t, deadline, "the worker owns triage", func() bool { return !a.Status().Standby })
 		rep := askControl(t, r.nc, "", `{"verb":"pause"}`)
 		if rep.Status() != http.StatusUnauthorized || !strings.Contains(rep.Error, "api.tokens") {
 			t.Fatalf("pause on external NATS without tokens: code %d %q, want 401 naming api.tokens", rep.Status(), rep.Error)
@@ -211,7 +212,7 @@ func TestForwardedVerbsCannotBeForgedOrReplayed(t *testing.T) {
 	if code, body := c.call("r2", aliceToken, http.MethodPost, "/v1/agents/triage/resume", ""); code != http.StatusOK {
 		t.Fatalf("resume via r2: %d %s", code, body)
 	}
-	waitFor(t, "the owner resumed", func() bool { return r1.agent().State() != driver.Paused })
+	wait.Within(t, deadline, "the owner resumed", func() bool { return r1.agent().State() != driver.Paused })
 
 	replay := &nats.Msg{Subject: captured.Subject, Header: captured.Header, Data: captured.Data}
 	if rep := requestControl(t, stranger, replay); rep.Status() != http.StatusUnauthorized {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // cutter is a TCP proxy to a NATS server that the test can cut (every
@@ -121,13 +122,13 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 		}
 		return v.Owner
 	}
-	waitFor(t, "r1 owns triage, r2 local, each shown by both", func() bool {
+	wait.Within(t, deadline, "r1 owns triage, r2 local, each shown by both", func() bool {
 		return owner("r2", "triage") == "r1" && owner("r1", "local") == "r2" && owner("r1", "triage") == "r1" && owner("r2", "local") == "r2"
 	})
 
 	proxy.cut()
 	const unknown = `owner of agent "triage" unknown right now: NATS reconnecting`
-	waitFor(t, "r2 to notice it lost NATS", func() bool {
+	wait.Within(t, deadline, "r2 to notice it lost NATS", func() bool {
 		code, body := c.call("r2", http.MethodGet, "/v1/agents/triage", "")
 		if code == http.StatusOK {
 			t.Fatalf("r2 answered a view it cannot have: %s", body)
@@ -164,7 +165,7 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 	}
 
 	// r2's own agent: once its lease is in doubt, r2 no longer claims it.
-	waitFor(t, "r2 to list local as unconfirmed", func() bool {
+	wait.Within(t, deadline, "r2 to list local as unconfirmed", func() bool {
 		code, body := c.call("r2", http.MethodGet, "/v1/replicas", "")
 		var l struct {
 			Replicas []struct {
@@ -182,9 +183,9 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(errorOf(body), `owner of agent "local" unknown right now: this replica's lease on it is unconfirmed`) {
 		t.Fatalf("local on r2 with its lease in doubt: %d %s", code, body)
 	}
-	waitFor(t, "r1 to take local over", func() bool { return owner("r1", "local") == "r1" })
+	wait.Within(t, deadline, "r1 to take local over", func() bool { return owner("r1", "local") == "r1" })
 	c.reps["r1"].publish("agents.local.inbox", "after the takeover")
-	waitFor(t, "local's turn on r1", func() bool {
+	wait.Within(t, deadline, "local's turn on r1", func() bool {
 		var v struct{ Turns int }
 		code, body := c.call("r1", http.MethodGet, "/v1/agents/local", "")
 		return code == http.StatusOK && json.Unmarshal(body, &v) == nil && v.Turns >= 1
@@ -196,11 +197,11 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 	// Back, r2 shows r1's truth; local is handed back to r2 (its
 	// affinity), which goes on from r1's turn count, not its own.
 	proxy.mend()
-	waitFor(t, "r2 back, both replicas showing one owner of each agent", func() bool {
+	wait.Within(t, deadline, "r2 back, both replicas showing one owner of each agent", func() bool {
 		lo := owner("r1", "local")
 		return owner("r2", "triage") == "r1" && lo != "" && owner("r2", "local") == lo
 	})
-	waitFor(t, "r2's view of local to count r1's turn", func() bool {
+	wait.Within(t, deadline, "r2's view of local to count r1's turn", func() bool {
 		var v struct{ Turns int }
 		code, body := c.call("r2", http.MethodGet, "/v1/agents/local", "")
 		return code == http.StatusOK && json.Unmarshal(body, &v) == nil && v.Turns >= 1

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // readyz fetches /readyz. The client gives up after a second: a readiness
@@ -45,14 +46,14 @@ func TestRedisOutageHoldsTurnsWithoutModelCallsAndLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = redis.Process.Signal(syscall.SIGCONT) })
-	waitFor(t, "/readyz to report the store", func() bool {
+	wait.Within(t, deadline, "/readyz to report the store", func() bool {
 		code, body := readyz(t, r.w.APIAddr())
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "store")
 	})
 	calls := rec.calls()
 	r.publish("agents.triage.inbox", `{"text": "during the outage", "id": "m-2"}`)
 	a := r.agent()
-	waitFor(t, "the agent to wait for the store", func() bool {
+	wait.Within(t, deadline, "the agent to wait for the store", func() bool {
 		s := a.Status()
 		return s.State == driver.Waiting && strings.Contains(s.WaitingFor, "store") && s.InboxPending == 1
 	})
@@ -67,7 +68,7 @@ func TestRedisOutageHoldsTurnsWithoutModelCallsAndLosesNothing(t *testing.T) {
 	if ids := fmt.Sprint(e.Data["ids"]); !strings.Contains(ids, "m-2") {
 		t.Fatalf("the turn after the outage handled %v, want m-2", ids)
 	}
-	waitFor(t, "/readyz to recover", func() bool { code, _ := readyz(t, r.w.APIAddr()); return code == http.StatusOK })
+	wait.Within(t, deadline, "/readyz to recover", func() bool { code, _ := readyz(t, r.w.APIAddr()); return code == http.StatusOK })
 	select {
 	case e := <-dropped.C:
 		t.Fatalf("a message was dropped or dead-lettered because of the outage: %v", e)

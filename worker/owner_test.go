@@ -19,6 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -93,7 +94,7 @@ func newCluster(t *testing.T, n int, script, agentYAML, modelsYAML string) *clus
 		c.recs[h] = newRecorder()
 		c.reps[h] = start(t, replicaConfig(t, h, ns.ClientURL(), script, agentYAML, modelsYAML), c.recs[h], nil)
 	}
-	waitFor(t, "r1 owns the agent, the others stand by", func() bool {
+	wait.Within(t, deadline, "r1 owns the agent, the others stand by", func() bool {
 		for h, r := range c.reps {
 			if r.agent().Status().Standby != (h != "r1") {
 				return false
@@ -175,7 +176,7 @@ func TestVerbsAndViewsAreTheOwnersOnEveryReplica(t *testing.T) {
 	c := newCluster(t, 3, "", "", "")
 	r1, rec1 := c.reps["r1"], c.recs["r1"]
 	r1.publish("agents.triage.inbox", "first")
-	waitFor(t, "r1's first turn", func() bool { return r1.agent().Status().Turns == 1 && r1.agent().State() == driver.Sleeping })
+	wait.Within(t, deadline, "r1's first turn", func() bool { return r1.agent().Status().Turns == 1 && r1.agent().State() == driver.Sleeping })
 
 	code, body := c.call("r2", http.MethodPost, "/v1/agents/triage/pause", "")
 	var reply struct {
@@ -194,7 +195,7 @@ func TestVerbsAndViewsAreTheOwnersOnEveryReplica(t *testing.T) {
 	}
 	calls := rec1.calls()
 	r1.publish("agents.triage.inbox", "while paused")
-	waitFor(t, "the message queued behind the pause", func() bool { return r1.agent().Status().InboxPending == 1 })
+	wait.Within(t, deadline, "the message queued behind the pause", func() bool { return r1.agent().Status().InboxPending == 1 })
 	if n := rec1.calls(); n != calls {
 		t.Fatalf("the paused owner ran %d more model calls", n-calls)
 	}
@@ -203,7 +204,7 @@ func TestVerbsAndViewsAreTheOwnersOnEveryReplica(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(body), `"owner":"r1"`) {
 		t.Fatalf("resume via r3: %d %s", code, body)
 	}
-	waitFor(t, "one turn on the owner", func() bool {
+	wait.Within(t, deadline, "one turn on the owner", func() bool {
 		st := r1.agent().Status()
 		return st.Turns == 2 && st.State == driver.Sleeping && st.InboxPending == 0
 	})
@@ -315,9 +316,9 @@ func TestResetViaAStandbyIsTheOwnersAndSpendNeverDrops(t *testing.T) {
 	stop := watchSpend(t, st)
 
 	r1.publish("agents.triage.inbox", "one")
-	waitFor(t, "the first turn", func() bool { return r1.agent().Status().Turns == 1 && r1.agent().State() == driver.Sleeping })
+	wait.Within(t, deadline, "the first turn", func() bool { return r1.agent().Status().Turns == 1 && r1.agent().State() == driver.Sleeping })
 	r1.publish("agents.triage.inbox", "two")
-	waitFor(t, "the owner halted at $2", func() bool { return r1.agent().State() == driver.Halted })
+	wait.Within(t, deadline, "the owner halted at $2", func() bool { return r1.agent().State() == driver.Halted })
 	if l := readLedger(t, st); l.SessionSpent != 2 || l.Trip == nil || l.Trip.Guardrail != guard.Session {
 		t.Fatalf("stored ledger %s", l.raw)
 	}
@@ -346,14 +347,14 @@ func TestResetViaAStandbyIsTheOwnersAndSpendNeverDrops(t *testing.T) {
 	if code != http.StatusOK || json.Unmarshal(body, &res) != nil || !res.Cleared || res.SpentUSD != 2 || res.CeilingUSD != 7 {
 		t.Fatalf("reset with budget via r2: %d %s", code, body)
 	}
-	waitFor(t, "the owner reopened", func() bool { return r1.agent().State() != driver.Halted })
+	wait.Within(t, deadline, "the owner reopened", func() bool { return r1.agent().State() != driver.Halted })
 	if l := readLedger(t, st); l.SessionSpent < 2 || l.SessionAdded != 5 || l.Trip != nil {
 		t.Fatalf("stored ledger after the reset: %s", l.raw)
 	}
 	// The halted turn's message ("two") runs again now, and "three" after
 	// it (or with it): the owner charges on, and stores what it charges.
 	r1.publish("agents.triage.inbox", "three")
-	waitFor(t, "the owner handled the next message and stored its spend", func() bool {
+	wait.Within(t, deadline, "the owner handled the next message and stored its spend", func() bool {
 		s := r1.agent().Status()
 		g, _ := r1.w.Guard().Status("triage")
 		return strings.Contains(c.recs["r1"].all(), "three") && s.State == driver.Sleeping && s.InboxPending == 0 &&
@@ -375,7 +376,7 @@ func TestAStandbyNeverWritesAnOwnedAgentsState(t *testing.T) {
 	st := r2.w.Store()
 	ctx := t.Context()
 	r1.publish("agents.triage.inbox", "one")
-	waitFor(t, "the first turn stored", func() bool {
+	wait.Within(t, deadline, "the first turn stored", func() bool {
 		e, err := st.Get(ctx, "guard.triage")
 		return err == nil && bytes.Contains(e.Value, []byte(`"session_spent_usd":1`)) && r1.agent().State() == driver.Sleeping
 	})
@@ -464,6 +465,6 @@ func TestViewCountsTheOwnersSubagents(t *testing.T) {
 	})
 	c.reps["r1"].publish("agents.triage.inbox", "spawn one")
 	for _, h := range []string{"r1", "r2"} {
-		waitFor(t, "a running subagent in "+h+"'s view", func() bool { return c.view(h)["subagents_running"] == 1.0 })
+		wait.Within(t, deadline, "a running subagent in "+h+"'s view", func() bool { return c.view(h)["subagents_running"] == 1.0 })
 	}
 }

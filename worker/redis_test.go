@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // startRedis runs a real redis-server on a free loopback port for the
@@ -72,7 +73,7 @@ func TestStateInRedisSurvivesAWorkerRestart(t *testing.T) {
 
 	r2 := start(t, writeConfig(t, s), newRecorder(), nil)
 	b := r2.agent()
-	waitFor(t, "state restored from Redis", func() bool {
+	wait.Within(t, deadline, "state restored from Redis", func() bool {
 		st := b.Status()
 		return st.State == driver.Paused && st.NextWake != nil && st.NextWake.Equal(*want)
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/internal/mcptest"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // toolCalls waits for agent's next completed turn and returns the
@@ -73,7 +74,7 @@ func TestReloadAddsChangesAndRemovesAnMCPServer(t *testing.T) {
 		return v
 	}
 	r := start(t, writeConfig(t, version("", "")), newRecorder(), nil)
-	waitFor(t, "both agents owned", func() bool { return r.w.Leases().Held("triage") && r.w.Leases().Held("ops") })
+	wait.Within(t, deadline, "both agents owned", func() bool { return r.w.Leases().Held("triage") && r.w.Leases().Held("ops") })
 	opsWorks := func(step string) {
 		t.Helper()
 		before := callsK.Load()
@@ -97,7 +98,7 @@ func TestReloadAddsChangesAndRemovesAnMCPServer(t *testing.T) {
 	if got := r.toolCalls("triage"); got["echo"] != "ok" || callsA.Load() != 1 {
 		t.Fatalf("after the add: triage's tool calls %v, server A %d calls", got, callsA.Load())
 	}
-	waitFor(t, "triage's echo counted under its own label", func() bool {
+	wait.Within(t, deadline, "triage's echo counted under its own label", func() bool {
 		return metricSeries(t, r.w)[`agent_worker_tool_calls_total{agent="triage",outcome="ok",tool="echo"}`] == 1
 	})
 	opsWorks("after the add")
@@ -137,7 +138,7 @@ func TestReloadAddsChangesAndRemovesAnMCPServer(t *testing.T) {
 		t.Fatalf("after the removal: triage's tool calls %v, server A %d calls, B %d (want 1 each)", got, callsA.Load(), callsB.Load())
 	}
 	opsWorks("after the removal")
-	waitFor(t, "the removed server gone from the metrics", func() bool {
+	wait.Within(t, deadline, "the removed server gone from the metrics", func() bool {
 		m := metricSeries(t, r.w)
 		_, there := m[`agent_worker_mcp_server_up{server="tools"}`]
 		return !there && m[`agent_worker_mcp_server_up{server="keep"}`] == 1

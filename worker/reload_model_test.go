@@ -12,6 +12,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store"
 )
 
@@ -28,7 +29,7 @@ func TestReloadKeepsOrDropsAModelSwitch(t *testing.T) {
 	w, _, js := startReloading(t, path)
 	sub := w.Events().Subscribe(10000, nil)
 	t.Cleanup(sub.Close)
-	waitFor(t, "triage owned", func() bool { return w.Leases().Held("triage") })
+	wait.Within(t, deadline, "triage owned", func() bool { return w.Leases().Held("triage") })
 	agent := func() *driver.Agent {
 		a, err := w.Driver().Agent("triage")
 		if err != nil {
@@ -54,7 +55,7 @@ func TestReloadKeepsOrDropsAModelSwitch(t *testing.T) {
 	if err != nil || !slices.Contains(ch.Changed, "triage") {
 		t.Fatalf("reload: %v, changed %v", err, ch.Changed)
 	}
-	waitFor(t, "the replaced agent restored the switch", func() bool {
+	wait.Within(t, deadline, "the replaced agent restored the switch", func() bool {
 		c, ok := agent().ModelChoice()
 		return ok && c.Model == "backup" && c.By == "ops"
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // TestReloadOnTwoReplicas: each replica reloads its own config. Agents
@@ -123,7 +124,7 @@ func TestReloadSubscribeOnOneReplicaFirst(t *testing.T) {
 	before := publish(0, 5)
 	bind(fresh, x, y) // old still runs the file without x's binding
 	publish(5, 20)
-	waitFor(t, y+" to handle every alert", func() bool {
+	wait.Within(t, deadline, y+" to handle every alert", func() bool {
 		for i := range 25 {
 			if handled.count(y, fmt.Sprintf("alert-%d", i)) == 0 {
 				return false
@@ -135,12 +136,12 @@ func TestReloadSubscribeOnOneReplicaFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the alerts from before x's binding purged", func() bool {
+	wait.Within(t, deadline, "the alerts from before x's binding purged", func() bool {
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter("alerts.>"))
 		return err == nil && info.State.FirstSeq > before
 	})
 	bind(old, x, y)
-	waitFor(t, x+" to handle every alert after its binding", func() bool {
+	wait.Within(t, deadline, x+" to handle every alert after its binding", func() bool {
 		for i := 5; i < 25; i++ {
 			if handled.count(x, fmt.Sprintf("alert-%d", i)) == 0 {
 				return false

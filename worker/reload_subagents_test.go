@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/background"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // subagentModels are boss's model, which spawns a subagent on every
@@ -44,13 +45,13 @@ func TestReloadGrantsAndWithdrawsSubagents(t *testing.T) {
 		return e.Agent == "boss" && (e.Type == background.EventStarted || e.Type == background.EventFinished)
 	})
 	defer sub.Close()
-	waitFor(t, "boss to be owned", func() bool { return w.Leases().Held("boss") })
+	wait.Within(t, deadline, "boss to be owned", func() bool { return w.Leases().Held("boss") })
 
 	subagentsFile(t, path, dataDir, "[spawn_subagent]")
 	if ch, err := w.ReloadConfig(context.Background(), "test"); err != nil || fmt.Sprint(ch.Changed) != "[boss]" {
 		t.Fatalf("grant: %+v %v", ch, err)
 	}
-	waitFor(t, "boss owned again after its change", func() bool { return w.Leases().Held("boss") })
+	wait.Within(t, deadline, "boss owned again after its change", func() bool { return w.Leases().Held("boss") })
 	msg := nats.NewMsg("agents.boss.inbox")
 	msg.Data = []byte(`{"text": "index it", "id": "go-1"}`)
 	if _, err := js.PublishMsg(context.Background(), msg); err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // subscribeSteps are the configs TestReloadSubscribe reloads through, in
@@ -72,7 +74,7 @@ func TestReloadSubscribe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	reloadFile(t, path, dataDir, "", subscribeSteps[0].agents)
 	w, handled, js := startReloading(t, path)
-	waitFor(t, "the agents to be owned", func() bool {
+	wait.Within(t, deadline, "the agents to be owned", func() bool {
 		return w.Leases().Held("a1") && w.Leases().Held("a2") && w.Leases().Held("held")
 	})
 	heldAgent, err := w.Driver().Agent("held")
@@ -230,7 +232,7 @@ func TestReloadSubscribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "alerts.> purged below what its binders handled", func() bool {
+	wait.Within(t, deadline, "alerts.> purged below what its binders handled", func() bool {
 		info, err := stream.Info(context.Background(), jetstream.WithSubjectFilter("alerts.>"))
 		return err == nil && len(info.State.Subjects) == 0
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
 
@@ -137,9 +138,9 @@ func TestReloadWithMessagesInFlight(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	waitFor(t, "the agents to be owned", func() bool { return w.Leases().Held("triage") && w.Leases().Held("ops") })
+	wait.Within(t, deadline, "the agents to be owned", func() bool { return w.Leases().Held("triage") && w.Leases().Held("ops") })
 	send("ops", "ops-0")
-	waitFor(t, "ops-0 handled", func() bool { return handled.count("ops", "ops-0") == 1 })
+	wait.Within(t, deadline, "ops-0 handled", func() bool { return handled.count("ops", "ops-0") == 1 })
 
 	// The stream of messages to triage runs through every reload.
 	const inFlight = 60
@@ -171,9 +172,9 @@ func TestReloadWithMessagesInFlight(t *testing.T) {
 	if ch := reload(ReloadApplied); strings.Join(ch.Added, ",") != "fresh" || len(ch.Changed)+len(ch.Removed) != 0 {
 		t.Fatalf("add: %+v", ch)
 	}
-	waitFor(t, "fresh to be owned", func() bool { return w.Leases().Held("fresh") })
+	wait.Within(t, deadline, "fresh to be owned", func() bool { return w.Leases().Held("fresh") })
 	send("fresh", "f-0")
-	waitFor(t, "the added agent to handle its message", func() bool { return handled.count("fresh", "f-0") == 1 })
+	wait.Within(t, deadline, "the added agent to handle its message", func() bool { return handled.count("fresh", "f-0") == 1 })
 
 	// 2. A schedule (and the instruction) changed.
 	const triageV2 = `  - name: triage
@@ -225,11 +226,11 @@ func TestReloadWithMessagesInFlight(t *testing.T) {
 	<-published
 	for i := range inFlight {
 		id := fmt.Sprintf("m-%d", i)
-		waitFor(t, id+" handled", func() bool { return handled.count("triage", id) >= 1 })
+		wait.Within(t, deadline, id+" handled", func() bool { return handled.count("triage", id) >= 1 })
 	}
 	// Once handled, none again: let a last message through and check.
 	send("triage", "last")
-	waitFor(t, "the last message handled", func() bool { return handled.count("triage", "last") == 1 })
+	wait.Within(t, deadline, "the last message handled", func() bool { return handled.count("triage", "last") == 1 })
 	for i := range inFlight {
 		if n := handled.count("triage", fmt.Sprintf("m-%d", i)); n != 1 {
 			t.Errorf("m-%d handled %d times", i, n)
@@ -270,7 +271,7 @@ func TestReloadPricing(t *testing.T) {
 	const agents = "  - {name: triage, model: fake}\n"
 	reloadFile(t, path, dataDir, "", agents)
 	w, _, _ := startReloading(t, path)
-	waitFor(t, "triage owned", func() bool { return w.Leases().Held("triage") })
+	wait.Within(t, deadline, "triage owned", func() bool { return w.Leases().Held("triage") })
 	if w.Guard().Priced("triage") {
 		t.Fatal("priced before the pricing table")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // Webhooks follow the config: a webhook added by a reload has its
@@ -28,7 +29,7 @@ func TestReloadAddsChangesAndRemovesAWebhook(t *testing.T) {
 		return v
 	}
 	r := start(t, writeConfig(t, version("", "")), rec, nil)
-	waitFor(t, "triage owned", func() bool { return r.w.Leases().Held("triage") })
+	wait.Within(t, deadline, "triage owned", func() bool { return r.w.Leases().Held("triage") })
 	const accepted = `agent_worker_webhook_notifications_total{outcome="accepted",webhook="ci"}`
 	if _, there := metricSeries(t, r.w)[accepted]; there {
 		t.Fatal("a series for a webhook not configured yet")

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // tenThousand is the number of agents one worker must run: with one
@@ -26,7 +28,7 @@ func TestTenThousandAgentsInOneWorkerEachHandleAMessage(t *testing.T) {
 	// of their own (BenchmarkScale measures the product with KV).
 	c.store = "memory://"
 	r := c.start("r1")
-	waitWithin(t, "every agent owned", 6*deadline, func() bool { _, ok := c.spread(); return ok })
+	wait.Within(t, 6*deadline, "every agent owned", func() bool { _, ok := c.spread(); return ok })
 	if code, body := readyz(t, r.w.APIAddr()); code != http.StatusOK {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
@@ -36,7 +38,7 @@ func TestTenThousandAgentsInOneWorkerEachHandleAMessage(t *testing.T) {
 		ids[a] = c.publish(a)
 	}
 	published := time.Since(began)
-	waitWithin(t, "every agent's message handled", 10*deadline, func() bool {
+	wait.Within(t, 10*deadline, "every agent's message handled", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, id := range ids {
@@ -64,16 +66,4 @@ func TestTenThousandAgentsInOneWorkerEachHandleAMessage(t *testing.T) {
 func lostLeases(t *testing.T, w *Worker) float64 {
 	t.Helper()
 	return metricLabelSums(t, w, "agent_worker_ownership_changes_total", "reason")["lost"]
-}
-
-// waitWithin polls cond until it holds, for at most within.
-func waitWithin(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-time.After(20 * time.Millisecond)
-	}
 }

@@ -1,6 +1,10 @@
 package worker
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/agent-worker/agent-worker/internal/wait"
+)
 
 // The spend and ceiling gauges follow the guard: after a priced turn the
 // session and day windows show what it cost, next to their ceilings.
@@ -18,7 +22,7 @@ func TestSpendGaugesMoveAfterAPricedTurn(t *testing.T) {
 	}
 	r.publish("agents.triage.inbox", "hello")
 	r.waitEvent("turn-completed")
-	waitFor(t, "the spend gauges to show the turn", func() bool {
+	wait.Within(t, deadline, "the spend gauges to show the turn", func() bool {
 		m := metricSeries(t, r.w)
 		return m[`agent_worker_spend_usd{agent="triage",window="session"}`] == 1 && m[`agent_worker_spend_usd{agent="triage",window="day"}`] == 1
 	})

@@ -25,6 +25,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
 
@@ -301,7 +302,7 @@ func (c *fleet) publish(agent string) string {
 // completed turn.
 func (c *fleet) waitHandled(t *testing.T, what string, ids []string) {
 	t.Helper()
-	waitFor(t, what, func() bool {
+	wait.Within(t, deadline, what, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, id := range ids {
@@ -444,7 +445,7 @@ func TestAgentsSpreadAcrossReplicasAndMoveGracefully(t *testing.T) {
 		<-loaded
 	}()
 	// Let the load reach every agent before the kill.
-	waitFor(t, "turns on every fleetReplica", func() bool {
+	wait.Within(t, deadline, "turns on every fleetReplica", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		seen := map[string]bool{}
@@ -470,7 +471,7 @@ func TestAgentsSpreadAcrossReplicasAndMoveGracefully(t *testing.T) {
 	t.Logf("r3 rejoined: %v, even %v after its start", load, took)
 	// Messages published during and after the handovers, for a while.
 	settled := time.Now()
-	waitFor(t, "a second of load after the handovers", func() bool { return time.Since(settled) > time.Second })
+	wait.Within(t, deadline, "a second of load after the handovers", func() bool { return time.Since(settled) > time.Second })
 	close(stop)
 	<-loaded
 
@@ -619,17 +620,17 @@ func TestPinnedAgentFollowsItsAffinity(t *testing.T) {
 	}
 	red := start(t, writeConfig(t, cfg("red-1")), newRecorder(), nil)
 	blue := start(t, writeConfig(t, cfg("blue-1")), newRecorder(), nil)
-	waitFor(t, "blue-1 owns triage", func() bool { return !blue.agent().Status().Standby && red.agent().Status().Standby })
+	wait.Within(t, deadline, "blue-1 owns triage", func() bool { return !blue.agent().Status().Standby && red.agent().Status().Standby })
 	if o := red.agent().Status().Owner; o != "blue-1" {
-		waitFor(t, "red-1 sees blue-1 as the owner", func() bool { return red.agent().Status().Owner == "blue-1" })
+		wait.Within(t, deadline, "red-1 sees blue-1 as the owner", func() bool { return red.agent().Status().Owner == "blue-1" })
 	}
 	blue.nc.Close()
 	blue.w.NATS().NC.Close() // blue-1 dies
-	waitFor(t, "red-1 takes triage over", func() bool { return !red.agent().Status().Standby })
+	wait.Within(t, deadline, "red-1 takes triage over", func() bool { return !red.agent().Status().Standby })
 	blue.w.Stop(context.Background())
 	blue.w = nil
 	blue2 := start(t, writeConfig(t, cfg("blue-2")), newRecorder(), nil)
-	waitFor(t, "blue-2 takes triage back", func() bool { return !blue2.agent().Status().Standby && red.agent().Status().Standby })
+	wait.Within(t, deadline, "blue-2 takes triage back", func() bool { return !blue2.agent().Status().Standby && red.agent().Status().Standby })
 }
 
 // Standby replicas export no per-agent gauges for agents they do not own.
@@ -642,8 +643,8 @@ func TestStandbyReplicaExportsOnlyOwnership(t *testing.T) {
 	}
 	r1 := start(t, writeConfig(t, cfg("r1")), newRecorder(), nil)
 	r2 := start(t, writeConfig(t, cfg("r2")), newRecorder(), nil)
-	waitFor(t, "r1 owns triage", func() bool { return !r1.agent().Status().Standby && r2.agent().Status().Standby })
-	waitFor(t, "both see two replicas", func() bool {
+	wait.Within(t, deadline, "r1 owns triage", func() bool { return !r1.agent().Status().Standby && r2.agent().Status().Standby })
+	wait.Within(t, deadline, "both see two replicas", func() bool {
 		return metricSums(t, r1.w)["agent_worker_replicas"] == 2 && metricSums(t, r2.w)["agent_worker_replicas"] == 2
 	})
 	m1, m2 := metricSums(t, r1.w), metricSums(t, r2.w)
@@ -676,7 +677,7 @@ func TestGracefulStopHandsAgentsOver(t *testing.T) {
 	c.waitSpread("three replicas", deadline, 10, 10)
 	stop := make(chan struct{})
 	loaded := c.load(40*time.Millisecond, stop)
-	waitFor(t, "turns on every replica", func() bool {
+	wait.Within(t, deadline, "turns on every replica", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		seen := map[string]bool{}
@@ -697,7 +698,7 @@ func TestGracefulStopHandsAgentsOver(t *testing.T) {
 	load, _ := c.waitSpread("after r2 stopped", deadline, 15, 15)
 	t.Logf("r2's graceful stop took %v; then %v", stopped, load)
 	settled := time.Now()
-	waitFor(t, "a second of load after the stop", func() bool { return time.Since(settled) > time.Second })
+	wait.Within(t, deadline, "a second of load after the stop", func() bool { return time.Since(settled) > time.Second })
 	close(stop)
 	<-loaded
 
@@ -709,7 +710,7 @@ func TestGracefulStopHandsAgentsOver(t *testing.T) {
 		}
 	}
 	c.mu.Unlock()
-	waitFor(t, "every message since the stop handled", func() bool {
+	wait.Within(t, deadline, "every message since the stop handled", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, id := range ids {

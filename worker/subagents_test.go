@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
@@ -129,7 +130,7 @@ func subCluster(t *testing.T, runners int, s subSetup, hold bool) (owner *subRep
 		}
 		rs = append(rs, startSubReplica(t, ns.ClientURL(), fmt.Sprintf("r%d", i+2), 1, s, h))
 	}
-	waitFor(t, "r1 owns triage, the others stand by", func() bool {
+	wait.Within(t, deadline, "r1 owns triage, the others stand by", func() bool {
 		if owner.agent().Status().Standby {
 			return false
 		}
@@ -243,7 +244,7 @@ func TestSubagentRunsOnAnotherReplicaAndReportsToItsParent(t *testing.T) {
 		t.Fatalf("finished on r2: %v", e.Data)
 	}
 	wake := `[wake: subagent "triage-sub-1" reported]`
-	waitFor(t, "triage's turn woken by the report", func() bool { return strings.Contains(r1.rec.all(), wake) })
+	wait.Within(t, deadline, "triage's turn woken by the report", func() bool { return strings.Contains(r1.rec.all(), wake) })
 	report := r1.rec.all()[strings.Index(r1.rec.all(), wake):]
 	for _, want := range []string{"  source: subagent:triage-sub-1", "Subagent triage-sub-1 completed.", "Task: count the widgets in warehouse 7", "> Result:\n> 42 widgets"} {
 		if !strings.Contains(report, want) {
@@ -256,10 +257,10 @@ func TestSubagentRunsOnAnotherReplicaAndReportsToItsParent(t *testing.T) {
 	if n := r2.sub.calls(); n != 1 {
 		t.Errorf("r2 ran %d subagent model calls, want 1", n)
 	}
-	waitFor(t, "the $1 charged to triage's ledger", func() bool { return ledger(t, r1) == 1 })
+	wait.Within(t, deadline, "the $1 charged to triage's ledger", func() bool { return ledger(t, r1) == 1 })
 	for _, r := range []*subReplica{r1, r2} {
 		var l subagentList
-		waitFor(t, "the spend listed on "+r.name, func() bool {
+		wait.Within(t, deadline, "the spend listed on "+r.name, func() bool {
 			l = r.subagents()
 			i, _ := l.info("triage-sub-1")
 			return i.SpentUSD == 1
@@ -296,7 +297,7 @@ func TestSubagentOfAKilledReplicaRunsAgain(t *testing.T) {
 	r1, rs := subCluster(t, 2, s, true)
 	r1.publish("agents.triage.inbox", "scan the logs please")
 	var victim, survivor *subReplica
-	waitFor(t, "a runner holds the subagent's model call", func() bool {
+	wait.Within(t, deadline, "a runner holds the subagent's model call", func() bool {
 		for i, r := range rs {
 			if r.sub.calls() > 0 {
 				victim, survivor = r, rs[1-i]
@@ -320,7 +321,7 @@ func TestSubagentOfAKilledReplicaRunsAgain(t *testing.T) {
 		t.Fatalf("finished on %s: %v", survivor.name, e.Data)
 	}
 	wake := `[wake: subagent "triage-sub-1" reported]`
-	waitFor(t, "triage's turn woken by the report", func() bool { return strings.Contains(r1.rec.all(), wake) })
+	wait.Within(t, deadline, "triage's turn woken by the report", func() bool { return strings.Contains(r1.rec.all(), wake) })
 	if !strings.Contains(r1.rec.all(), "no errors in the logs") {
 		t.Errorf("the report lacks the result:\n%s", r1.rec.all())
 	}
@@ -396,9 +397,9 @@ func TestHaltedParentStopsItsRemoteSubagentAndIsChargedOnce(t *testing.T) {
 	if spent < 3 {
 		t.Fatalf("the subagent spent $%v, want at least the $3 that cross $2.50", spent)
 	}
-	waitFor(t, "every charge applied", func() bool { return ledger(t, r1) == spent })
+	wait.Within(t, deadline, "every charge applied", func() bool { return ledger(t, r1) == spent })
 	t.Logf("halted by %q; the subagent stopped %v later, having spent $%v, all in the ledger", trip.Data["reason"], fin.Time.Sub(trip.Time), spent)
-	waitFor(t, "the spend listed", func() bool {
+	wait.Within(t, deadline, "the spend listed", func() bool {
 		i, _ := r1.subagents().info("triage-sub-1")
 		return i.SpentUSD == spent && i.State == background.OutcomeStopped && i.Replica == "r2"
 	})
@@ -451,9 +452,9 @@ func TestSubagentsListedAndStoppedFromAnyReplica(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	r1 := startSubReplica(t, ns.ClientURL(), "r1", 0, s, nil)
 	r2 := startSubReplica(t, ns.ClientURL(), "r2", 2, s, nil)
-	waitFor(t, "r1 owns triage", func() bool { return !r1.agent().Status().Standby && r2.agent().Status().Standby })
+	wait.Within(t, deadline, "r1 owns triage", func() bool { return !r1.agent().Status().Standby && r2.agent().Status().Standby })
 	r1.publish("agents.triage.inbox", "watch both queues")
-	waitFor(t, "both running on r2", func() bool { return r2.sub.calls() == 2 })
+	wait.Within(t, deadline, "both running on r2", func() bool { return r2.sub.calls() == 2 })
 	for _, r := range []*subReplica{r1, r2} {
 		l := r.subagents()
 		for _, id := range []string{"triage-sub-1", "triage-sub-2"} {
@@ -492,7 +493,7 @@ func TestSubagentsListedAndStoppedFromAnyReplica(t *testing.T) {
 		t.Logf("the API's stop on r2 stopped the subagent in %v", took)
 	}
 	for _, want := range []string{"Subagent triage-sub-1 stopped by its parent.", "Subagent triage-sub-2 stopped by operator (token anonymous)."} {
-		waitFor(t, "triage told: "+want, func() bool { return strings.Contains(r1.rec.all(), want) })
+		wait.Within(t, deadline, "triage told: "+want, func() bool { return strings.Contains(r1.rec.all(), want) })
 	}
 	if code, body := r1.api(http.MethodPost, "/v1/agents/triage/subagents/triage-sub-2/stop"); code != http.StatusConflict {
 		t.Errorf("second stop: %d %s", code, body)

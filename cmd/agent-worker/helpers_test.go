@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // waitDeadline bounds every wait of these tests; the waits poll and
@@ -28,13 +31,12 @@ func testEnv(vars map[string]string) environ {
 // test with the message and what detail returns.
 func eventually(t *testing.T, cond func() bool, detail func() string, format string, args ...any) {
 	t.Helper()
-	end := time.Now().Add(waitDeadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s:\n%s", fmt.Sprintf(format, args...), detail())
+	wait.NoError(t, waitDeadline, fmt.Sprintf(format, args...), func() error {
+		if cond() {
+			return nil
 		}
-		<-time.After(5 * time.Millisecond)
-	}
+		return errors.New("\n" + detail())
+	})
 }
 
 // runningCmd is a command line executing in the background, as a process

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // stepDeadline bounds every wait of one step; a wait ends as soon as its
@@ -25,18 +26,6 @@ const receiverRoute = "POST /v1/alertmanager/{name}"
 
 // floodSize is how many alerts the big group holds.
 const floodSize = 150
-
-// waitFor polls cond every 20ms until it holds, failing after within.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestAlertmanagerToAgent drives the alerting path end to end with the
 // real binaries: exporter → Prometheus (rules) → Alertmanager (grouping,
@@ -75,7 +64,7 @@ func TestAlertmanagerToAgent(t *testing.T) {
 
 	ok := t.Run("prometheus scrapes the worker", func(t *testing.T) {
 		var last string
-		waitFor(t, "Prometheus to scrape the worker and the exporter and find Alertmanager", stepDeadline, func() bool {
+		wait.Within(t, stepDeadline, "Prometheus to scrape the worker and the exporter and find Alertmanager", func() bool {
 			w, okW, errW := prom.scalar(`up{job="agent-worker"}`)
 			e, okE, errE := prom.scalar(`up{job="e2e-exporter"}`)
 			am, errA := prom.activeAlertmanagers()
@@ -150,7 +139,7 @@ func TestAlertmanagerToAgent(t *testing.T) {
 		if k := res.Reply.Kind; k != "" && k != "deferred" {
 			t.Errorf("the all-resolved notification was queued as %q, want deferred", k)
 		}
-		waitFor(t, "the worker to queue the resolved notification as deferred", stepDeadline, func() bool {
+		wait.Within(t, stepDeadline, "the worker to queue the resolved notification as deferred", func() bool {
 			evs, _ := aw.eventsSince(ev)
 			return slices.ContainsFunc(evs, func(e events.Event) bool {
 				return e.Type == events.MessageQueued && e.Data["kind"] == "deferred"
@@ -230,7 +219,7 @@ func TestAlertmanagerToAgent(t *testing.T) {
 
 	t.Run("receiver metrics in Prometheus", func(t *testing.T) {
 		turns := len(aw.rec.turns())
-		waitFor(t, fmt.Sprintf("Prometheus to see %d completed turns", turns), stepDeadline, func() bool {
+		wait.Within(t, stepDeadline, fmt.Sprintf("Prometheus to see %d completed turns", turns), func() bool {
 			v, ok, err := prom.scalar(`sum(agent_worker_turns_total{job="agent-worker",agent="oncall",outcome="completed"})`)
 			return err == nil && ok && int(v) == turns
 		})
@@ -289,10 +278,10 @@ func TestAlertmanagerToAgent(t *testing.T) {
 			t.Fatalf("POST /v1/webhooks/ci: %s", resp.Status)
 		}
 		tl.now("test → worker: CI webhook, build 812 failed → %s", resp.Status)
-		waitFor(t, "a turn that saw the rendered webhook", stepDeadline, func() bool {
+		wait.Within(t, stepDeadline, "a turn that saw the rendered webhook", func() bool {
 			return countPrompts(aw.rec.turns(), "build 812 of payments: failed") == 1
 		})
-		waitFor(t, "Prometheus to count the webhook", stepDeadline, func() bool {
+		wait.Within(t, stepDeadline, "Prometheus to count the webhook", func() bool {
 			v, ok, err := prom.scalar(`sum(increase(agent_worker_webhook_notifications_total{webhook="ci",outcome="accepted"}[1m]))`)
 			return err == nil && ok && v > 0
 		})
@@ -309,7 +298,7 @@ func TestAlertmanagerToAgent(t *testing.T) {
 func waitTurn(t *testing.T, aw *agentWorker, after int, want string) string {
 	t.Helper()
 	var p string
-	waitFor(t, fmt.Sprintf("a turn whose prompt contains %q", want), stepDeadline, func() bool {
+	wait.Within(t, stepDeadline, fmt.Sprintf("a turn whose prompt contains %q", want), func() bool {
 		ps := aw.rec.turns()
 		for i := after; i < len(ps); i++ {
 			if strings.Contains(ps[i], want) {

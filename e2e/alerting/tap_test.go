@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // tap stands between Alertmanager and the worker's receiver: it forwards
@@ -235,7 +237,7 @@ func (tp *tap) all() []notification {
 func (tp *tap) next(t *testing.T, after int, what string, match func(notification) bool) notification {
 	t.Helper()
 	var found *notification
-	waitFor(t, what, stepDeadline, func() bool {
+	wait.Within(t, stepDeadline, what, func() bool {
 		tp.mu.Lock()
 		defer tp.mu.Unlock()
 		for i := after; i < len(tp.notes); i++ {

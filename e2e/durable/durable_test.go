@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-worker/agent-worker/internal/fakeprovider"
+	"github.com/agent-worker/agent-worker/internal/wait"
 )
 
 // deadline bounds every wait: a failure guard, not a sleep.
@@ -90,12 +91,12 @@ agents:
 	// Its first response was charged before the crash (the guard writes
 	// spend off the hot path): wait for the write, so the total below
 	// tells a replayed response charged again from one charged once.
-	waitFor(t, "the first response's spend stored", func() bool { return storedSpend(t, js) > 0 })
+	wait.Within(t, deadline, "the first response's spend stored", func() bool { return storedSpend(t, js) > 0 })
 	first.kill(t)
 
 	second := startWorker(t, bin, cfg, filepath.Join(dir, "second.log"), api)
 	defer second.kill(t)
-	waitFor(t, "alert-1 handled", func() bool {
+	wait.Within(t, deadline, "alert-1 handled", func() bool {
 		var info struct {
 			Status string `json:"status"`
 		}
@@ -272,18 +273,6 @@ func getJSON(api, path string, v any) error {
 		return fmt.Errorf("GET %s: %s", path, r.Status)
 	}
 	return json.NewDecoder(r.Body).Decode(v)
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for time.Now().Before(end) {
-		if ok() {
-			return
-		}
-		<-time.After(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func freeAddr(t *testing.T) string {

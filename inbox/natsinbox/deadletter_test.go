@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/turnlog"
 )
@@ -44,7 +45,7 @@ func TestDeadLettersAreRecordedByID(t *testing.T) {
 		{"full-1", "dropped", "too many turns"},
 	} {
 		var d *turnlog.DeadLetter
-		waitUntil(t, "dead-letter record of "+c.id, func() bool {
+		wait.For(t, "dead-letter record of "+c.id, func() bool {
 			d, err = log.DeadLettered(ctx, "a", c.id)
 			return err == nil && d != nil
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -32,7 +33,7 @@ func TestAReadStartsWhereTheAgentStandsAndSettledMessagesArePurged(t *testing.T)
 	if c := r.settle("a"); c["agents.a.inbox"] != 3 {
 		t.Fatalf("cursors %v after reading three", c)
 	}
-	waitUntil(t, "the settled messages purged", func() bool { return r.held(t, "agents.a.>") == 0 })
+	wait.For(t, "the settled messages purged", func() bool { return r.held(t, "agents.a.>") == 0 })
 	r.publish(t, "agents.a.deferred", "d-1", "background")
 	if m := r.next(t); m.ID != "d-1" || m.Kind != inbox.Deferred || m.Pos.Seq != 4 {
 		t.Fatalf("after the purge: %+v", m)
@@ -49,7 +50,7 @@ func TestAReadTakesItsRoomAndSaysHowManyWait(t *testing.T) {
 		r.publish(t, "agents.a.deferred", fmt.Sprintf("d-%d", i), "background note")
 	}
 	last := r.publish(t, "agents.a.inbox", "w-1", "page")
-	waitUntil(t, "routed", func() bool { return r.b.Routed() >= last })
+	wait.For(t, "routed", func() bool { return r.b.Routed() >= last })
 	res, err := r.b.Read(t.Context(), "a", nil, inbox.Room{Wake: 10, Deferred: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestABadBodyIsDeadLetteredAndPassed(t *testing.T) {
 	}
 	r.publish(t, "agents.a.inbox", "bad-1", `{"text": `)
 	last := r.publish(t, "agents.a.inbox", "good-1", "fine")
-	waitUntil(t, "routed", func() bool { return r.b.Routed() >= last })
+	wait.For(t, "routed", func() bool { return r.b.Routed() >= last })
 	res, err := r.b.Read(t.Context(), "a", nil, inbox.Room{Wake: 10, Deferred: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func TestInputForAnUnknownAgentIsDeadLetteredOnceAcrossReplicas(t *testing.T) {
 	r := newRig(t, memstore.New(nil))
 	r.start(t) // a second replica on the same stream
 	r.publish(t, "agents.ghost.inbox", "ghost-1", "anyone?")
-	waitUntil(t, "removed from the log", func() bool { return r.held(t, "agents.ghost.>") == 0 })
+	wait.For(t, "removed from the log", func() bool { return r.held(t, "agents.ghost.>") == 0 })
 	s, err := r.conn.JS.Stream(t.Context(), "AGENTS_DLQ")
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestASharedSubjectReachesBothAgentsAndIsPurgedAfterBoth(t *testing.T) {
 		t.Fatalf("the shared subject holds %d after only a settled it, want 1", n)
 	}
 	r.settle("b")
-	waitUntil(t, "purged once both settled", func() bool { return r.held(t, "alerts.>") == 0 })
+	wait.For(t, "purged once both settled", func() bool { return r.held(t, "alerts.>") == 0 })
 }
 
 // Overlapping patterns (alerts.> and alerts.prod.>): a message on both is
@@ -167,7 +168,7 @@ func TestOverlappingPatternsArePurgedBelowBothCursors(t *testing.T) {
 		t.Fatalf("wide got %+v", m)
 	}
 	r.settle("wide")
-	waitUntil(t, "a message only the wide pattern matches purged", func() bool { return r.held(t, "alerts.dev.>") == 0 })
+	wait.For(t, "a message only the wide pattern matches purged", func() bool { return r.held(t, "alerts.dev.>") == 0 })
 
 	r.publish(t, "alerts.prod.db", "prod-1", "disk full")
 	if m := r.nextOf(t, "wide"); m.ID != "prod-1" {
@@ -182,7 +183,7 @@ func TestOverlappingPatternsArePurgedBelowBothCursors(t *testing.T) {
 		t.Fatalf("alerts.prod.db purged before prod settled it (%d held)", n)
 	}
 	r.settle("prod")
-	waitUntil(t, "purged once both settled", func() bool { return r.held(t, "alerts.>") == 0 })
+	wait.For(t, "purged once both settled", func() bool { return r.held(t, "alerts.>") == 0 })
 }
 
 // A full subject refuses its own publisher with a clear error; another
@@ -226,11 +227,11 @@ func TestAMessageWithAnIDOutlivesItsSettleByTheDuplicateWindow(t *testing.T) {
 	r.next(t)
 	r.next(t)
 	r.settle("a")
-	waitUntil(t, "the message without an id purged", func() bool { return r.held(t, "agents.a.inbox") == 1 })
+	wait.For(t, "the message without an id purged", func() bool { return r.held(t, "agents.a.inbox") == 1 })
 	if ack, err := r.conn.JS.Publish(t.Context(), "agents.a.inbox", []byte("with an id"), jetstream.WithMsgID("retry-me")); err != nil || !ack.Duplicate {
 		t.Fatalf("a retry within the window: %+v, %v; want a duplicate", ack, err)
 	}
-	waitUntil(t, "purged once its window passed", func() bool { return r.held(t, "agents.a.inbox") == 0 })
+	wait.For(t, "purged once its window passed", func() bool { return r.held(t, "agents.a.inbox") == 0 })
 }
 
 // A message with an id that the router never saw (it waited in the log
@@ -247,7 +248,7 @@ func TestAMessageWithAnIDTheRouterDidNotSeeIsHeldForItsWindow(t *testing.T) {
 	r.next(t)
 	r.next(t)
 	r.settle("a")
-	waitUntil(t, "a purge", func() bool { return r.held(t, "agents.a.inbox") < 2 })
+	wait.For(t, "a purge", func() bool { return r.held(t, "agents.a.inbox") < 2 })
 	if n := r.held(t, "agents.a.inbox"); n != 1 {
 		t.Fatalf("the log holds %d message(s) after the purge; want 1 (the one with an id, inside its window)", n)
 	}
@@ -265,6 +266,6 @@ func TestEveryReplicasRouterSeesEveryMessage(t *testing.T) {
 		last = r.publish(t, "agents.a.inbox", "", "x")
 	}
 	for i, b := range replicas {
-		waitUntil(t, fmt.Sprintf("replica %d routed all", i+1), func() bool { return b.Routed() >= last })
+		wait.For(t, fmt.Sprintf("replica %d routed all", i+1), func() bool { return b.Routed() >= last })
 	}
 }

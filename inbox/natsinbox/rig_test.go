@@ -222,14 +222,3 @@ func (r *rig) held(t *testing.T, filter string) int {
 	}
 	return n
 }
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v", what, deadline)
-		}
-		<-time.After(5 * time.Millisecond)
-	}
-}

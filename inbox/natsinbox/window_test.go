@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
@@ -80,14 +81,14 @@ func TestAWindowTooSmallFallsBackToTheStream(t *testing.T) {
 	for i := 1; i < 50; i++ {
 		last = r.publish(t, "agents.a.inbox", "", fmt.Sprintf("m%d", i))
 	}
-	waitUntil(t, "the router to route every message", func() bool { return r.b.Routed() >= last })
+	wait.For(t, "the router to route every message", func() bool { return r.b.Routed() >= last })
 	res := r.read(t, "a", 100)
 	got := []string{}
 	for _, m := range res.Messages {
 		got = append(got, m.Text)
 	}
 	wantTexts(t, got, 0, 50)
-	waitUntil(t, "a direct get: a backlog beyond the window was read without asking the stream", func() bool { return gets.Load() > 0 })
+	wait.For(t, "a direct get: a backlog beyond the window was read without asking the stream", func() bool { return gets.Load() > 0 })
 }
 
 // An agent served elsewhere while its messages came (bound here later)
@@ -100,12 +101,12 @@ func TestAnAgentBoundLaterReadsWhatCameBeforeFromTheStream(t *testing.T) {
 	b := r.start(t)
 	gets := directGets(t, r)
 	last := r.publish(t, "agents.a.inbox", "", "m0")
-	waitUntil(t, "the router to route it", func() bool { return b.Routed() >= last })
+	wait.For(t, "the router to route it", func() bool { return b.Routed() >= last })
 	if err := b.Bind(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	wantTexts(t, texts(t, r, 1), 0, 1)
-	waitUntil(t, "a direct get: a message routed before the agent was bound was read without asking the stream", func() bool { return gets.Load() > 0 })
+	wait.For(t, "a direct get: a message routed before the agent was bound was read without asking the stream", func() bool { return gets.Load() > 0 })
 	r.settle("a")
 	before := gets.Load()
 	r.publish(t, "agents.a.inbox", "", "m1")
@@ -125,5 +126,5 @@ func TestMessagesWaitingAtStartAreReadFromTheStream(t *testing.T) {
 	r.start(t)
 	gets := directGets(t, r)
 	wantTexts(t, texts(t, r, 1), 0, 1)
-	waitUntil(t, "a direct get: a message waiting at start was read without asking the stream", func() bool { return gets.Load() > 0 })
+	wait.For(t, "a direct get: a message waiting at start was read without asking the stream", func() bool { return gets.Load() > 0 })
 }

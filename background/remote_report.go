@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/tracing"
 )
@@ -64,16 +65,11 @@ func encodeReport(id, text string, limit int) []byte {
 			return data
 		}
 		const note = "\n[report cut to fit nats.max_message_bytes]"
-		cut := max(len(text)-over-len(note)-16, 0)
-		for cut > 0 && !utf8RuneStart(text[cut]) {
-			cut--
-		}
-		if cut == 0 {
+		kept := textclip.Bytes(text, len(text)-over-len(note)-16, "")
+		if kept == "" {
 			text = ""
 			continue
 		}
-		text = text[:cut] + note
+		text = kept + note
 	}
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -119,7 +119,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -127,6 +126,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/seal"
@@ -242,15 +242,7 @@ type Request struct {
 // Audit returns the request's audit fields for the driver and the guard,
 // with the reason cut to MaxReason runes.
 func (r Request) Audit() hook.Audit {
-	return hook.Audit{By: r.By, Reason: clipRunes(strings.TrimSpace(r.Reason), MaxReason)}
-}
-
-// clipRunes cuts s to at most n runes.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
+	return hook.Audit{By: r.By, Reason: textclip.Runes(strings.TrimSpace(r.Reason), MaxReason, "")}
 }
 
 // Reply answers a Request.

@@ -19,6 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // Operator approval (package approval). A call of a tool in
@@ -86,7 +87,7 @@ func (a *Agent) hold(ctx context.Context, tool, call string, args map[string]any
 	}
 	if created {
 		a.log.Info("tool call held for an operator's approval", "approval", r.ID, "call", approval.Describe(r), "expires", r.Expires)
-		a.emit(events.ApprovalRequested, map[string]any{"id": r.ID, "tool": tool, "args": clip(approval.Describe(r), 1000), "turn": r.Turn, "expires": r.Expires})
+		a.emit(events.ApprovalRequested, map[string]any{"id": r.ID, "tool": tool, "args": textclip.Runes(approval.Describe(r), 1000, "…"), "turn": r.Turn, "expires": r.Expires})
 		a.armExpiry(r)
 	}
 	return map[string]any{
@@ -200,7 +201,7 @@ func heldCallData(r approval.Request, result map[string]any) string {
 	s := "arguments: " + approval.Arguments(r)
 	if result != nil {
 		out, _ := json.Marshal(result)
-		s += "\nresult: " + clip(string(out), 4000)
+		s += "\nresult: " + textclip.Runes(string(out), 4000, "…")
 	}
 	return s
 }

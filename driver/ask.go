@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/hook"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
 // An ask is an operator's side question to an agent ("why did you page
@@ -181,12 +182,12 @@ func (a *Agent) askStateLocked() string {
 // asked logs and announces an ask's outcome (the asked event, which the
 // metrics count).
 func (a *Agent) asked(by hook.Audit, question string, ans Answer, outcome string, err error) {
-	data := audited(by, map[string]any{"outcome": outcome, "question": clip(question, 500), "duration_ms": ans.DurationMS})
+	data := audited(by, map[string]any{"outcome": outcome, "question": textclip.Runes(question, 500, "…"), "duration_ms": ans.DurationMS})
 	if ans.Model != "" {
 		data["model"], data["tokens_in"], data["tokens_out"], data["cost_usd"] = ans.Model, ans.TokensIn, ans.TokensOut, ans.CostUSD
 	}
 	if ans.Text != "" {
-		data["answer"] = clip(ans.Text, 2000)
+		data["answer"] = textclip.Runes(ans.Text, 2000, "…")
 	}
 	if len(ans.NotRun) > 0 {
 		data["calls_not_run"] = ans.NotRun

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/tracing"
 )
 
@@ -170,7 +171,7 @@ func (d *Driver) spanEvent(e events.Event) {
 	for k, v := range e.Data {
 		switch v := v.(type) {
 		case string:
-			attrs = append(attrs, attribute.String(k, clip(v, 500)))
+			attrs = append(attrs, attribute.String(k, textclip.Runes(v, 500, "…")))
 		case bool:
 			attrs = append(attrs, attribute.Bool(k, v))
 		case int:
@@ -182,7 +183,7 @@ func (d *Driver) spanEvent(e events.Event) {
 		case float64:
 			attrs = append(attrs, attribute.Float64(k, v))
 		default:
-			attrs = append(attrs, attribute.String(k, clip(fmt.Sprint(v), 500)))
+			attrs = append(attrs, attribute.String(k, textclip.Runes(fmt.Sprint(v), 500, "…")))
 		}
 	}
 	(*sp).AddEvent(e.Type, trace.WithTimestamp(e.Time), trace.WithAttributes(attrs...))

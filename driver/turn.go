@@ -16,6 +16,7 @@ import (
 	"github.com/agent-worker/agent-worker/history"
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
 )
@@ -323,7 +324,7 @@ func (a *Agent) settleCompleted(t *activeTurn) {
 	sum := t.sum
 	a.endCurrent()
 	a.deliveredNotices(context.WithoutCancel(t.ctx), t.causes)
-	t.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", t.ids), slog.String("text", clip(sum.Text, 400)))
+	t.log.LogAttrs(t.ctx, slog.LevelInfo, "turn completed", slog.Uint64("turn", t.n), slog.Duration("duration", sum.Duration), slog.Int("model_calls", sum.ModelCalls), slog.Int("tool_calls", sum.ToolCalls), slog.Int("tokens_in", sum.TokensIn), slog.Int("tokens_out", sum.TokensOut), slog.Int("messages", sum.Messages), slog.Any("ids", t.ids), slog.String("text", textclip.Runes(sum.Text, 400, "…")))
 	for _, c := range steerCauses(t.left) {
 		// Steered after the turn's last model call: the next turn's.
 		a.wake(c, map[string]any{"steer": true})
@@ -342,7 +343,7 @@ func (a *Agent) announceTurn(t *activeTurn, err error) {
 		}
 	} else {
 		done = func() {
-			a.emit(events.TurnCompleted, withTrace(map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": clip(sum.Text, 2000), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": eventIDs, "cost_usd": sum.CostUSD}, tid))
+			a.emit(events.TurnCompleted, withTrace(map[string]any{"turn": t.n, "duration_ms": sum.Duration.Milliseconds(), "text": textclip.Runes(sum.Text, 2000, "…"), "tokens_in": sum.TokensIn, "tokens_out": sum.TokensOut, "model_calls": sum.ModelCalls, "tool_calls": sum.ToolCalls, "messages": sum.Messages, "ids": eventIDs, "cost_usd": sum.CostUSD}, tid))
 			a.announceHandled(t.n, batch.Messages)
 		}
 	}
@@ -590,16 +591,4 @@ func earliest(cs []Cause) time.Time {
 		}
 	}
 	return at
-}
-
-// clip shortens s to at most n runes, marking the cut.
-func clip(s string, n int) string {
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j] + "…"
-		}
-		i++
-	}
-	return s
 }

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/agent-worker/agent-worker/internal/textclip"
 )
 
@@ -48,9 +46,8 @@ type sub struct {
 	run     int     // this run's number, from 1
 	queued  time.Time
 	started time.Time
-	stopBy  string        // local: who asked it to stop
-	remote  bool          // distributed: run for a job
-	job     jetstream.Msg // distributed: the job's newest delivery (under Manager.mu)
+	stopBy  string // local: who asked it to stop
+	job     Job    // distributed: the queue's side of this run; nil in local mode
 	// link is the spawning turn's traceparent; trace the run's own, once
 	// it started (its report carries it, so the parent's turn links back).
 	link, trace string

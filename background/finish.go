@@ -52,10 +52,14 @@ func reportText(id, task, outcome, why, text string) string {
 // shutting down before it finished.
 func (m *Manager) finish(f *family, s *sub, text string, err, cause error) {
 	outcome, why := outcomeOf(err, cause)
-	if s.remote {
+	if s.job != nil {
+		m.mu.Lock()
+		spent := s.spent
+		m.mu.Unlock()
 		// Still listed as running here until settled, so a redelivery
 		// of its job meanwhile is not run a second time.
-		m.remote.finish(f, s, outcome, why, text, err, cause)
+		s.job.Finish(End{Outcome: outcome, Report: reportText(s.id, s.task, outcome, why, text), Trace: s.trace,
+			Spent: spent, Err: err, Shutdown: errors.Is(cause, ErrShutdown)})
 		m.mu.Lock()
 		delete(f.running, s.id)
 		m.mu.Unlock()

@@ -22,8 +22,8 @@ type ownerHook struct{ m *Manager }
 func (h ownerHook) Attach(string, hook.Control) {}
 
 func (h ownerHook) Restore(_ context.Context, agent string) error {
-	if h.m.remote != nil {
-		h.m.remote.restored(agent)
+	if h.m.distributed != nil {
+		h.m.distributed.Restored(agent)
 	}
 	return nil
 }

@@ -21,10 +21,10 @@ func (m *Manager) Running(parent string) int {
 		n = len(f.running)
 	}
 	m.mu.Unlock()
-	if f == nil || m.remote == nil {
+	if f == nil || m.distributed == nil {
 		return n
 	}
-	return m.remote.running(parent)
+	return m.distributed.Running(parent)
 }
 
 // List returns parent's subagents, newest first: live ones and the
@@ -34,7 +34,7 @@ func (m *Manager) List(ctx context.Context, parent string) ([]Info, error) {
 	m.mu.Lock()
 	f := m.parents[parent]
 	var out []Info
-	if f != nil && m.remote == nil {
+	if f != nil && m.distributed == nil {
 		for _, s := range f.running {
 			out = append(out, s.info(m.o.Replica, StateRunning))
 		}
@@ -44,12 +44,13 @@ func (m *Manager) List(ctx context.Context, parent string) ([]Info, error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w: %q may not spawn subagents", ErrNotParent, parent)
 	}
-	if m.remote != nil {
-		g, err := m.remote.reg.get(ctx, parent)
+	if m.distributed != nil {
+		list, err := m.distributed.List(ctx, parent)
 		if err != nil {
 			return nil, err
 		}
-		return g.list(), nil
+		sortInfos(list)
+		return list, nil
 	}
 	sortInfos(out)
 	return out, nil

@@ -4,17 +4,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/tool"
 
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/natsbus"
-	"github.com/agent-worker/agent-worker/seal"
-	"github.com/agent-worker/agent-worker/store"
 )
 
 // Spec is how one parent's subagents run.
@@ -37,8 +32,8 @@ type Spec struct {
 	Tools func() ([]tool.Tool, error)
 }
 
-// Options configure a Manager. Clock, Log, Events and Charger serve both
-// modes; the rest only the distributed one (JetStream set).
+// Options configure a Manager. The zero value runs subagents locally,
+// with the real clock, no log, no events and no guardrails.
 type Options struct {
 	Clock  clock.Clock
 	Log    *slog.Logger
@@ -46,49 +41,13 @@ type Options struct {
 	// Charger is the parents' guardrails. In distributed mode it is used
 	// on the parent's owner only.
 	Charger Charger
-
-	// JetStream, when set, runs subagents as jobs any replica takes (the
-	// package documentation); NATS and Store are then required. Nil:
-	// local mode.
-	JetStream jetstream.JetStream
-	NATS      *nats.Conn
-	// Store holds the registry and the charges' claimed keys.
-	Store    store.Store
-	Subjects natsbus.Subjects
-	// Stream is the work-queue stream of jobs and charge records; default
-	// "AGENTS_SUBAGENTS". DuplicateWindow is its duplicate window
-	// (default 2m).
-	Stream          string
-	DuplicateWindow time.Duration
-	// Replicas is how many copies JetStream keeps of that stream
-	// (nats.replicas; natsbus.StreamSpec.Replicas). Zero creates it with
-	// 1 and leaves an existing stream's count as it is.
-	Replicas int
-	// MaxConsumers is that stream's consumer limit
-	// (natsbus.StreamSpec.MaxConsumers): it holds a charges consumer per
-	// parent agent and the runners'. Zero leaves it to the server's
-	// default (1,000 per stream).
-	MaxConsumers int
-	// Replica names this replica (its lease holder) in the registry.
+	// Replica names this replica (its lease holder) in Info.Replica.
 	Replica string
-	// MaxPerReplica is how many subagents (of any parent) this replica
-	// runs at once; 0 runs none here.
-	MaxPerReplica int
-	// AckWait is how long a job or charge record delivered to a replica
-	// that stopped answering waits before it is delivered again; default
-	// 30s. Running jobs get in-progress acks every third of it.
-	AckWait time.Duration
-	// MaxRuns is how many times one subagent is started before it is
-	// reported failed instead of run again; default 3.
-	MaxRuns int
-	// ReportMaxBytes bounds a report's encoded body (the binding's
-	// nats.max_message_bytes); default 65536.
-	ReportMaxBytes int
-	// Seal is the deployment's key (package seal), shared by every
-	// replica: over NATS, jobs, charge records, notices, admissions and
-	// reports carry its seal, and a message of the protocol without one is
-	// refused. Required with JetStream; the zero Key refuses them all.
-	Seal seal.Key
+	// Distributed, when set, runs subagents as jobs any replica takes:
+	// New calls it once with the Manager's Host and these Options (the
+	// zero Clock and Log filled in). Package background/distributed's
+	// New returns one. Nil: local mode.
+	Distributed func(Host, Options) Distributed
 }
 
 // defaultTimeout is Spec.Timeout's default.

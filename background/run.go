@@ -70,8 +70,8 @@ func (m *Manager) meter(f *family, s *sub) *plugin.Plugin {
 	p, _ := plugin.New(plugin.Config{
 		Name: "subagent-meter",
 		BeforeModelCallback: func(cctx agent.CallbackContext, _ *model.LLMRequest) (*model.LLMResponse, error) {
-			if m.remote != nil {
-				return nil, m.remote.admit(cctx, f, s)
+			if s.job != nil {
+				return nil, s.job.Admit(cctx)
 			}
 			if m.o.Charger != nil {
 				if err := m.o.Charger.Admit(cctx, f.name); err != nil {
@@ -90,8 +90,8 @@ func (m *Manager) meter(f *family, s *sub) *plugin.Plugin {
 			s.calls++
 			call := s.calls
 			m.mu.Unlock()
-			if m.remote != nil {
-				if err := m.remote.charge(cctx, f, s, call, cost); err != nil {
+			if s.job != nil {
+				if err := s.job.Charge(call, cost); err != nil {
 					s.cancel(err)
 					return nil, err
 				}

@@ -2,6 +2,7 @@ package background
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -42,9 +43,9 @@ func (m *Manager) spawn(link, parent, task, key string) (string, error) {
 	case f == nil:
 		m.mu.Unlock()
 		return "", fmt.Errorf("agent %q may not spawn subagents", parent)
-	case m.remote != nil:
+	case m.distributed != nil:
 		m.mu.Unlock()
-		return m.remote.spawn(f, task, key, link)
+		return m.spawnDistributed(f, task, key, link)
 	case key != "" && f.keyed[key] != "":
 		id := f.keyed[key]
 		m.mu.Unlock()
@@ -70,6 +71,18 @@ func (m *Manager) spawn(link, parent, task, key string) (string, error) {
 	m.emit(parent, EventStarted, map[string]any{"id": id})
 	go m.execute(ctx, f, s)
 	return id, nil
+}
+
+// spawnDistributed queues the job of a subagent of f, one spawn of f at a
+// time (so its cap is read and its job queued together).
+func (m *Manager) spawnDistributed(f *family, task, key, link string) (string, error) {
+	f.spawnMu.Lock()
+	defer f.spawnMu.Unlock()
+	id, err := m.distributed.Spawn(f.name, f.spec.Max, task, key, link)
+	if errors.Is(err, ErrLimit) {
+		return "", limitError(f.spec.Max)
+	}
+	return id, err
 }
 
 func limitError(n int) error {

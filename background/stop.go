@@ -23,9 +23,9 @@ func (m *Manager) StopBy(ctx context.Context, parent, id, by string) error {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %q may not spawn subagents", ErrNotParent, parent)
 	}
-	if m.remote != nil {
+	if m.distributed != nil {
 		m.mu.Unlock()
-		return m.remote.stop(ctx, parent, id, by)
+		return m.distributed.Stop(ctx, parent, id, by)
 	}
 	defer m.mu.Unlock()
 	if s := f.running[id]; s != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent-worker/agent-worker/background"
+	"github.com/agent-worker/agent-worker/background/distributed"
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
@@ -39,25 +40,26 @@ func (w *Worker) startSubagents(s *starting) error {
 // subagents run anywhere: jobs in the work-queue stream
 // <nats.stream>_SUBAGENTS that every replica with room
 // (subagents.max_per_replica) takes, their reports, charges and stops
-// over NATS (package background). Without, each runs in its parent's
-// process.
+// over NATS (package background/distributed). Without, each runs in its
+// parent's process.
 func (w *Worker) subagentOptions(cfg *config.Config, o Options) background.Options {
 	opts := background.Options{Clock: o.Clock, Log: o.Log, Events: w.bus, Charger: w.guard, Replica: holderName(cfg)}
 	if w.conn.JS == nil {
 		return opts
 	}
-	opts.MaxPerReplica = 8
+	d := distributed.Options{MaxPerReplica: 8}
 	if n := cfg.Subagents.MaxPerReplica; n != nil {
-		opts.MaxPerReplica = *n
+		d.MaxPerReplica = *n
 	}
-	opts.JetStream, opts.NATS, opts.Store = w.conn.JS, w.conn.NC, w.store
-	opts.Subjects = natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
-	opts.Stream, opts.DuplicateWindow, opts.Replicas = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D(), cfg.NATS.Replicas
+	d.JetStream, d.NATS, d.Store = w.conn.JS, w.conn.NC, w.store
+	d.Subjects = natsbus.Subjects{Prefix: cfg.NATS.SubjectPrefix}
+	d.Stream, d.DuplicateWindow, d.Replicas = cfg.NATS.Stream+"_SUBAGENTS", cfg.NATS.DuplicateWindow.D(), cfg.NATS.Replicas
 	// A charges consumer per parent agent, the jobs consumer, and room
 	// for agents added while replicas with the older config still run.
-	opts.MaxConsumers = max(serverMaxConsumers, 2*(len(cfg.Agents)+1))
-	opts.AckWait, opts.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
-	opts.Seal = w.seal
+	d.MaxConsumers = max(serverMaxConsumers, 2*(len(cfg.Agents)+1))
+	d.AckWait, d.ReportMaxBytes = cfg.NATS.AckWait.D(), cfg.NATS.MaxMessageBytes
+	d.Seal = w.seal
+	opts.Distributed = distributed.New(d)
 	return opts
 }
 

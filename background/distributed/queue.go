@@ -1,15 +1,18 @@
-package background
+package distributed
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agent-worker/agent-worker/background"
+	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/natsbus"
 )
@@ -39,10 +42,23 @@ const (
 	chargesPrefix   = "charges-"
 )
 
-// remote is the distributed mode of a Manager.
-type remote struct {
-	m   *Manager
-	reg registryStore
+// New returns the distributed mode to set as
+// background.Options.Distributed: background.New calls it once, with the
+// Manager's Host and its Options (defaults filled), whose Clock, Log,
+// Charger and Replica serve this mode too.
+func New(o Options) func(background.Host, background.Options) background.Distributed {
+	return func(h background.Host, bo background.Options) background.Distributed { return newQueue(h, bo, o) }
+}
+
+// queue is the distributed mode of one Manager.
+type queue struct {
+	h       background.Host
+	o       Options
+	log     *slog.Logger
+	clock   clock.Clock
+	charger background.Charger // nil: no guardrails
+	replica string
+	reg     registryStore
 
 	stream   jetstream.Stream
 	cons     jetstream.Consumer
@@ -51,8 +67,8 @@ type remote struct {
 	stopTake context.CancelFunc
 	loopDone chan struct{} // closed when the take loop ended; nil if it never ran
 	subs     []*nats.Subscription
-	halts    chan notice   // halts seen by observe, for the publisher
-	done     chan struct{} // closed by close
+	halts    chan notice   // halts seen by Halted, for the publisher
+	done     chan struct{} // closed by Close
 	doneOnce sync.Once
 
 	ownMu  sync.Mutex
@@ -63,33 +79,14 @@ type remote struct {
 	counts  map[string]int // the last live count read per parent
 }
 
-func newRemote(m *Manager) *remote {
-	o := &m.o
-	if o.Stream == "" {
-		o.Stream = "AGENTS_SUBAGENTS"
-	}
-	if o.DuplicateWindow <= 0 {
-		o.DuplicateWindow = 2 * time.Minute
-	}
-	if o.AckWait <= 0 {
-		o.AckWait = 30 * time.Second
-	}
-	if o.MaxRuns <= 0 {
-		o.MaxRuns = 3
-	}
-	if o.ReportMaxBytes <= 0 {
-		o.ReportMaxBytes = 64 << 10
-	}
-	if o.Subjects.Prefix == "" {
-		o.Subjects.Prefix = "agents"
-	}
+func newQueue(h background.Host, bo background.Options, o Options) *queue {
+	o = o.withDefaults()
 	take, stop := context.WithCancel(context.Background())
-	return &remote{m: m, reg: registryStore{o.Store}, take: take, stopTake: stop,
+	return &queue{h: h, o: o, log: bo.Log, clock: bo.Clock, charger: bo.Charger, replica: bo.Replica,
+		reg: registryStore{o.Store}, take: take, stopTake: stop,
 		halts: make(chan notice, 256), done: make(chan struct{}),
 		owned: map[string]*ownership{}, counts: map[string]int{}}
 }
-
-func (r *remote) opts() *Options { return &r.m.o }
 
 // seal seals a message of the subagent protocol (jobs, charge records,
 // notices, admissions) with the deployment's key, over its subject, its
@@ -97,49 +94,49 @@ func (r *remote) opts() *Options { return &r.m.o }
 // the protocol that does not check is a stranger's — a forged job would
 // spend money, a forged charge move a parent's spend — and is refused
 // (forged).
-func (r *remote) seal(m *nats.Msg) { r.opts().Seal.SealMsg(m, nats.MsgIdHdr) }
+func (q *queue) seal(m *nats.Msg) { q.o.Seal.SealMsg(m, nats.MsgIdHdr) }
 
-func (r *remote) sealed(subject string, h nats.Header, data []byte) bool {
-	return r.opts().Seal.CheckMsg(subject, h, data, nats.MsgIdHdr)
+func (q *queue) sealed(subject string, h nats.Header, data []byte) bool {
+	return q.o.Seal.CheckMsg(subject, h, data, nats.MsgIdHdr)
 }
 
 // forged logs a subagent protocol message without the deployment's seal.
-func (r *remote) forged(what, subject string, data []byte) {
-	r.opts().Log.Error("subagent "+what+" without the deployment's seal refused: a publisher on the worker's internal subjects forges them, or a replica of an older version sent it",
+func (q *queue) forged(what, subject string, data []byte) {
+	q.log.Error("subagent "+what+" without the deployment's seal refused: a publisher on the worker's internal subjects forges them, or a replica of an older version sent it",
 		"subject", subject, "data", textclip.Runes(string(data), 200, "…"))
 }
 
-// start ensures the stream, subscribes to admits and notices, and starts
+// Start ensures the stream, subscribes to admits and notices, and starts
 // taking jobs.
-func (r *remote) start(ctx context.Context) error {
-	o := r.opts()
+func (q *queue) Start(ctx context.Context) error {
+	o := &q.o
 	if o.NATS == nil || o.Store == nil {
 		return errors.New("background: distributed subagents need NATS and a store")
 	}
 	s := o.Subjects
-	stream, err := ensureStream(ctx, o)
+	stream, err := q.ensureStream(ctx)
 	if err != nil {
 		return err
 	}
-	r.ownMu.Lock()
-	r.stream = stream
-	r.ownMu.Unlock()
-	for subj, h := range map[string]nats.MsgHandler{s.AllSubagentAdmits(): r.onAdmit, s.AllSubagentNotices(): r.onNotice} {
+	q.ownMu.Lock()
+	q.stream = stream
+	q.ownMu.Unlock()
+	for subj, h := range map[string]nats.MsgHandler{s.AllSubagentAdmits(): q.onAdmit, s.AllSubagentNotices(): q.onNotice} {
 		sub, err := o.NATS.Subscribe(subj, h)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", subj, err)
 		}
-		r.subs = append(r.subs, sub)
+		q.subs = append(q.subs, sub)
 	}
 	if err := o.NATS.Flush(); err != nil {
 		return err
 	}
-	go r.publishHalts()
+	go q.publishHalts()
 	if o.MaxPerReplica <= 0 {
-		o.Log.Info("subagents: this replica runs none (subagents.max_per_replica 0); other replicas run them")
+		q.log.Info("subagents: this replica runs none (subagents.max_per_replica 0); other replicas run them")
 		return nil
 	}
-	r.cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	q.cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       runnersConsumer,
 		Description:   "agent-worker: subagent jobs, pulled by every replica with room",
 		FilterSubject: s.SubagentJobs(),
@@ -151,16 +148,17 @@ func (r *remote) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s on stream %s: %w", runnersConsumer, o.Stream, err)
 	}
-	r.slots = make(chan struct{}, o.MaxPerReplica)
-	r.loopDone = make(chan struct{})
-	go r.takeJobs()
-	o.Log.Info("subagents run here", "max_per_replica", o.MaxPerReplica, "stream", o.Stream, "replica", o.Replica)
+	q.slots = make(chan struct{}, o.MaxPerReplica)
+	q.loopDone = make(chan struct{})
+	go q.takeJobs()
+	q.log.Info("subagents run here", "max_per_replica", o.MaxPerReplica, "stream", o.Stream, "replica", q.replica)
 	return nil
 }
 
 // ensureStream creates (or updates) the work-queue stream of jobs and
 // charges.
-func ensureStream(ctx context.Context, o *Options) (jetstream.Stream, error) {
+func (q *queue) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	o := &q.o
 	return natsbus.EnsureStream(ctx, o.JetStream, natsbus.StreamSpec{
 		Name:            o.Stream,
 		Description:     "agent-worker: subagent jobs and the charges of their spend",
@@ -169,29 +167,35 @@ func ensureStream(ctx context.Context, o *Options) (jetstream.Stream, error) {
 		WorkQueue:       true,
 		Replicas:        o.Replicas,
 		MaxConsumers:    o.MaxConsumers,
-	}, o.Log)
+	}, q.log)
 }
 
-// close stops consuming charges, answering admits and notices.
-func (r *remote) close() {
-	r.stopTake()
-	r.ownMu.Lock()
-	r.closed = true
+// Close stops consuming charges, answering admits and notices.
+func (q *queue) Close() {
+	q.stopTake()
+	q.ownMu.Lock()
+	q.closed = true
 	var stops []func()
-	for _, o := range r.owned {
+	for _, o := range q.owned {
 		if o.stop != nil {
 			stops = append(stops, o.stop)
 			o.stop = nil
 		}
 		o.ready = false
 	}
-	r.ownMu.Unlock()
+	q.ownMu.Unlock()
 	for _, stop := range stops {
 		stop()
 	}
-	for _, s := range r.subs {
+	for _, s := range q.subs {
 		_ = s.Unsubscribe()
 	}
-	r.subs = nil
-	r.doneOnce.Do(func() { close(r.done) })
+	q.subs = nil
+	q.doneOnce.Do(func() { close(q.done) })
+}
+
+// knows reports whether parent is registered with the Manager here.
+func (q *queue) knows(parent string) bool {
+	_, known, _ := q.h.Here(parent, "")
+	return known
 }

@@ -1,4 +1,4 @@
-package background_test
+package distributed_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/adk/model"
 
 	"github.com/agent-worker/agent-worker/background"
+	"github.com/agent-worker/agent-worker/background/distributed"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/inbox"
@@ -22,6 +23,9 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
+
+// deadline bounds every wait of a test.
+const deadline = 20 * time.Second
 
 // natsServer runs a JetStream nats-server for one test.
 func natsServer(t *testing.T) string {
@@ -48,6 +52,7 @@ func (noParent) Report(string, inbox.Message) {}
 // replica is one distributed Manager on its own NATS connection.
 type replica struct {
 	m   *background.Manager
+	d   background.Distributed // m's distributed mode
 	nc  *nats.Conn
 	bus *events.Bus
 	sub *events.Subscription
@@ -65,8 +70,12 @@ func newReplica(t *testing.T, url string, st store.Store, name string, maxRuns i
 	}
 	bus := events.NewBus(0, nil)
 	r := &replica{nc: nc, bus: bus, sub: bus.Subscribe(1000, nil)}
-	r.m = background.New(background.Options{Events: bus, JetStream: js, NATS: nc, Store: st, Replica: name,
+	mode := distributed.New(distributed.Options{JetStream: js, NATS: nc, Store: st,
 		MaxPerReplica: 1, AckWait: time.Second, MaxRuns: maxRuns, ReportMaxBytes: 4096, Seal: testKey})
+	r.m = background.New(background.Options{Events: bus, Replica: name, Distributed: func(h background.Host, o background.Options) background.Distributed {
+		r.d = mode(h, o)
+		return r.d
+	}})
 	r.m.Add("boss", noParent{}, background.Spec{Model: func() (model.LLM, error) {
 		return scripted.New("sub", config.Model{Script: script, Loop: true})
 	}})
@@ -176,7 +185,8 @@ func TestSubagentStoppedWhileQueuedNeverRuns(t *testing.T) {
 	reports, _ := nc.SubscribeSync("agents.boss.inbox")
 
 	// The owner runs nothing; its job waits until a runner comes.
-	owner := background.New(background.Options{JetStream: js, NATS: nc, Store: st, Replica: "owner", MaxPerReplica: 0, Seal: testKey})
+	owner := background.New(background.Options{Replica: "owner",
+		Distributed: distributed.New(distributed.Options{JetStream: js, NATS: nc, Store: st, MaxPerReplica: 0, Seal: testKey})})
 	owner.Add("boss", noParent{}, background.Spec{Model: func() (model.LLM, error) { return nil, errors.New("not here") }})
 	if err := owner.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -223,7 +233,8 @@ func TestRemoteSpawnUnderTheSameKeyQueuesOneJob(t *testing.T) {
 	if _, err := natsbus.EnsureStream(t.Context(), js, natsbus.StreamSpec{Name: "AGENTS", Subjects: []string{"agents.*.inbox"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	owner := background.New(background.Options{JetStream: js, NATS: nc, Store: st, Replica: "owner", MaxPerReplica: 0, Seal: testKey})
+	owner := background.New(background.Options{Replica: "owner",
+		Distributed: distributed.New(distributed.Options{JetStream: js, NATS: nc, Store: st, MaxPerReplica: 0, Seal: testKey})})
 	owner.Add("boss", noParent{}, background.Spec{Max: 3, Model: func() (model.LLM, error) { return nil, errors.New("not here") }})
 	if err := owner.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -346,7 +357,7 @@ func TestSubagentReportPublishedTwiceIsOneMessage(t *testing.T) {
 	}
 	r := newReplica(t, url, memstore.New(nil), "a", 1, []config.ScriptStep{{Text: "never run"}})
 	for range 2 {
-		if !background.PublishReport(r.m, "boss", "boss-sub-9", "Subagent boss-sub-9 completed.") {
+		if !distributed.PublishReport(r.d, "boss", "boss-sub-9", "Subagent boss-sub-9 completed.") {
 			t.Fatal("report not published")
 		}
 	}

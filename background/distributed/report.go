@@ -1,4 +1,4 @@
-package background
+package distributed
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 // the package documentation), retrying until JetStream has it or quit is
 // closed. It reports whether it was published (or already was: a
 // duplicate of the same id).
-func (r *remote) publishReport(parent, id, text, traceParent string, quit <-chan struct{}) bool {
-	o := r.opts()
+func (q *queue) publishReport(parent, id, text, traceParent string, quit <-chan struct{}) bool {
+	o := &q.o
 	msg := nats.NewMsg(o.Subjects.Inbox(parent))
 	tracing.SetNATS(msg.Header, traceParent)
 	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
@@ -33,11 +33,11 @@ func (r *remote) publishReport(parent, id, text, traceParent string, quit <-chan
 		cancel()
 		if err == nil {
 			if ack.Duplicate {
-				o.Log.Info("subagent report was already published", "agent", parent, "subagent", id)
+				q.log.Info("subagent report was already published", "agent", parent, "subagent", id)
 			}
 			return true
 		}
-		o.Log.Warn("subagent report not published yet; retrying", "agent", parent, "subagent", id, "error", natsbus.Full(err))
+		q.log.Warn("subagent report not published yet; retrying", "agent", parent, "subagent", id, "error", natsbus.Full(err))
 		select {
 		case <-quit:
 			return false

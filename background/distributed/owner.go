@@ -1,4 +1,4 @@
-package background
+package distributed
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agent-worker/agent-worker/background"
 	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/store"
 )
@@ -23,12 +24,12 @@ type ownership struct {
 	stop  func() // stops consuming the parent's charges; nil if not
 }
 
-// ownership records that this replica gained or lost parent's lease
+// Ownership records that this replica gained or lost parent's lease
 // (from the driver's ownership event, in Publish): either way the parent
 // is not ready until its guardrails are restored here again, and its
 // charges are no longer consumed here.
-func (r *remote) ownership(parent string, _ bool) {
-	if stop, _, ok := r.newGeneration(parent, false); ok && stop != nil {
+func (q *queue) Ownership(parent string, _ bool) {
+	if stop, _, ok := q.newGeneration(parent, false); ok && stop != nil {
 		go stop()
 	}
 }
@@ -36,23 +37,20 @@ func (r *remote) ownership(parent string, _ bool) {
 // newGeneration starts a new ownership generation of parent, ready or
 // not, and returns the previous generation's charge consumer's stop (nil:
 // none) and the new generation. ok is false for a parent this replica
-// does not know, and for a ready generation once r is closed.
-func (r *remote) newGeneration(parent string, ready bool) (stop func(), gen int, ok bool) {
-	r.m.mu.Lock()
-	known := r.m.parents[parent] != nil
-	r.m.mu.Unlock()
-	if !known {
+// does not know, and for a ready generation once q is closed.
+func (q *queue) newGeneration(parent string, ready bool) (stop func(), gen int, ok bool) {
+	if !q.knows(parent) {
 		return nil, 0, false
 	}
-	r.ownMu.Lock()
-	defer r.ownMu.Unlock()
-	if r.closed && ready {
+	q.ownMu.Lock()
+	defer q.ownMu.Unlock()
+	if q.closed && ready {
 		return nil, 0, false
 	}
-	o := r.owned[parent]
+	o := q.owned[parent]
 	if o == nil {
 		o = &ownership{}
-		r.owned[parent] = o
+		q.owned[parent] = o
 	}
 	o.gen++
 	o.ready = ready
@@ -60,61 +58,60 @@ func (r *remote) newGeneration(parent string, ready bool) (stop func(), gen int,
 	return stop, o.gen, true
 }
 
-// restored records that this replica owns parent and restored its
-// guardrails (ownerHook.Restore): its charges are consumed and applied
-// here from now on, and its admits answered.
-func (r *remote) restored(parent string) {
-	stop, gen, ok := r.newGeneration(parent, true)
+// Restored records that this replica owns parent and restored its
+// guardrails (the Manager's Guard's Restore): its charges are consumed
+// and applied here from now on, and its admits answered.
+func (q *queue) Restored(parent string) {
+	stop, gen, ok := q.newGeneration(parent, true)
 	if !ok {
 		return
 	}
 	if stop != nil {
 		stop()
 	}
-	go r.bindCharges(parent, gen)
+	go q.bindCharges(parent, gen)
 }
 
 // ready reports whether charges of parent may be applied here.
-func (r *remote) ready(parent string) bool {
-	r.ownMu.Lock()
-	defer r.ownMu.Unlock()
-	o := r.owned[parent]
-	return !r.closed && o != nil && o.ready
+func (q *queue) ready(parent string) bool {
+	q.ownMu.Lock()
+	defer q.ownMu.Unlock()
+	o := q.owned[parent]
+	return !q.closed && o != nil && o.ready
 }
 
 // bindCharges consumes parent's charge records while ownership
 // generation gen lasts, retrying until it can.
-func (r *remote) bindCharges(parent string, gen int) {
-	o := r.opts()
+func (q *queue) bindCharges(parent string, gen int) {
 	backoff := retryPause
 	for {
-		r.ownMu.Lock()
-		own, stream := r.owned[parent], r.stream
-		current := !r.closed && own != nil && own.gen == gen && own.ready
-		r.ownMu.Unlock()
+		q.ownMu.Lock()
+		own, stream := q.owned[parent], q.stream
+		current := !q.closed && own != nil && own.gen == gen && own.ready
+		q.ownMu.Unlock()
 		if !current {
 			return
 		}
 		err := errors.New("the stream is not ready yet")
 		var stop func()
 		if stream != nil {
-			stop, err = r.consumeCharges(stream, parent)
+			stop, err = q.consumeCharges(stream, parent)
 		}
 		if err == nil {
-			r.ownMu.Lock()
-			if r.closed || own.gen != gen {
-				r.ownMu.Unlock()
+			q.ownMu.Lock()
+			if q.closed || own.gen != gen {
+				q.ownMu.Unlock()
 				stop()
 				return
 			}
 			own.stop = stop
-			r.ownMu.Unlock()
-			o.Log.Info("charging this replica's agent for its subagents", "agent", parent)
+			q.ownMu.Unlock()
+			q.log.Info("charging this replica's agent for its subagents", "agent", parent)
 			return
 		}
-		o.Log.Warn("cannot consume an agent's subagent charges yet; retrying", "agent", parent, "error", err, "retry_in", backoff)
+		q.log.Warn("cannot consume an agent's subagent charges yet; retrying", "agent", parent, "error", err, "retry_in", backoff)
 		select {
-		case <-r.done:
+		case <-q.done:
 			return
 		case <-time.After(backoff):
 		}
@@ -123,8 +120,8 @@ func (r *remote) bindCharges(parent string, gen int) {
 }
 
 // consumeCharges starts consuming parent's charge records.
-func (r *remote) consumeCharges(stream jetstream.Stream, parent string) (func(), error) {
-	o := r.opts()
+func (q *queue) consumeCharges(stream jetstream.Stream, parent string) (func(), error) {
+	o := &q.o
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	c, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
@@ -140,9 +137,9 @@ func (r *remote) consumeCharges(stream jetstream.Stream, parent string) (func(),
 	if err != nil {
 		return nil, err
 	}
-	cc, err := c.Consume(func(msg jetstream.Msg) { r.onCharge(parent, msg) },
+	cc, err := c.Consume(func(msg jetstream.Msg) { q.onCharge(parent, msg) },
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			o.Log.Warn("subagent charges consumer error; it retries", "agent", parent, "error", err)
+			q.log.Warn("subagent charges consumer error; it retries", "agent", parent, "error", err)
 		}))
 	if err != nil {
 		return nil, err
@@ -158,20 +155,20 @@ func chargeKey(c chargeRecord) string {
 // onCharge applies one charge record on the parent's owner: its key is
 // claimed (set-if-absent), then the cost charged; a key already claimed
 // is a duplicate, acked without charging.
-func (r *remote) onCharge(parent string, msg jetstream.Msg) {
-	o := r.opts()
-	if !r.sealed(msg.Subject(), msg.Headers(), msg.Data()) {
-		r.forged("charge record", msg.Subject(), msg.Data())
+func (q *queue) onCharge(parent string, msg jetstream.Msg) {
+	o := &q.o
+	if !q.sealed(msg.Subject(), msg.Headers(), msg.Data()) {
+		q.forged("charge record", msg.Subject(), msg.Data())
 		_ = msg.Term()
 		return
 	}
 	var c chargeRecord
 	if err := json.Unmarshal(msg.Data(), &c); err != nil || c.Parent != parent || !token(c.ID) || c.Run < 1 || c.Call < 1 || !(c.USD >= 0) {
-		o.Log.Error("unreadable subagent charge record; terminated", "agent", parent, "error", err, "data", textclip.Runes(string(msg.Data()), 200, "…"))
+		q.log.Error("unreadable subagent charge record; terminated", "agent", parent, "error", err, "data", textclip.Runes(string(msg.Data()), 200, "…"))
 		_ = msg.Term()
 		return
 	}
-	if !r.ready(parent) {
+	if !q.ready(parent) {
 		_ = msg.NakWithDelay(time.Second) // not (or no longer) the owner here
 		return
 	}
@@ -181,19 +178,19 @@ func (r *remote) onCharge(parent string, msg jetstream.Msg) {
 	_, err := o.Store.Create(ctx, chargeKey(c), []byte(strconv.FormatFloat(c.USD, 'g', -1, 64)), chargeMemory)
 	switch {
 	case errors.Is(err, store.ErrExists):
-		o.Log.Info("subagent charge already charged; ignored", "agent", parent, "subagent", c.ID, "run", c.Run, "call", c.Call, "cost_usd", c.USD)
-		r.m.emit(parent, EventChargeDuplicate, data)
+		q.log.Info("subagent charge already charged; ignored", "agent", parent, "subagent", c.ID, "run", c.Run, "call", c.Call, "cost_usd", c.USD)
+		q.h.Emit(parent, background.EventChargeDuplicate, data)
 		_ = msg.Ack()
 		return
 	case err != nil:
-		o.Log.Warn("subagent charge not claimed; retrying", "agent", parent, "subagent", c.ID, "error", err)
+		q.log.Warn("subagent charge not claimed; retrying", "agent", parent, "subagent", c.ID, "error", err)
 		_ = msg.NakWithDelay(2 * time.Second)
 		return
 	}
-	if o.Charger != nil {
-		o.Charger.Charge(parent, c.USD)
+	if q.charger != nil {
+		q.charger.Charge(parent, c.USD)
 	}
-	err = r.reg.update(ctx, parent, func(g *registry) error {
+	err = q.reg.update(ctx, parent, func(g *registry) error {
 		if i := g.Subs[c.ID]; i != nil {
 			i.SpentUSD += c.USD
 			return nil
@@ -201,28 +198,28 @@ func (r *remote) onCharge(parent string, msg jetstream.Msg) {
 		return errNoChange
 	})
 	if err != nil {
-		o.Log.Warn("subagent spend charged but not shown in the registry", "agent", parent, "subagent", c.ID, "error", err)
+		q.log.Warn("subagent spend charged but not shown in the registry", "agent", parent, "subagent", c.ID, "error", err)
 	}
-	r.m.emit(parent, EventCharged, data)
+	q.h.Emit(parent, background.EventCharged, data)
 	_ = msg.Ack()
 }
 
 // onAdmit answers a subagent's admit request for a parent ready here;
 // other replicas stay silent.
-func (r *remote) onAdmit(msg *nats.Msg) {
-	o := r.opts()
+func (q *queue) onAdmit(msg *nats.Msg) {
+	o := &q.o
 	parent, ok := o.Subjects.SubagentParent(msg.Subject)
-	if !ok || !r.ready(parent) || msg.Reply == "" {
+	if !ok || !q.ready(parent) || msg.Reply == "" {
 		return
 	}
 	a := admitReply{OK: true}
-	if o.Charger != nil {
-		if err := o.Charger.Admit(context.Background(), parent); err != nil {
+	if q.charger != nil {
+		if err := q.charger.Admit(context.Background(), parent); err != nil {
 			a = admitReply{Reason: err.Error()}
 		}
 	}
 	out := nats.NewMsg(msg.Reply)
 	out.Data, _ = json.Marshal(a)
-	r.seal(out)
+	q.seal(out)
 	_ = msg.RespondMsg(out)
 }

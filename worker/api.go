@@ -12,8 +12,6 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/natsbus"
-	"github.com/agent-worker/agent-worker/tracing"
-	"github.com/nats-io/nats.go"
 )
 
 // startAPI starts the operator HTTP API on cfg.API.Listen.
@@ -85,32 +83,15 @@ func (w *Worker) deliver(ctx context.Context, agent string, m inbox.Message) err
 	if err != nil {
 		return err
 	}
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	if m.ID != "" {
-		msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(agent, m.ID))
-	}
-	tracing.SetNATS(msg.Header, m.TraceParent)
-	if m.Via != "" {
-		msg.Header.Set(natsinbox.HeaderVia, m.Via)
-	}
-	if m.Sender != "" {
-		msg.Header.Set(natsinbox.HeaderSender, m.Sender)
-	}
-	if m.Via != "" || m.Sender != "" {
-		natsinbox.SealVia(w.seal, msg)
-	}
-	if w.conn.JS == nil {
-		return w.conn.NC.PublishMsg(msg)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ack, err := w.conn.JS.PublishMsg(ctx, msg)
+	dup, err := natsinbox.Publish(ctx, w.conn, w.seal, natsinbox.Own{
+		Subject: subject, Agent: agent, ID: m.ID, Data: data,
+		Via: m.Via, Sender: m.Sender, TraceParent: m.TraceParent,
+	})
 	if err != nil {
 		return w.noteRefusal(err, "a message over the API to "+agent)
 	}
-	if ack.Duplicate {
-		return fmt.Errorf("stream %s: %w", ack.Stream, api.ErrDuplicate)
+	if dup {
+		return fmt.Errorf("stream %s: %w", w.cfg.NATS.Stream, api.ErrDuplicate)
 	}
 	return nil
 }

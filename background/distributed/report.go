@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/natsbus"
-	"github.com/agent-worker/agent-worker/tracing"
 )
 
 // publishReport publishes a report to the parent's inbox subject (see
@@ -21,12 +18,11 @@ import (
 // duplicate of the same id).
 func (q *queue) publishReport(parent, id, text, traceParent string, quit <-chan struct{}) bool {
 	o := &q.o
-	msg := nats.NewMsg(o.Subjects.Inbox(parent))
-	tracing.SetNATS(msg.Header, traceParent)
-	msg.Data = encodeReport(id, text, o.ReportMaxBytes)
-	msg.Header.Set(nats.MsgIdHdr, natsbus.MsgID(parent, id))
-	msg.Header.Set(natsinbox.HeaderVia, inbox.ViaSubagent)
-	natsinbox.SealVia(o.Seal, msg)
+	msg := natsinbox.Own{
+		Subject: o.Subjects.Inbox(parent), Agent: parent, ID: id,
+		Data: encodeReport(id, text, o.ReportMaxBytes),
+		Via:  inbox.ViaSubagent, TraceParent: traceParent,
+	}.Msg(o.Seal)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 		ack, err := o.JetStream.PublishMsg(ctx, msg)

@@ -40,7 +40,13 @@ func TestThreeMessagesWhileAsleepBecomeOneTurnAndDeferredWaits(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		r.publish("agents.triage.inbox", fmt.Sprintf(`{"text": "alert %d: disk full on db-%d", "id": "a-%d"}`, i, i, i))
 	}
-	wait.Within(t, deadline, "three queued messages", func() bool { return a.Status().InboxPending == 3 })
+	// Queued and woken: a message is in the inbox a moment before its
+	// wake starts the coalesce window; advancing the clock in between
+	// would open the window a minute late.
+	wait.Within(t, deadline, "three queued messages and their wake", func() bool {
+		s := a.Status()
+		return s.InboxPending == 3 && s.PendingWakes > 0
+	})
 	c.Advance(time.Minute) // the coalesce window closes
 	e := r.waitEvent(events.TurnCompleted)
 	if e.Data["messages"] != 3 {
@@ -58,7 +64,10 @@ func TestThreeMessagesWhileAsleepBecomeOneTurnAndDeferredWaits(t *testing.T) {
 		t.Fatalf("the deferred message woke the agent: %+v", s)
 	}
 	r.publish("agents.triage.inbox", "alert 4")
-	wait.Within(t, deadline, "wake message queued", func() bool { return a.Status().InboxPending == 1 })
+	wait.Within(t, deadline, "wake message queued and its wake", func() bool {
+		s := a.Status()
+		return s.InboxPending == 1 && s.PendingWakes > 0
+	})
 	c.Advance(time.Minute)
 	r.waitEvent(events.TurnCompleted)
 	if p := rec.prompt(1); !strings.Contains(p, "db-1 was migrated") || !strings.Contains(p, "alert 4") {

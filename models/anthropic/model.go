@@ -7,7 +7,6 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -118,26 +117,12 @@ func New(o Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	base := o.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
+	base, err := wire.BaseURL("anthropic", o.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
-	if u, err := url.Parse(base); err != nil {
-		return nil, errors.New("anthropic: base URL does not parse as a URL")
-	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("anthropic: base URL %q is not an http(s) URL", u.Redacted())
-	}
-	hc := &http.Client{}
-	if o.HTTPClient != nil {
-		c := *o.HTTPClient
-		hc = &c
-	}
-	hc.Transport = retry.Transport(hc.Transport)
-
-	timeout := o.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	hc := wire.HTTPClient(o.HTTPClient)
+	timeout := wire.Timeout(o.Timeout, DefaultTimeout)
 	opts := []option.RequestOption{
 		// Read nothing from the environment (ANTHROPIC_API_KEY,
 		// ANTHROPIC_BASE_URL, profiles): configuration is explicit.
@@ -154,24 +139,15 @@ func New(o Options) (*Model, error) {
 		option.WithHeader("x-api-key", o.APIKey),
 		option.WithHeader("anthropic-version", APIVersion),
 	}
-	secrets := []string{o.APIKey}
 	for k, v := range o.Headers {
 		opts = append(opts, option.WithHeader(k, v))
-		if len(v) >= 8 {
-			secrets = append(secrets, v)
-		}
 	}
+	secrets := wire.HeaderSecrets([]string{o.APIKey}, o.Headers)
 	maxTokens := int64(o.MaxTokens)
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	pol := o.Retry
-	if pol.Log == nil && o.Log != nil {
-		pol.Log = o.Log
-	}
-	if pol.Log != nil {
-		pol.Log = pol.Log.With("provider", "anthropic", "model", o.Model)
-	}
+	pol := wire.RetryPolicy(o.Retry, o.Log, "anthropic", o.Model)
 	client := sdk.NewClient(opts...)
 	return &Model{
 		name:      o.Model,

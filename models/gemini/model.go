@@ -104,13 +104,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
-	hc := &http.Client{}
-	if o.HTTPClient != nil {
-		c := *o.HTTPClient
-		hc = &c
-	}
-	hc.Transport = retry.Transport(hc.Transport)
-
+	hc := wire.HTTPClient(o.HTTPClient)
 	cc := &genai.ClientConfig{HTTPClient: hc, HTTPOptions: genai.HTTPOptions{BaseURL: o.BaseURL}}
 	secrets := []string{}
 	if o.APIKey != "" {
@@ -121,11 +115,9 @@ func New(ctx context.Context, o Options) (*Model, error) {
 		cc.HTTPOptions.Headers = http.Header{}
 		for k, v := range o.Headers {
 			cc.HTTPOptions.Headers.Set(k, v)
-			if len(v) >= 8 {
-				secrets = append(secrets, v)
-			}
 		}
 	}
+	secrets = wire.HeaderSecrets(secrets, o.Headers)
 	if o.Vertex {
 		cc.Backend = genai.BackendVertexAI
 		if o.APIKey == "" {
@@ -145,18 +137,13 @@ func New(ctx context.Context, o Options) (*Model, error) {
 		return nil, retry.Redact(fmt.Errorf("gemini: %w", err), secrets...)
 	}
 
-	timeout := o.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	pol := o.Retry
-	if pol.Log == nil && o.Log != nil {
-		pol.Log = o.Log
-	}
-	if pol.Log != nil {
-		pol.Log = pol.Log.With("provider", "gemini", "model", o.Model)
-	}
-	return &Model{inner: inner, timeout: timeout, retry: pol, secrets: secrets, budget: int32(budget)}, nil
+	return &Model{
+		inner:   inner,
+		timeout: wire.Timeout(o.Timeout, DefaultTimeout),
+		retry:   wire.RetryPolicy(o.Retry, o.Log, "gemini", o.Model),
+		secrets: secrets,
+		budget:  int32(budget),
+	}, nil
 }
 
 func (o Options) validate() error {

@@ -7,7 +7,6 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -96,21 +95,11 @@ func New(o Options) (*Model, error) {
 	if _, err := wire.ThinkingBudget(o.Reasoning); err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
-	base := o.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
+	base, err := wire.BaseURL("openai", o.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, err
 	}
-	if u, err := url.Parse(base); err != nil {
-		return nil, errors.New("openai: base URL does not parse as a URL")
-	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", u.Redacted())
-	}
-	hc := &http.Client{}
-	if o.HTTPClient != nil {
-		c := *o.HTTPClient
-		hc = &c
-	}
-	hc.Transport = retry.Transport(hc.Transport)
+	hc := wire.HTTPClient(o.HTTPClient)
 
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
@@ -124,29 +113,15 @@ func New(o Options) (*Model, error) {
 	}
 	for k, v := range o.Headers {
 		opts = append(opts, option.WithHeader(k, v))
-		if len(v) >= 8 {
-			secrets = append(secrets, v)
-		}
 	}
-
-	timeout := o.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	pol := o.Retry
-	if pol.Log == nil && o.Log != nil {
-		pol.Log = o.Log
-	}
-	if pol.Log != nil {
-		pol.Log = pol.Log.With("provider", "openai", "model", o.Model)
-	}
+	secrets = wire.HeaderSecrets(secrets, o.Headers)
 	return &Model{
 		name: o.Model,
 		// NewChatCompletionService, unlike oai.NewClient, reads no
 		// OPENAI_* environment variables.
 		chat:      oai.NewChatCompletionService(opts...),
-		timeout:   timeout,
-		retry:     pol,
+		timeout:   wire.Timeout(o.Timeout, DefaultTimeout),
+		retry:     wire.RetryPolicy(o.Retry, o.Log, "openai", o.Model),
 		secrets:   secrets,
 		reasoning: o.Reasoning,
 	}, nil

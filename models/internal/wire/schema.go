@@ -1,7 +1,9 @@
-// Package wire holds what the OpenAI and Anthropic providers share when
-// they turn ADK/genai requests into their wire formats: tool parameter
-// schemas and descriptions of genai content. It must not know either
-// provider's types.
+// Package wire holds what the providers share when they turn ADK/genai
+// requests into their wire formats — tool parameter schemas, descriptions
+// of genai content, reasoning budgets — and when they send them: the base
+// URL check, the HTTP client behind the retry transport, the per-attempt
+// timeout, the retry policy's logger and the secrets no error may show
+// (sending.go). It must not know any provider's types.
 package wire
 
 import (

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/internal/providersuite"
+	"github.com/agent-worker/agent-worker/models/internal/providersuite"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
@@ -70,7 +70,7 @@ func newModel(_ context.Context, url string, pol retry.Policy, log *slog.Logger)
 // checkToolTurn checks the Messages API side of the suite's tool turn:
 // the text before the tool_use, usage and cache writes, the headers and
 // bodies of the requests, and the tool_result going back.
-func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.Request) {
+func checkToolTurn(t *testing.T, events []*session.Event, reqs []providertest.Received) {
 	first := events[0].Content.Parts
 	if len(first) != 2 || first[0].Text != "I'll look up the weather in Paris." ||
 		first[1].FunctionCall.ID != "toolu_01A09q90qw90lq917835lq9" || first[1].FunctionCall.Args["city"] != "Paris" {

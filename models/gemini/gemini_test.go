@@ -15,7 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/internal/providersuite"
+	"github.com/agent-worker/agent-worker/models/internal/providersuite"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
@@ -78,7 +78,7 @@ func newModel(ctx context.Context, url string, pol retry.Policy, log *slog.Logge
 // checkToolTurn checks the Gemini API side of the suite's tool turn:
 // usage, the tools and system instruction of the requests, and the tool
 // result going back as a functionResponse.
-func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.Request) {
+func checkToolTurn(t *testing.T, events []*session.Event, reqs []providertest.Received) {
 	if u := events[2].UsageMetadata; u == nil || u.PromptTokenCount != 1200 || u.CachedContentTokenCount != 1024 {
 		t.Errorf("final event usage = %+v", u)
 	}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/internal/providersuite"
+	"github.com/agent-worker/agent-worker/models/internal/providersuite"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
@@ -96,7 +96,7 @@ func newModel(_ context.Context, url string, pol retry.Policy, log *slog.Logger)
 // checkToolTurn checks the Chat Completions side of the suite's tool
 // turn: the call's id, usage, the request bodies, and the tool result
 // going back as a "tool" message.
-func checkToolTurn(t *testing.T, events []*session.Event, reqs []providersuite.Request) {
+func checkToolTurn(t *testing.T, events []*session.Event, reqs []providertest.Received) {
 	if fc := events[0].Content.Parts[0].FunctionCall; fc.ID != "call_DdmO9pD3xa9XTPNJ32zg2hcA" || fc.Args["city"] != "Paris" {
 		t.Errorf("function call = %+v, want the server's id and args", fc)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -47,7 +48,7 @@ func (p Provider) cases() []suiteCase {
 // with the tool's result.
 func (p Provider) toolTurnThroughADK(t *testing.T) {
 	tt := p.ToolTurn
-	s := serve(t, tt.Call, p.OK)
+	s := providertest.NewServer(t, tt.Call, p.OK)
 	m := p.model(t, s.URL, retry.Policy{}, nil)
 
 	events, cities := tt.Run(t, tt.App, m)
@@ -63,7 +64,7 @@ func (p Provider) toolTurnThroughADK(t *testing.T) {
 	if !reflect.DeepEqual(cities, []string{"Paris"}) {
 		t.Errorf("tool saw cities %q", cities)
 	}
-	reqs := s.requests()
+	reqs := s.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("server got %d requests, want 2", len(reqs))
 	}
@@ -84,7 +85,7 @@ func (p Provider) toolTurnThroughADK(t *testing.T) {
 // usageRecorded checks that the reply's usage comes out as usage metadata,
 // as the cost guardrail reads it, and at the model's list price.
 func (p Provider) usageRecorded(t *testing.T) {
-	s := serve(t, p.OK)
+	s := providertest.NewServer(t, p.OK)
 	m := p.model(t, s.URL, retry.Policy{}, nil)
 	resp, err := generate(t.Context(), m)
 	if err != nil {
@@ -122,16 +123,16 @@ func (p Provider) rateLimitedThenOK(t *testing.T) {
 	for _, c := range p.RateLimited {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
-			s := serve(t, c.Reply, p.OK)
-			var a attempts
-			m := p.model(t, s.URL, a.policy(3), nil)
+			s := providertest.NewServer(t, c.Reply, p.OK)
+			var a providertest.Attempts
+			m := p.model(t, s.URL, a.Policy(3), nil)
 			if _, err := generate(t.Context(), m); err != nil {
 				t.Fatal(err)
 			}
-			if n := s.count(); n != 2 {
+			if n := len(s.Requests()); n != 2 {
 				t.Errorf("server got %d requests, want 2", n)
 			}
-			waits, outcomes := a.snapshot()
+			waits, outcomes := a.Snapshot()
 			if !reflect.DeepEqual(waits, []time.Duration{2 * time.Second}) {
 				t.Errorf("waits = %v, want [2s] as the server asked", waits)
 			}
@@ -145,20 +146,20 @@ func (p Provider) rateLimitedThenOK(t *testing.T) {
 // serverErrorRetriedToTheLimit checks that a 5xx is retried MaxRetries
 // times with jittered backoff, then the call fails.
 func (p Provider) serverErrorRetriedToTheLimit(t *testing.T) {
-	s := serve(t, p.ServerError.Replies...)
-	var a attempts
-	m := p.model(t, s.URL, a.policy(2), nil)
+	s := providertest.NewServer(t, p.ServerError.Replies...)
+	var a providertest.Attempts
+	m := p.model(t, s.URL, a.Policy(2), nil)
 	_, err := generate(t.Context(), m)
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	if n := s.count(); n != 3 {
+	if n := len(s.Requests()); n != 3 {
 		t.Errorf("server got %d requests, want MaxRetries+1 = 3", n)
 	}
 	if err.Error() != p.ServerError.Err {
 		t.Errorf("error = %q\nwant    %q", err, p.ServerError.Err)
 	}
-	waits, outcomes := a.snapshot()
+	waits, outcomes := a.Snapshot()
 	if !reflect.DeepEqual(outcomes, []string{"retry", "retry", "error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
@@ -170,11 +171,11 @@ func (p Provider) serverErrorRetriedToTheLimit(t *testing.T) {
 // badRequestNotRetried checks that a 400 fails the call at once with the
 // server's message.
 func (p Provider) badRequestNotRetried(t *testing.T) {
-	s := serve(t, p.BadRequest.Reply)
-	var a attempts
-	m := p.model(t, s.URL, a.policy(3), nil)
+	s := providertest.NewServer(t, p.BadRequest.Reply)
+	var a providertest.Attempts
+	m := p.model(t, s.URL, a.Policy(3), nil)
 	_, err := generate(t.Context(), m)
-	if n := s.count(); n != 1 {
+	if n := len(s.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 	var se *retry.StatusError
@@ -184,7 +185,7 @@ func (p Provider) badRequestNotRetried(t *testing.T) {
 	if err.Error() != p.BadRequest.Err {
 		t.Errorf("error text = %q\nwant         %q", err, p.BadRequest.Err)
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"error"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
 }
@@ -194,13 +195,13 @@ func (p Provider) badRequestNotRetried(t *testing.T) {
 func (p Provider) cancelMidRequest(t *testing.T) {
 	arrived := make(chan struct{})
 	released := make(chan struct{})
-	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	s := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-r.Context().Done() // the client hung up
 		close(released)
 	})
-	var a attempts
-	m := p.model(t, s.URL, a.policy(3), nil)
+	var a providertest.Attempts
+	m := p.model(t, s.URL, a.Policy(3), nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -223,10 +224,10 @@ func (p Provider) cancelMidRequest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server never saw the request aborted")
 	}
-	if _, outcomes := a.snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
+	if _, outcomes := a.Snapshot(); !reflect.DeepEqual(outcomes, []string{"canceled"}) {
 		t.Errorf("outcomes = %q", outcomes)
 	}
-	if n := s.count(); n != 1 {
+	if n := len(s.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1", n)
 	}
 }
@@ -236,9 +237,9 @@ func (p Provider) cancelMidRequest(t *testing.T) {
 func (p Provider) keyNeverLoggedOrReturned(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := serve(t, p.KeyInError.Replies...)
-	var a attempts
-	m := p.model(t, s.URL, a.policy(2), log)
+	s := providertest.NewServer(t, p.KeyInError.Replies...)
+	var a providertest.Attempts
+	m := p.model(t, s.URL, a.Policy(2), log)
 	_, err := generate(t.Context(), m)
 	if err == nil {
 		t.Fatal("want an error")
@@ -256,7 +257,7 @@ func (p Provider) keyNeverLoggedOrReturned(t *testing.T) {
 		t.Errorf("logs carry the key:\n%s", logs.String())
 	}
 	// The key did reach the server, where it belongs.
-	if got := s.header(0).Get(p.AuthHeader); got != p.AuthValue {
+	if got := header(t, s, 0).Get(p.AuthHeader); got != p.AuthValue {
 		t.Errorf("%s = %q, want %q", p.AuthHeader, got, p.AuthValue)
 	}
 }
@@ -264,14 +265,14 @@ func (p Provider) keyNeverLoggedOrReturned(t *testing.T) {
 // invalidToolCallFailsTheTurn checks that a tool call whose arguments are
 // not a JSON object fails the call, unretried.
 func (p Provider) invalidToolCallFailsTheTurn(t *testing.T) {
-	s := serve(t, p.BadToolCall.Reply)
-	var a attempts
-	m := p.model(t, s.URL, a.policy(3), nil)
+	s := providertest.NewServer(t, p.BadToolCall.Reply)
+	var a providertest.Attempts
+	m := p.model(t, s.URL, a.Policy(3), nil)
 	_, err := generate(t.Context(), m)
 	if err == nil || !strings.Contains(err.Error(), p.BadToolCall.Err) {
 		t.Fatalf("error = %v, want one containing %q", err, p.BadToolCall.Err)
 	}
-	if n := s.count(); n != 1 {
+	if n := len(s.Requests()); n != 1 {
 		t.Errorf("server got %d requests, want 1 (a bad answer is not retried)", n)
 	}
 }

@@ -5,27 +5,22 @@
 // API makes of them; the suite serves those replies from a fake server
 // and checks what the model does with them.
 //
-// It carries its own small fake server and retry recorder: the providers'
-// test kit, models/internal/providertest, cannot be imported from here.
+// It serves and records with the providers' test kit,
+// models/internal/providertest.
 package providersuite
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/adk/model"
 	"google.golang.org/adk/session"
 	"google.golang.org/genai"
 
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/models/retry"
 )
 
@@ -79,7 +74,7 @@ type ToolTurn struct {
 	Header [2]string
 	// Check checks the rest: the events and requests in the provider's
 	// terms.
-	Check func(t *testing.T, events []*session.Event, reqs []Request)
+	Check func(t *testing.T, events []*session.Event, reqs []providertest.Received)
 }
 
 // Usage is what the model must make of OK's usage.
@@ -159,111 +154,18 @@ func WeatherParameters() map[string]any {
 	}
 }
 
-// Request is one request as the fake server got it.
-type Request struct {
-	Method, Path string
-	Header       http.Header
-	Body         map[string]any
-}
-
-// server answers each request with the next reply, the last repeating,
-// and keeps what it got. Every request body must be a JSON object.
-type server struct {
-	*httptest.Server
-	t       *testing.T
-	replies []http.HandlerFunc
-	mu      sync.Mutex
-	got     []Request
-}
-
-func serve(t *testing.T, replies ...http.HandlerFunc) *server {
+// header returns the headers of the server's request number i.
+func header(t *testing.T, s *providertest.Server, i int) http.Header {
 	t.Helper()
-	if len(replies) == 0 {
-		t.Fatal("no replies to serve")
-	}
-	s := &server{t: t, replies: replies}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		if err := json.Unmarshal(raw, &body); err != nil {
-			s.t.Errorf("request body is not JSON: %v: %s", err, raw)
-		}
-		s.mu.Lock()
-		s.got = append(s.got, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		next := s.replies[min(len(s.got), len(s.replies))-1]
-		s.mu.Unlock()
-		next(w, r)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *server) requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.got...)
-}
-
-func (s *server) count() int { return len(s.requests()) }
-
-func (s *server) header(i int) http.Header {
-	got := s.requests()
+	got := s.Requests()
 	if i >= len(got) {
-		s.t.Fatalf("server got %d requests, none numbered %d", len(got), i)
+		t.Fatalf("server got %d requests, none numbered %d", len(got), i)
 	}
 	return got[i].Header
-}
-
-// attempts records what a retry policy did, so no case sleeps.
-type attempts struct {
-	mu       sync.Mutex
-	waits    []time.Duration
-	outcomes []string
-}
-
-// policy retries maxRetries times from a 1s base, jittered by exactly
-// one half.
-func (a *attempts) policy(maxRetries int) retry.Policy {
-	return retry.Policy{
-		MaxRetries: maxRetries,
-		Base:       time.Second,
-		Max:        time.Minute,
-		Rand:       func() float64 { return 0.5 },
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			a.waits = append(a.waits, d)
-			return ctx.Err()
-		},
-		OnAttempt: func(o string) {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			a.outcomes = append(a.outcomes, o)
-		},
-	}
-}
-
-func (a *attempts) snapshot() ([]time.Duration, []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]time.Duration(nil), a.waits...), append([]string(nil), a.outcomes...)
 }
 
 // generate makes one non-streamed call with one user text, "hi", and
 // returns its single result.
 func generate(ctx context.Context, m model.LLM) (*model.LLMResponse, error) {
-	req := &model.LLMRequest{Contents: []*genai.Content{genai.NewContentFromText("hi", genai.RoleUser)}}
-	var (
-		resp *model.LLMResponse
-		err  error
-		n    int
-	)
-	for r, e := range m.GenerateContent(ctx, req, false) {
-		resp, err = r, e
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("GenerateContent yielded %d times, want 1", n)
-	}
-	return resp, err
+	return providertest.Generate(ctx, m, providertest.UserRequest("hi"))
 }

@@ -332,15 +332,7 @@ func TestClosedStoreRefusesEverything(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	calls := map[string]func() error{
-		"Get":    func() error { _, err := s.Get(ctx, "k"); return err },
-		"Put":    func() error { _, err := s.Put(ctx, "k", nil); return err },
-		"Create": func() error { _, err := s.Create(ctx, "k", nil, 0); return err },
-		"Update": func() error { _, err := s.Update(ctx, "k", nil, 1); return err },
-		"Delete": func() error { return s.Delete(ctx, "k") },
-		"Append": func() error { return s.Append(ctx, "l", nil, 1) },
-		"Tail":   func() error { _, err := s.Tail(ctx, "l", 1); return err },
-	}
+	calls := storetest.EveryCall(ctx, s, "k")
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", name, err)
@@ -358,15 +350,7 @@ func TestInvalidKeysAreRefused(t *testing.T) {
 	_, js := connect(t, ns)
 	s := open(t, js, natskv.Options{})
 	for _, key := range []string{"", ".a", "a.", "a..b", "a b", "a.*", "a.>", "agent.ö", "a\nb"} {
-		calls := map[string]func() error{
-			"Get":    func() error { _, err := s.Get(ctx, key); return err },
-			"Put":    func() error { _, err := s.Put(ctx, key, nil); return err },
-			"Create": func() error { _, err := s.Create(ctx, key, nil, 0); return err },
-			"Update": func() error { _, err := s.Update(ctx, key, nil, 1); return err },
-			"Delete": func() error { return s.Delete(ctx, key) },
-			"Append": func() error { return s.Append(ctx, key, nil, 1) },
-			"Tail":   func() error { _, err := s.Tail(ctx, key, 1); return err },
-		}
+		calls := storetest.EveryCall(ctx, s, key)
 		for name, call := range calls {
 			if err := call(); !errors.Is(err, natskv.ErrInvalidKey) {
 				t.Errorf("%s(%q): err = %v, want ErrInvalidKey", name, key, err)

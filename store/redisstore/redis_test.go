@@ -425,15 +425,7 @@ func TestInvalidKeysAreRefused(t *testing.T) {
 	srv := sharedServer(t)
 	s := open(t, "redis://"+srv.addr, redisstore.Options{Prefix: uniquePrefix("invalid")})
 	for _, key := range []string{"", ".a", "a.", "a..b", "a b", "a.*", "a.{b}", "agent.ö", "a\nb"} {
-		calls := map[string]func() error{
-			"Get":    func() error { _, err := s.Get(ctx, key); return err },
-			"Put":    func() error { _, err := s.Put(ctx, key, nil); return err },
-			"Create": func() error { _, err := s.Create(ctx, key, nil, 0); return err },
-			"Update": func() error { _, err := s.Update(ctx, key, nil, 1); return err },
-			"Delete": func() error { return s.Delete(ctx, key) },
-			"Append": func() error { return s.Append(ctx, key, nil, 1) },
-			"Tail":   func() error { _, err := s.Tail(ctx, key, 1); return err },
-		}
+		calls := storetest.EveryCall(ctx, s, key)
 		for name, call := range calls {
 			if err := call(); !errors.Is(err, redisstore.ErrInvalidKey) {
 				t.Errorf("%s(%q): err = %v, want ErrInvalidKey", name, key, err)

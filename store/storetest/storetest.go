@@ -369,15 +369,7 @@ func (su suite) closedStoreRefuses(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	calls := map[string]func() error{
-		"Get":    func() error { _, err := s.Get(ctx, "k"); return err },
-		"Put":    func() error { _, err := s.Put(ctx, "k", nil); return err },
-		"Create": func() error { _, err := s.Create(ctx, "k2", nil, 0); return err },
-		"Update": func() error { _, err := s.Update(ctx, "k", nil, 1); return err },
-		"Delete": func() error { return s.Delete(ctx, "k") },
-		"Append": func() error { return s.Append(ctx, "l", nil, 1) },
-		"Tail":   func() error { _, err := s.Tail(ctx, "l", 1); return err },
-	}
+	calls := EveryCall(ctx, s, "k")
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", name, err)

@@ -7,32 +7,17 @@ import (
 )
 
 // approvalRoutes are the operator approval routes: GET lists the
-// agent's pending approvals (role read), POST .../approve and .../deny
-// decide one (role operate, audited: the decision's event names the
-// token and the reason). Each goes to the agent's owner, whichever
+// agent's pending approvals (role read; the owner's, oldest first:
+// []approval.Request with id, tool, args, turn, requested, expires), POST
+// .../approve and .../deny decide one (role operate, audited: the
+// decision's event names the token and the reason). Each goes to the agent's owner, whichever
 // replica was asked.
 func (s *Server) approvalRoutes() []route {
 	return []route{
-		verbRoute("GET /v1/agents/{name}/approvals", "", control.VerbApprovals, s.listApprovals),
+		verbRoute("GET /v1/agents/{name}/approvals", "", control.VerbApprovals, s.ownerRead(control.VerbApprovals)),
 		verbRoute("POST /v1/agents/{name}/approvals/{id}/approve", "approval-approve", control.VerbApprove, s.decideApproval(control.VerbApprove)),
 		verbRoute("POST /v1/agents/{name}/approvals/{id}/deny", "approval-deny", control.VerbDeny, s.decideApproval(control.VerbDeny)),
 	}
-}
-
-// listApprovals serves GET /v1/agents/{name}/approvals: the owner's
-// pending approvals, oldest first ([]approval.Request: id, tool, args,
-// turn, requested, expires).
-func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.agent(w, r)
-	if !ok {
-		return
-	}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbApprovals, By: record(r).who.Name})
-	if err != nil {
-		noOwner(w, r, err)
-		return
-	}
-	replyBody(w, r, reply)
 }
 
 // decideApproval serves POST /v1/agents/{name}/approvals/{id}/approve

@@ -6,33 +6,39 @@ import (
 	"github.com/agent-worker/agent-worker/control"
 )
 
-// memoryRoutes are the running memory's routes: GET shows it, POST
-// .../memory/compact folds every turn not yet folded, DELETE clears it.
+// memoryRoutes are the running memory's routes: GET shows it (the
+// owner's driver.MemoryView — the text, its tokens estimate and bound, the
+// turns folded (and through which turn), when it was updated, the last
+// error, how many turns wait to be folded and when a failed fold is
+// retried), POST .../memory/compact folds every turn not yet folded,
+// DELETE clears it.
 // Each goes to the agent's owner (control's memory verbs), whichever
 // replica was asked; GET needs role read, the others operate.
 func (s *Server) memoryRoutes() []route {
 	return []route{
-		verbRoute("GET /v1/agents/{name}/memory", "", control.VerbMemory, s.getMemory),
+		verbRoute("GET /v1/agents/{name}/memory", "", control.VerbMemory, s.ownerRead(control.VerbMemory)),
 		verbRoute("POST /v1/agents/{name}/memory/compact", "memory-compact", control.VerbMemoryCompact, s.memoryVerb(control.VerbMemoryCompact)),
 		verbRoute("DELETE /v1/agents/{name}/memory", "memory-clear", control.VerbMemoryClear, s.memoryVerb(control.VerbMemoryClear)),
 	}
 }
 
-// getMemory serves GET /v1/agents/{name}/memory: the owner's
-// driver.MemoryView — the text, its tokens estimate and bound, the turns
-// folded (and through which turn), when it was updated, the last error,
-// how many turns wait to be folded and when a failed fold is retried.
-func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.agent(w, r)
-	if !ok {
-		return
+// ownerRead serves a GET of the agent's owner's answer to a read verb
+// (approvals, memory), asked on behalf of the caller's token name,
+// whichever replica was asked: the owner's reply as replyBody gives it,
+// 503 when no owner answered.
+func (s *Server) ownerRead(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.agent(w, r)
+		if !ok {
+			return
+		}
+		reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: verb, By: record(r).who.Name})
+		if err != nil {
+			noOwner(w, r, err)
+			return
+		}
+		replyBody(w, r, reply)
 	}
-	reply, err := s.ctl.Do(r.Context(), a.Name(), control.Request{Verb: control.VerbMemory, By: record(r).who.Name})
-	if err != nil {
-		noOwner(w, r, err)
-		return
-	}
-	replyBody(w, r, reply)
 }
 
 // memoryVerb serves POST /v1/agents/{name}/memory/compact (202: the fold

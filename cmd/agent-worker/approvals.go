@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"text/tabwriter"
 	"time"
 
@@ -46,8 +45,8 @@ func (c *cli) approvalCmds() []*cobra.Command {
 			Example: example,
 			Args:    cobra.ExactArgs(2),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if output != "" && output != "json" {
-					return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+				if err := lineOutput(cmd, output); err != nil {
+					return err
 				}
 				client, err := api.client(cmd, c.env)
 				if err != nil {
@@ -58,16 +57,9 @@ func (c *cli) approvalCmds() []*cobra.Command {
 					body = map[string]any{"reason": reason}
 				}
 				path := "/v1/agents/" + args[0] + "/approvals/" + args[1] + "/" + verb
-				raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, body, output == "json")
-				if err != nil || printed {
-					return err
-				}
-				var d approvalDecision
-				if err := json.Unmarshal(raw, &d); err != nil {
-					return fmt.Errorf("POST %s: %w", path, err)
-				}
-				fmt.Fprintln(c.stdout, decisionLine(args[0], reason, d))
-				return nil
+				return post(c, cmd, client, path, body, output == "json", func(d approvalDecision) {
+					fmt.Fprintln(c.stdout, decisionLine(args[0], reason, d))
+				})
 			},
 		}
 		api = addAPIFlags(cmd, 30*time.Second)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -46,16 +44,9 @@ name. The words after AGENT are the question.`,
 				return err
 			}
 			question := strings.Join(args[1:], " ")
-			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/ask", map[string]any{"question": question}, output == "json")
-			if err != nil || printed {
-				return err
-			}
-			var ans control.AskAnswer
-			if err := json.Unmarshal(raw, &ans); err != nil {
-				return fmt.Errorf("POST /v1/agents/%s/ask: %w", args[0], err)
-			}
-			writeAnswer(c, ans)
-			return nil
+			return post(c, cmd, client, "/v1/agents/"+args[0]+"/ask", map[string]any{"question": question}, output == "json", func(ans control.AskAnswer) {
+				writeAnswer(c, ans)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print the API's answer (default: the answer's text, its cost on stderr)")

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
@@ -59,22 +57,13 @@ func (c *cli) dlqCmd() *cobra.Command {
 			if reason != "" {
 				body = map[string]any{"reason": reason}
 			}
-			if replayOutput != "" && replayOutput != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", replayOutput))
-			}
-			path := "/v1/agents/" + url.PathEscape(args[0]) + "/dlq/" + url.PathEscape(args[1]) + "/replay"
-			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, body, replayOutput == "json")
-			if err != nil || printed {
+			if err := lineOutput(cmd, replayOutput); err != nil {
 				return err
 			}
-			var out struct {
-				DeadLetter *natsinbox.DeadLetter `json:"dead_letter"`
-			}
-			if err := json.Unmarshal(raw, &out); err != nil {
-				return fmt.Errorf("POST %s: %w", path, err)
-			}
-			fmt.Fprintln(c.stdout, replayLine(args[0], args[1], out.DeadLetter))
-			return nil
+			path := "/v1/agents/" + url.PathEscape(args[0]) + "/dlq/" + url.PathEscape(args[1]) + "/replay"
+			return post(c, cmd, client, path, body, replayOutput == "json", func(out replayed) {
+				fmt.Fprintln(c.stdout, replayLine(args[0], args[1], out.DeadLetter))
+			})
 		},
 	}
 	replay.Flags().StringVarP(&replayOutput, "output", "o", "", "json: print the API's answer (default: a line)")
@@ -82,6 +71,11 @@ func (c *cli) dlqCmd() *cobra.Command {
 	replayAPI = addAPIFlags(replay, 30*time.Second)
 	root.AddCommand(list, replay)
 	return root
+}
+
+// replayed is the API's answer to a replay.
+type replayed struct {
+	DeadLetter *natsinbox.DeadLetter `json:"dead_letter"`
 }
 
 // writeDeadLetters writes a listing as a table.

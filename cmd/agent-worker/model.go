@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -49,8 +47,9 @@ with your token's name and --reason.`,
 				return usageError(cmd, errors.New("--effort goes with a model NAME; --reset goes back to the configured effort too"))
 			case effort != "" && !slices.Contains(models.ReasoningEfforts, effort):
 				return usageError(cmd, fmt.Errorf("--effort %q: want one of %s", effort, strings.Join(models.ReasoningEfforts, ", ")))
-			case output != "" && output != "json":
-				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+			}
+			if err := lineOutput(cmd, output); err != nil {
+				return err
 			}
 			client, err := apiF.client(cmd, c.env)
 			if err != nil {
@@ -66,16 +65,9 @@ with your token's name and --reason.`,
 			if reason != "" {
 				body["reason"] = reason
 			}
-			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/model", body, output == "json")
-			if err != nil || printed {
-				return err
-			}
-			var v driver.ModelView
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return fmt.Errorf("POST /v1/agents/%s/model: %w", args[0], err)
-			}
-			writeModel(c.stdout, args[0], v, time.Now())
-			return nil
+			return post(c, cmd, client, "/v1/agents/"+args[0]+"/model", body, output == "json", func(v driver.ModelView) {
+				writeModel(c.stdout, args[0], v, time.Now())
+			})
 		},
 	}
 	cmd.Flags().StringVar(&effort, "effort", "", "reasoning effort of the model: low, medium or high (default: the model's own)")

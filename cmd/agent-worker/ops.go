@@ -240,19 +240,12 @@ func (c *cli) agentVerbCmd(name, short, example string, body func() map[string]a
 			if fields != nil {
 				send = fields
 			}
-			if output != "" && output != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
-			}
-			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, "/v1/agents/"+args[0]+"/"+name, send, output == "json")
-			if err != nil || printed {
+			if err := lineOutput(cmd, output); err != nil {
 				return err
 			}
-			var reply control.Reply
-			if err := json.Unmarshal(raw, &reply); err != nil {
-				return fmt.Errorf("POST /v1/agents/%s/%s: %w", args[0], name, err)
-			}
-			fmt.Fprintln(c.stdout, verbLine(args[0], name, reason, hold(), reply))
-			return nil
+			return post(c, cmd, client, "/v1/agents/"+args[0]+"/"+name, send, output == "json", func(reply control.Reply) {
+				fmt.Fprintln(c.stdout, verbLine(args[0], name, reason, hold(), reply))
+			})
 		},
 	}
 	api = addAPIFlags(cmd, 30*time.Second)
@@ -321,8 +314,8 @@ ceiling, and the budget that is missing.`,
   agent-worker reset oncall daily_usd --add-budget 2 --reason "incident 4711"`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if resetOutput != "" && resetOutput != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", resetOutput))
+			if err := lineOutput(cmd, resetOutput); err != nil {
+				return err
 			}
 			client, err := resetAPI.client(cmd, c.env)
 			if err != nil {
@@ -333,16 +326,9 @@ ceiling, and the budget that is missing.`,
 				body["reason"] = resetReason
 			}
 			path := "/v1/agents/" + args[0] + "/guardrails/reset"
-			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, body, resetOutput == "json")
-			if err != nil || printed {
-				return err
-			}
-			var r guard.ResetResult
-			if err := json.Unmarshal(raw, &r); err != nil {
-				return fmt.Errorf("POST %s: %w", path, err)
-			}
-			fmt.Fprintln(c.stdout, resetLine(args[0], r))
-			return nil
+			return post(c, cmd, client, path, body, resetOutput == "json", func(r guard.ResetResult) {
+				fmt.Fprintln(c.stdout, resetLine(args[0], r))
+			})
 		},
 	}
 	resetAPI = addAPIFlags(reset, 30*time.Second)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -27,24 +25,17 @@ func (c *cli) scheduleCmd() *cobra.Command {
   agent-worker schedule run oncall morning -o json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+			if err := lineOutput(cmd, output); err != nil {
+				return err
 			}
 			client, err := api.client(cmd, c.env)
 			if err != nil {
 				return err
 			}
 			path := "/v1/agents/" + url.PathEscape(args[0]) + "/schedules/" + url.PathEscape(args[1]) + "/run"
-			raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, nil, output == "json")
-			if err != nil || printed {
-				return err
-			}
-			var r control.ScheduleRun
-			if err := json.Unmarshal(raw, &r); err != nil {
-				return fmt.Errorf("POST %s: %w", path, err)
-			}
-			fmt.Fprintln(c.stdout, scheduleLine(args[0], args[1], r, time.Now()))
-			return nil
+			return post(c, cmd, client, path, nil, output == "json", func(r control.ScheduleRun) {
+				fmt.Fprintln(c.stdout, scheduleLine(args[0], args[1], r, time.Now()))
+			})
 		},
 	}
 	api = addAPIFlags(run, 30*time.Second)

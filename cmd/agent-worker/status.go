@@ -374,6 +374,31 @@ func listing[T any](c *cli, cmd *cobra.Command, flags *apiFlags, output, path st
 	return write(v)
 }
 
+// lineOutput checks the -o of a verb whose answer is a line by default:
+// none, or json for the API's answer as it came.
+func lineOutput(cmd *cobra.Command, output string) error {
+	if output != "" && output != "json" {
+		return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+	}
+	return nil
+}
+
+// post is an action verb's call: POST body (nil: none) to path through
+// client, then, with print, the answer printed as indented JSON;
+// otherwise the answer decoded into a T and handed to write.
+func post[T any](c *cli, cmd *cobra.Command, client opsClient, path string, body any, print bool, write func(T)) error {
+	raw, printed, err := c.callJSON(cmd, client, http.MethodPost, path, body, print)
+	if err != nil || printed {
+		return err
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	write(v)
+	return nil
+}
+
 // getJSON GETs path from the API: callJSON without a body.
 func (c *cli) getJSON(cmd *cobra.Command, client opsClient, path string, print bool) (raw json.RawMessage, printed bool, err error) {
 	return c.callJSON(cmd, client, http.MethodGet, path, nil, print)

@@ -26,8 +26,8 @@ agent refuses it. Needs a token with role operate.`,
 		Example: `  agent-worker steer oncall "the db-2 alert is a known migration; skip it"`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return usageError(cmd, fmt.Errorf("-o %q: want json (default: a line)", output))
+			if err := lineOutput(cmd, output); err != nil {
+				return err
 			}
 			client, err := apiF.client(cmd, c.env)
 			if err != nil {

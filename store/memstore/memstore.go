@@ -55,6 +55,21 @@ func (s *Store) live(key string) (item, bool) {
 	return it, true
 }
 
+// enter takes mu for a call, unless the call must not run: it returns
+// ctx's error, or store.ErrClosed after Close, without holding mu. On nil
+// the caller holds mu and releases it.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
 func (s *Store) write(key string, value []byte, ttl time.Duration) uint64 {
 	s.rev++
 	it := item{value: slices.Clone(value), rev: s.rev}
@@ -66,14 +81,10 @@ func (s *Store) write(key string, value []byte, ttl time.Duration) uint64 {
 }
 
 func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return store.Entry{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return store.Entry{}, store.ErrClosed
-	}
 	it, ok := s.live(key)
 	if !ok {
 		return store.Entry{}, store.ErrNotFound
@@ -82,26 +93,18 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 }
 
 func (s *Store) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return 0, store.ErrClosed
-	}
 	return s.write(key, value, 0), nil
 }
 
 func (s *Store) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return 0, store.ErrClosed
-	}
 	if _, ok := s.live(key); ok {
 		return 0, store.ErrExists
 	}
@@ -109,14 +112,10 @@ func (s *Store) Create(ctx context.Context, key string, value []byte, ttl time.D
 }
 
 func (s *Store) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return 0, store.ErrClosed
-	}
 	it, ok := s.live(key)
 	if !ok {
 		return 0, store.ErrNotFound
@@ -130,27 +129,19 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, revision u
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return store.ErrClosed
-	}
 	delete(s.keys, key)
 	return nil
 }
 
 func (s *Store) Append(ctx context.Context, list string, value []byte, keep int) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return store.ErrClosed
-	}
 	l := append(s.lists[list], slices.Clone(value))
 	if keep > 0 && len(l) > keep {
 		l = slices.Clone(l[len(l)-keep:])
@@ -160,14 +151,10 @@ func (s *Store) Append(ctx context.Context, list string, value []byte, keep int)
 }
 
 func (s *Store) Tail(ctx context.Context, list string, n int) ([][]byte, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
 	l := s.lists[list]
 	if n > 0 && len(l) > n {
 		l = l[len(l)-n:]

@@ -278,18 +278,7 @@ func (w *world) wantStatus(r reply, want int) {
 // waitEvent waits for the next event of typ for agent.
 func (w *world) waitEvent(agent, typ string) events.Event {
 	w.t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e := <-w.sub.C:
-			if e.Agent == agent && e.Type == typ {
-				return e
-			}
-		case <-timeout:
-			w.t.Fatalf("no %s event for %s", typ, agent)
-			return events.Event{}
-		}
-	}
+	return wait.Event(w.t, deadline, w.sub, "a "+typ+" event for "+agent, func(e events.Event) bool { return e.Agent == agent && e.Type == typ })
 }
 
 // frame is one Server-Sent Events frame: an event, or a comment.

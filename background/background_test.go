@@ -19,6 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/tools"
@@ -93,18 +94,7 @@ func (r *rig) hook(_ context.Context, req *model.LLMRequest, _ int) error {
 
 func (r *rig) waitEvent(typ string) events.Event {
 	r.t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e := <-r.sub.C:
-			if e.Type == typ {
-				return e
-			}
-		case <-timeout:
-			r.t.Fatalf("no %s event", typ)
-			return events.Event{}
-		}
-	}
+	return wait.Event(r.t, deadline, r.sub, "a "+typ+" event", wait.OfType(typ))
 }
 
 func spawn(task string) config.ScriptStep {

@@ -3,7 +3,6 @@ package control_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
@@ -15,17 +14,7 @@ import (
 // nextEvent returns the next event of type typ on sub.
 func nextEvent(t *testing.T, sub *events.Subscription, typ string) events.Event {
 	t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e := <-sub.C:
-			if e.Type == typ {
-				return e
-			}
-		case <-timeout:
-			t.Fatalf("no %s event", typ)
-		}
-	}
+	return wait.Event(t, deadline, sub, "a "+typ+" event", wait.OfType(typ))
 }
 
 // TestVerbsNameWhoAskedAcrossReplicas: a verb forwarded from a replica

@@ -110,18 +110,7 @@ func (w *world) send(name, text string) {
 
 func (w *world) waitEvent(typ string) events.Event {
 	w.t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e := <-w.sub.C:
-			if e.Type == typ {
-				return e
-			}
-		case <-timeout:
-			w.t.Fatalf("no %s event", typ)
-			return events.Event{}
-		}
-	}
+	return wait.Event(w.t, deadline, w.sub, "a "+typ+" event", wait.OfType(typ))
 }
 
 var epoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/guard"
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 	"github.com/agent-worker/agent-worker/store/memstore"
 	"github.com/agent-worker/agent-worker/watchdog"
@@ -120,21 +121,12 @@ func (r *rig) send(text string) {
 // (tool calls that actually ran) on the way.
 func (r *rig) waitEvent(typ string) events.Event {
 	r.t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e := <-r.sub.C:
-			if e.Type == events.ReportDone {
-				r.tools++
-			}
-			if e.Type == typ {
-				return e
-			}
-		case <-timeout:
-			r.t.Fatalf("no %s event", typ)
-			return events.Event{}
+	return wait.Event(r.t, deadline, r.sub, "a "+typ+" event", func(e events.Event) bool {
+		if e.Type == events.ReportDone {
+			r.tools++
 		}
-	}
+		return e.Type == typ
+	})
 }
 
 func TestRepeatedCallIsHaltedMidTurnInEnforceMode(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/internal/wait"
 	"github.com/agent-worker/agent-worker/models/scripted"
 )
 
@@ -186,17 +187,7 @@ func (r *running) stopWithin(grace context.Context) {
 // waitEvent returns the next event of type typ.
 func (r *running) waitEvent(typ string) events.Event {
 	r.t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e := <-r.sub.C:
-			if e.Type == typ {
-				return e
-			}
-		case <-timeout:
-			r.t.Fatalf("no %s event within %v", typ, deadline)
-		}
-	}
+	return wait.Event(r.t, deadline, r.sub, "a "+typ+" event", wait.OfType(typ))
 }
 
 func (r *running) publish(subject, body string) {

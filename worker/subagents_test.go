@@ -195,17 +195,7 @@ func (l subagentList) info(id string) (background.Info, bool) {
 // waitEventWith returns the next event of type typ for which ok holds.
 func (r *subReplica) waitEventWith(typ string, ok func(events.Event) bool) events.Event {
 	r.t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e := <-r.running.sub.C:
-			if e.Type == typ && ok(e) {
-				return e
-			}
-		case <-timeout:
-			r.t.Fatalf("%s: no %s event within %v", r.name, typ, deadline)
-		}
-	}
+	return wait.Event(r.t, deadline, r.running.sub, "a "+typ+" event on "+r.name, func(e events.Event) bool { return e.Type == typ && ok(e) })
 }
 
 func subagentID(id string) func(events.Event) bool {

@@ -1,5 +1,6 @@
-// Package wait polls a test's condition until it holds, and fails the test
-// naming what it waited for when a deadline passes. It is the one way the
+// Package wait polls a test's condition until it holds (For, Within,
+// NoError), or reads an event subscription until an event matches (Event),
+// and fails the test naming what it waited for when a deadline passes. It is the one way the
 // tests here wait for something another goroutine or process does; it is
 // for tests only (it takes a testing.TB and sleeps on the wall clock), and
 // it never waits past its deadline.

@@ -22,11 +22,6 @@ import (
 	"github.com/agent-worker/agent-worker/memory"
 )
 
-// servedByKey names, in a response's custom metadata, the fallback model
-// that answered it when the agent's own did not (models.ServedByKey,
-// guard.ServedByKey).
-const servedByKey = "served_by"
-
 // errOneCall stops a second model call of an ask (there is none: the
 // answer's function calls are taken out, so the flow ends after one).
 var errOneCall = errors.New("an ask makes one model call")
@@ -90,7 +85,7 @@ func (a *Agent) askCall(ctx context.Context, prompt string) (ans Answer, refused
 	ans.Text, ans.NotRun, ans.CostUSD = c.text.String(), c.notRun, c.cost
 	if c.resp != nil {
 		ans.Model = a.spec.Model.Name()
-		if s, _ := c.resp.CustomMetadata[servedByKey].(string); s != "" {
+		if s, _ := c.resp.CustomMetadata[hook.ServedByKey].(string); s != "" {
 			ans.Model = s
 		}
 		if u := c.resp.UsageMetadata; u != nil {

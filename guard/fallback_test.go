@@ -12,7 +12,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/models"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
@@ -20,9 +20,6 @@ import (
 // announced under its name; the agent's own responses keep theirs.
 func TestFallbackResponsesChargedAtTheirOwnPrice(t *testing.T) {
 	t.Parallel()
-	if guard.ServedByKey != models.ServedByKey {
-		t.Fatalf("guard reads %q, models writes %q", guard.ServedByKey, models.ServedByKey)
-	}
 	c := clock.NewFake(epoch)
 	bus := events.NewBus(0, nil)
 	sub := bus.Subscribe(100, func(e events.Event) bool { return e.Type == guard.EventCharged })
@@ -46,7 +43,7 @@ func TestFallbackResponsesChargedAtTheirOwnPrice(t *testing.T) {
 		t.Helper()
 		resp := &model.LLMResponse{UsageMetadata: &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 100_000}}
 		if servedBy != "" {
-			resp.CustomMetadata = map[string]any{models.ServedByKey: servedBy}
+			resp.CustomMetadata = map[string]any{hook.ServedByKey: servedBy}
 		}
 		if _, err := p.BeforeModelCallback()(nil, &model.LLMRequest{}); err != nil {
 			t.Fatal(err)

@@ -30,7 +30,7 @@ const (
 	EventCapped  = "turn-capped"
 	// EventCharged is published after every priced model response:
 	// model, tokens, cost_usd, priced. model is the model that answered:
-	// the agent's, or the fallback named by the response (ServedByKey).
+	// the agent's, or the fallback named by the response (hook.ServedByKey).
 	EventCharged = "model-usage"
 	// EventModelError: a model call failed. Data: model (the agent's, or
 	// the one an operator switched it to, as the error names it:
@@ -39,11 +39,6 @@ const (
 	// EventToolCall: a tool call finished. Data: tool, outcome (ok|error).
 	EventToolCall = "tool-call"
 )
-
-// ServedByKey is the LLMResponse.CustomMetadata key naming the model that
-// answered when it is not the agent's own (a fallback; models.ServedByKey):
-// the response is priced at that model's price and charged under its name.
-const ServedByKey = "served_by"
 
 // Limits are one agent's ceilings (USD, 0 = none) and caps (0 = none).
 type Limits struct {
@@ -204,7 +199,7 @@ func (g *Guard) ctl(agent string) hook.Control {
 // AddFallbacks warns, as AddAgent does for the agent's model, about each
 // of the agent's fallback models that has no price: a response it serves
 // costs $0 and no cost ceiling binds it. Their responses are priced by
-// their own names (see ServedByKey) whether or not they were added here.
+// their own names (see hook.ServedByKey) whether or not they were added here.
 func (g *Guard) AddFallbacks(agent string, models ...string) {
 	for _, m := range models {
 		if _, ok := g.prices().Lookup(m); !ok {

@@ -182,13 +182,13 @@ func (g *Guard) afterModel(name string, resp *model.LLMResponse) error {
 }
 
 // meterLocked prices resp (usage u) at the price of the model that
-// answered it — the agent's, or the fallback it names (ServedByKey) —
+// answered it — the agent's, or the fallback it names (hook.ServedByKey) —
 // and publishes its model-usage event (EventCharged), which the metrics
 // count. It returns the cost; charging it is the caller's. Callers hold
 // l.mu.
 func (g *Guard) meterLocked(l *ledger, resp *model.LLMResponse, u Usage) float64 {
 	served, price, priced := l.model, l.price, l.priced
-	if s, _ := resp.CustomMetadata[ServedByKey].(string); s != "" && s != l.model {
+	if s, _ := resp.CustomMetadata[hook.ServedByKey].(string); s != "" && s != l.model {
 		// A fallback answered: its own price, under its own name.
 		served = s
 		price, priced = g.prices().Lookup(s)

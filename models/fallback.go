@@ -13,6 +13,7 @@ import (
 	"github.com/agent-worker/agent-worker/clock"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/outage"
 )
 
@@ -21,13 +22,6 @@ import (
 // Data: model (the failing model's name, what pricing looks up), fallback
 // (the fallback's name), error (the failing model's last error).
 const EventFallback = "model-fallback"
-
-// ServedByKey is the LLMResponse.CustomMetadata key under which a
-// fallback's response names the model that answered, as a string (its
-// Name(), what pricing looks up). A response without it came from the
-// model the agent was given. The cost guardrail prices a response, and
-// the metrics label it, by this name.
-const ServedByKey = "served_by"
 
 // Builder returns a fresh instance of the model definition def, named key
 // in the config.
@@ -84,7 +78,7 @@ func withFallbacks(key string, defs map[string]config.Model, build Builder, env 
 //     the primary yielded nothing yet. Any other error of the primary (a
 //     400, a cancelled turn) is returned as it is.
 //   - Every fallback is logged (warn), published as EventFallback, and its
-//     responses carry CustomMetadata[ServedByKey] = the fallback's name,
+//     responses carry CustomMetadata[hook.ServedByKey] = the fallback's name,
 //     so they are priced and counted as the fallback's. The request goes
 //     to the fallback with its model name cleared, so the fallback uses
 //     its own.
@@ -209,7 +203,7 @@ func stamp(resp *model.LLMResponse, name string) *model.LLMResponse {
 	if resp == nil {
 		return nil
 	}
-	if _, ok := resp.CustomMetadata[ServedByKey]; ok {
+	if _, ok := resp.CustomMetadata[hook.ServedByKey]; ok {
 		return resp
 	}
 	out := *resp
@@ -217,6 +211,6 @@ func stamp(resp *model.LLMResponse, name string) *model.LLMResponse {
 	if out.CustomMetadata == nil {
 		out.CustomMetadata = map[string]any{}
 	}
-	out.CustomMetadata[ServedByKey] = name
+	out.CustomMetadata[hook.ServedByKey] = name
 	return &out
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/outage"
 )
@@ -86,7 +87,7 @@ func TestFallbackAfterRetriesExhausted(t *testing.T) {
 	if got := resp.Content.Parts[0].Text; got != "disk full on db-1: rotate the logs" {
 		t.Errorf("answer = %q", got)
 	}
-	if resp.CustomMetadata[ServedByKey] != "gpt-4.1-nano" || resp.UsageMetadata.PromptTokenCount != 1000 {
+	if resp.CustomMetadata[hook.ServedByKey] != "gpt-4.1-nano" || resp.UsageMetadata.PromptTokenCount != 1000 {
 		t.Errorf("custom metadata %v usage %+v: want served_by gpt-4.1-nano and the fallback's usage", resp.CustomMetadata, resp.UsageMetadata)
 	}
 	if n := len(primary.Requests()); n != 3 {
@@ -179,8 +180,8 @@ func TestFallbackChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.CustomMetadata[ServedByKey] != "gpt-4.1-nano" {
-		t.Errorf("served by %v, want gpt-4.1-nano", resp.CustomMetadata[ServedByKey])
+	if resp.CustomMetadata[hook.ServedByKey] != "gpt-4.1-nano" {
+		t.Errorf("served by %v, want gpt-4.1-nano", resp.CustomMetadata[hook.ServedByKey])
 	}
 	var hops []string
 	for _, e := range fallbacks() {
@@ -268,7 +269,7 @@ func TestNoFallbackAfterPartialOrCancel(t *testing.T) {
 	fb2 := &stub{name: "cheap", resps: []*model.LLMResponse{partial, {Content: genai.NewContentFromText("It is 18°C", genai.RoleModel)}}}
 	m = NewFallback(&stub{name: "main", err: down}, &recordingLLM{LLM: fb2, req: &seen}, Env{})
 	for resp, err := range m.GenerateContent(t.Context(), agentRequest("main"), true) {
-		if err != nil || resp.CustomMetadata[ServedByKey] != "cheap" {
+		if err != nil || resp.CustomMetadata[hook.ServedByKey] != "cheap" {
 			t.Errorf("streamed fallback response %+v, %v", resp, err)
 		}
 	}

@@ -3,7 +3,7 @@
 // gemini); none may hide the usage numbers a response carries, because
 // cost guardrails depend on them. A model with a fallback is wrapped in a
 // Fallback, which hands a call to the fallback when the provider is down
-// and says which model answered (ServedByKey).
+// and says which model answered (hook.ServedByKey).
 package models
 
 import (

@@ -47,7 +47,7 @@ func (e *UnknownModelError) Error() string {
 func (e *UnknownModelError) Unwrap() error { return ErrUnknownModel }
 
 // ServedError is the error of a call that a model the agent was switched
-// to failed: it names that model (its name, as ServedByKey does for a
+// to failed: it names that model (its name, as hook.ServedByKey does for a
 // response), so the failure is counted under it. It reads, and unwraps,
 // as the model's own error.
 type ServedError struct {
@@ -77,7 +77,7 @@ func (e *ServedError) ServedBy() string { return e.Model }
 //     a reasoning effort only for providers that have one: anything else
 //     is refused (ErrUnknownModel, ErrNoReasoning) and changes nothing.
 //   - Every response of a model the agent was switched to carries
-//     CustomMetadata[ServedByKey] = that model's name (or its fallback's,
+//     CustomMetadata[hook.ServedByKey] = that model's name (or its fallback's,
 //     when the fallback answered), so the cost guardrail prices it, and
 //     the metrics label it, as the model that answered; its errors are a
 //     *ServedError naming it. The request goes to it with its model name
@@ -171,7 +171,7 @@ func (s *Switch) set(m model.LLM, key, effort string) {
 }
 
 // Name returns the configured model's name: the agent's model is the
-// configured one; responses of another name themselves (ServedByKey).
+// configured one; responses of another name themselves (hook.ServedByKey).
 func (s *Switch) Name() string { return s.configured.Name() }
 
 // GetGoogleLLMVariant reports the backend of the model in force, so that

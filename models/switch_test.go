@@ -8,6 +8,7 @@ import (
 	"google.golang.org/adk/model"
 
 	"github.com/agent-worker/agent-worker/config"
+	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/models/internal/providertest"
 	"github.com/agent-worker/agent-worker/outage"
 )
@@ -51,8 +52,8 @@ func TestSwitchSendsTheNextCallToTheModelInForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.CustomMetadata[ServedByKey] != "gpt-4.1-nano" {
-		t.Errorf("served by %v, want gpt-4.1-nano (priced as the model that answered)", resp.CustomMetadata[ServedByKey])
+	if resp.CustomMetadata[hook.ServedByKey] != "gpt-4.1-nano" {
+		t.Errorf("served by %v, want gpt-4.1-nano (priced as the model that answered)", resp.CustomMetadata[hook.ServedByKey])
 	}
 	got := cheap.Requests()
 	if len(got) != 1 || got[0].Body["model"] != "gpt-4.1-nano" || got[0].Body["reasoning_effort"] != "high" {
@@ -69,7 +70,7 @@ func TestSwitchSendsTheNextCallToTheModelInForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := resp.CustomMetadata[ServedByKey]; ok || len(main.Requests()) != 1 || len(cheap.Requests()) != 1 {
+	if _, ok := resp.CustomMetadata[hook.ServedByKey]; ok || len(main.Requests()) != 1 || len(cheap.Requests()) != 1 {
 		t.Errorf("after going back: metadata %v, main %d, cheap %d requests; want the configured model's unstamped answer",
 			resp.CustomMetadata, len(main.Requests()), len(cheap.Requests()))
 	}
@@ -123,8 +124,8 @@ func TestSwitchToAModelWithAFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.CustomMetadata[ServedByKey] != "gpt-4.1-nano" {
-		t.Errorf("served by %v, want the fallback gpt-4.1-nano", resp.CustomMetadata[ServedByKey])
+	if resp.CustomMetadata[hook.ServedByKey] != "gpt-4.1-nano" {
+		t.Errorf("served by %v, want the fallback gpt-4.1-nano", resp.CustomMetadata[hook.ServedByKey])
 	}
 	if got := down.Requests(); len(got) == 0 || got[0].Body["reasoning_effort"] != "low" {
 		t.Errorf("backup got %v, want requests with reasoning_effort low", got)

@@ -8,7 +8,7 @@ import (
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/guard"
-	"github.com/agent-worker/agent-worker/models"
+	"github.com/agent-worker/agent-worker/hook"
 )
 
 // memorySpec resolves an agent's memory: section for the driver: the
@@ -37,7 +37,7 @@ func memorySpec(cfg *config.Config, a config.Agent, own model.LLM, build func(ke
 	name := fold.Name()
 	spec.Cost = func(resp *model.LLMResponse) float64 {
 		served := name
-		if s, ok := resp.CustomMetadata[models.ServedByKey].(string); ok && s != "" {
+		if s, ok := resp.CustomMetadata[hook.ServedByKey].(string); ok && s != "" {
 			served = s
 		}
 		price, ok := prices.Lookup(served)

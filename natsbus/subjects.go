@@ -15,7 +15,7 @@ import (
 //	<prefix>.<agent>.events.<type>  what the agent did
 //	<prefix>.<agent>.dlq            rejected input, with a reason header
 //
-// and the subagents' (package background), under the reserved token
+// and the subagents' (package background/distributed), under the reserved token
 // "_subagents":
 //
 //	<prefix>._subagents.jobs              subagent jobs (work-queue stream)

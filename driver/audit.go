@@ -26,12 +26,6 @@ type PauseInfo struct {
 	Interrupt bool `json:"interrupt,omitempty"`
 }
 
-// ReasonOperatorDropped is the reason of a message an operator abandoned
-// (ResumeAs with dropQueued): the message-dropped event's reason and the
-// reason a message from the log is dead-lettered with
-// (natsinbox.RejectOperatorDropped, the same value).
-const ReasonOperatorDropped = "operator_dropped"
-
 // QueuedMessage is one message waiting in an agent's inbox, as operators
 // see it (GET /v1/agents/{name}/inbox): what and where from, not its text.
 type QueuedMessage struct {

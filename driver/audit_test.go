@@ -117,8 +117,8 @@ func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 	if err != nil || dropped != 3 {
 		t.Fatalf("ResumeAs dropped %d, %v; want 3", dropped, err)
 	}
-	if dl := log.deadLetters(); len(dl) != 3 || dl[0].reason != ReasonOperatorDropped || dl[2].id != "m-3" {
-		t.Fatalf("dead letters %+v, want m-1, m-2, m-3 with %s", dl, ReasonOperatorDropped)
+	if dl := log.deadLetters(); len(dl) != 3 || dl[0].reason != inbox.RejectOperatorDropped || dl[2].id != "m-3" {
+		t.Fatalf("dead letters %+v, want m-1, m-2, m-3 with %s", dl, inbox.RejectOperatorDropped)
 	}
 	h.waitEvent(events.TurnCompleted)
 	if p := h.prompt(1); strings.Contains(p, "stale") || !strings.Contains(p, "start afresh") {
@@ -134,7 +134,7 @@ func TestQueuedListsAndResumeDropsEveryQueuedMessage(t *testing.T) {
 		if e.Type != events.MessageDropped {
 			continue
 		}
-		if e.Data["reason"] != ReasonOperatorDropped || e.Data["by"] != "alice" || e.Data["operator_reason"] != "stale alerts" || e.Data["dead_lettered"] != true {
+		if e.Data["reason"] != inbox.RejectOperatorDropped || e.Data["by"] != "alice" || e.Data["operator_reason"] != "stale alerts" || e.Data["dead_lettered"] != true {
 			t.Fatalf("message-dropped event %v", e.Data)
 		}
 		ids[e.Data["id"].(string)] = true

@@ -11,16 +11,11 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 )
 
-// ReasonTurnCap is the dead-letter reason of a message whose turn was
-// cut at a per-turn limit (isCut): it is not retried, since the same input
-// would most likely cross the same limit and be charged again.
-const ReasonTurnCap = "turn_cap"
-
 // isCut reports whether a failed turn was cut at a per-turn limit after
 // it had spent money: stopped at a cap (tokens, tool calls, model calls
 // per turn), or at turn.timeout after at least one model response. Such a
 // turn is not retried with the same input: its messages are dead-lettered
-// with ReasonTurnCap, its tasks dropped, and the next prompt says what was
+// with inbox.RejectTurnCap, its tasks dropped, and the next prompt says what was
 // cut. A turn that timed out before any model answered is retried as a
 // failure: no response was charged, and a slow provider is not the
 // input's fault.
@@ -28,16 +23,16 @@ func isCut(sum TurnSummary) bool {
 	return sum.Outcome == OutcomeCapped || (sum.Outcome == OutcomeTimeout && sum.ModelCalls > 0)
 }
 
-// cutMessages dead-letters a cut turn's messages with ReasonTurnCap (one
+// cutMessages dead-letters a cut turn's messages with inbox.RejectTurnCap (one
 // from the log on its dead-letter subject, with the agent's cursors
 // passing it; one only memory held as a dead-letter record), each logged
 // and announced as message-dropped.
 func (a *Agent) cutMessages(msgs []inbox.Message, cause error) {
 	detail := "its turn was cut at a per-turn limit (" + limitOf(cause) + "); not retried, so it is not charged again"
 	for _, m := range msgs {
-		dead := a.giveUp(m, ReasonTurnCap, detail)
-		a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", ReasonTurnCap, "limit", limitOf(cause), "dead_lettered", dead)
-		a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": ReasonTurnCap, "dead_lettered": dead})
+		dead := a.giveUp(m, inbox.RejectTurnCap, detail)
+		a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", inbox.RejectTurnCap, "limit", limitOf(cause), "dead_lettered", dead)
+		a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": inbox.RejectTurnCap, "dead_lettered": dead})
 	}
 }
 
@@ -51,7 +46,7 @@ func (a *Agent) afterCut(causes []Cause) time.Duration {
 			continue
 		}
 		a.log.Warn("wake given up: its turn was cut at a per-turn limit", "source", c.Source, "name", c.Name)
-		a.emit(events.WakeDropped, map[string]any{"source": string(c.Source), "name": c.Name, "reason": ReasonTurnCap})
+		a.emit(events.WakeDropped, map[string]any{"source": string(c.Source), "name": c.Name, "reason": inbox.RejectTurnCap})
 	}
 	if w, _ := a.inbox.Len(); w > 0 {
 		now := a.clock.Now()
@@ -71,7 +66,7 @@ func (a *Agent) afterCut(causes []Cause) time.Duration {
 func (a *Agent) tellCut(causes []Cause, messages int, cause error) {
 	var undone []string
 	if messages > 0 {
-		undone = append(undone, fmt.Sprintf("its %d message(s) were not handled and went to the dead-letter queue (reason %s; an operator may replay them)", messages, ReasonTurnCap))
+		undone = append(undone, fmt.Sprintf("its %d message(s) were not handled and went to the dead-letter queue (reason %s; an operator may replay them)", messages, inbox.RejectTurnCap))
 	}
 	for _, c := range causes {
 		switch c.Source {

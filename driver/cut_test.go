@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/events"
+	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/scheduler"
 )
 
@@ -23,10 +24,10 @@ func TestTurnTimedOutAfterAResponseIsCutAndTold(t *testing.T) {
 	h.waitCall()
 	h.waitCall() // the second call hangs
 	h.clock.Advance(time.Minute)
-	if d := h.waitEvent(events.MessageDropped); d.Data["reason"] != ReasonTurnCap || d.Data["dead_lettered"] != false {
+	if d := h.waitEvent(events.MessageDropped); d.Data["reason"] != inbox.RejectTurnCap || d.Data["dead_lettered"] != false {
 		t.Fatalf("message-dropped %v", d.Data)
 	}
-	if w := h.waitEvent(events.WakeDropped); w.Data["source"] != string(SourceSchedule) || w.Data["reason"] != ReasonTurnCap {
+	if w := h.waitEvent(events.WakeDropped); w.Data["source"] != string(SourceSchedule) || w.Data["reason"] != inbox.RejectTurnCap {
 		t.Fatalf("wake-dropped %v", w.Data)
 	}
 	if f := h.waitEvent(events.TurnFailed); f.Data["outcome"] != OutcomeTimeout {

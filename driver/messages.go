@@ -33,12 +33,6 @@ const (
 	MessageUnknown = "unknown"
 )
 
-// DropReason is the dead-letter reason of a message the inbox dropped
-// (too many failed turns; overflow of a message only memory held): a
-// message from the log is dead-lettered with it, one only memory held
-// gets a dead-letter record; the same value as natsinbox.RejectDropped.
-const DropReason = "dropped"
-
 // MessageState is what the agent's owner knows of one message right now.
 type MessageState struct {
 	ID     string `json:"id"`

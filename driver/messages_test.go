@@ -178,7 +178,7 @@ func TestDroppedMessageIsRecorded(t *testing.T) {
 	h.a.Send(withID(wakeMsg("new"), "new-1"))
 	h.flushRecords()
 	d, err := h.d.TurnLog().DeadLettered(t.Context(), "tester", "old-1")
-	if err != nil || d == nil || d.Reason != DropReason || d.Detail != "inbox full" || d.Subject != "test" {
+	if err != nil || d == nil || d.Reason != inbox.RejectDropped || d.Detail != "inbox full" || d.Subject != "test" {
 		t.Fatalf("dead-letter record %+v, %v", d, err)
 	}
 	if st := h.a.Message("new-1"); st.Status != MessageQueued {

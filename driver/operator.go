@@ -51,7 +51,7 @@ func (a *Agent) Resume(message string) error {
 // ResumeAs is Resume on behalf of by; its events (resumed, wake) carry
 // by's caller and reason. With dropQueued it first abandons every message
 // waiting in the inbox (wake and deferred): each is dropped with reason
-// ReasonOperatorDropped — a message from the log is dead-lettered with
+// inbox.RejectOperatorDropped — a message from the log is dead-lettered with
 // that reason and the agent's cursors pass it — and a message-dropped
 // event and a log line name it; none is dropped silently. It returns how
 // many were dropped.
@@ -112,10 +112,10 @@ func (a *Agent) ResumeAs(by hook.Audit, message string, dropQueued bool) (droppe
 // abandon drops a queued message an operator gave up: one from the log is
 // dead-lettered there, and the log and a message-dropped event say so.
 func (a *Agent) abandon(m inbox.Message, by hook.Audit) {
-	dead := a.giveUp(m, ReasonOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)")
-	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", ReasonOperatorDropped, "by", by.By,
+	dead := a.giveUp(m, inbox.RejectOperatorDropped, "an operator abandoned the queued message (resume with drop_queued)")
+	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", inbox.RejectOperatorDropped, "by", by.By,
 		"dead_lettered", dead)
-	data := map[string]any{"id": m.ID, "source": m.Source, "reason": ReasonOperatorDropped, "dead_lettered": dead}
+	data := map[string]any{"id": m.ID, "source": m.Source, "reason": inbox.RejectOperatorDropped, "dead_lettered": dead}
 	if by.By != "" {
 		data["by"] = by.By
 	}

@@ -22,7 +22,7 @@ func (a *Agent) Send(m inbox.Message) {
 // turns; a memory-only message over the cap): one from the log is
 // dead-lettered there, one only memory held gets a dead-letter record.
 func (a *Agent) onDrop(m inbox.Message, reason string) {
-	dead := a.giveUp(m, DropReason, reason)
+	dead := a.giveUp(m, inbox.RejectDropped, reason)
 	a.log.Warn("message dropped", "id", m.ID, "source", m.Source, "reason", reason, "dead_lettered", dead)
 	a.emit(events.MessageDropped, map[string]any{"id": m.ID, "source": m.Source, "reason": reason, "dead_lettered": dead})
 }

@@ -27,7 +27,7 @@ func TestCappedTurnIsChargedOnce(t *testing.T) {
 		limits: guard.Limits{TokensPerTurn: 50_000, SessionUSD: 100},
 	})
 	w.agent("a").Send(inbox.Message{Kind: inbox.Wake, ID: "huge", Text: "summarise the whole log", Source: "test"})
-	if d := w.waitEvent(events.MessageDropped); d.Data["id"] != "huge" || d.Data["reason"] != driver.ReasonTurnCap {
+	if d := w.waitEvent(events.MessageDropped); d.Data["id"] != "huge" || d.Data["reason"] != inbox.RejectTurnCap {
 		t.Fatalf("message-dropped %v", d.Data)
 	}
 	if f := w.waitEvent(events.TurnFailed); f.Data["outcome"] != driver.OutcomeCapped {

@@ -55,11 +55,11 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 	add(natsbus.UnknownAgent, events.MessageRejected, map[string]any{"reason": natsinbox.RejectUnknownAgent})
 	want[`agent_worker_messages_rejected_total{agent="`+natsbus.UnknownAgent+`",reason="`+natsinbox.RejectUnknownAgent+`"}`] = 1
 	add("oncall", events.MessageDropped, map[string]any{"reason": "inbox full"})
-	add("oncall", events.MessageRejected, map[string]any{"reason": natsinbox.RejectDropped})
-	want[`agent_worker_messages_rejected_total{agent="oncall",reason="`+natsinbox.RejectDropped+`"}`] = 1
-	add("oncall", events.MessageDropped, map[string]any{"reason": driver.ReasonOperatorDropped})
-	add("oncall", events.MessageRejected, map[string]any{"reason": natsinbox.RejectOperatorDropped})
-	want[`agent_worker_messages_rejected_total{agent="oncall",reason="`+natsinbox.RejectOperatorDropped+`"}`] = 1
+	add("oncall", events.MessageRejected, map[string]any{"reason": inbox.RejectDropped})
+	want[`agent_worker_messages_rejected_total{agent="oncall",reason="`+inbox.RejectDropped+`"}`] = 1
+	add("oncall", events.MessageDropped, map[string]any{"reason": inbox.RejectOperatorDropped})
+	add("oncall", events.MessageRejected, map[string]any{"reason": inbox.RejectOperatorDropped})
+	want[`agent_worker_messages_rejected_total{agent="oncall",reason="`+inbox.RejectOperatorDropped+`"}`] = 1
 	add("oncall", events.TurnStarted, map[string]any{"cause_at": t0.Add(-time.Second)})
 	want[`agent_worker_wake_latency_seconds_count{agent="oncall"}`] = 1
 	want[`agent_worker_wake_latency_seconds_sum{agent="oncall"}`] = 1

@@ -20,9 +20,8 @@ var (
 	throttleReasons = []string{"max_per_wake", "turns_per_hour"}
 	// inbox.Wake and inbox.Deferred.
 	messageKinds = []string{"inbox", "deferred"}
-	// inbox.Reject*, natsinbox.RejectUnknownAgent, natsinbox.RejectDropped
-	// and natsinbox.RejectOperatorDropped (driver.ReasonOperatorDropped),
-	// driver.ReasonTurnCap.
+	// inbox.Reject* (a refused body, and the drop reasons) and
+	// natsinbox.RejectUnknownAgent.
 	rejectReasons = []string{"too_large", "invalid_utf8", "invalid_json", "no_text", "empty", "unknown_agent", "dropped", "operator_dropped", "turn_cap"}
 	// driver.States.
 	agentStates = []string{"sleeping", "running", "paused", "halted", "stopped", "waiting"}

@@ -241,11 +241,11 @@ func (m *Metrics) recordRejected(e events.Event) {
 }
 
 // operatorDropped is the reason of a queued message an operator abandoned
-// (driver.ReasonOperatorDropped).
+// (inbox.RejectOperatorDropped).
 const operatorDropped = "operator_dropped"
 
 // turnCap is the reason of a message whose turn was cut at a per-turn
-// limit (driver.ReasonTurnCap).
+// limit (inbox.RejectTurnCap).
 const turnCap = "turn_cap"
 
 // droppedReason is the reason label of a message-dropped event:

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"
 	"github.com/agent-worker/agent-worker/guard"
+	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/inbox/natsinbox"
 	"github.com/agent-worker/agent-worker/internal/wait"
 )
@@ -276,7 +277,7 @@ func TestResumeDropQueuedDeadLettersAndTheyNeverComeBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dead letters: %v (got %v)", err, seen)
 		}
-		if m.Header.Get(natsinbox.HeaderRejectReason) != natsinbox.RejectOperatorDropped || m.Header.Get(natsinbox.HeaderAgent) != "triage" {
+		if m.Header.Get(natsinbox.HeaderRejectReason) != inbox.RejectOperatorDropped || m.Header.Get(natsinbox.HeaderAgent) != "triage" {
 			t.Fatalf("dead letter headers %v", m.Header)
 		}
 		seen[string(m.Data)] = true

@@ -29,15 +29,6 @@ const (
 // that is not configured.
 const RejectUnknownAgent = "unknown_agent"
 
-// RejectDropped is the reject reason for a message the inbox dropped
-// (too many failed turns; driver.DropReason, the same value).
-const RejectDropped = "dropped"
-
-// RejectOperatorDropped is the reject reason for a queued message an
-// operator abandoned (resume with drop_queued;
-// driver.ReasonOperatorDropped, the same value).
-const RejectOperatorDropped = "operator_dropped"
-
 // DeadLetter publishes m, a message of the agent's log that leaves it
 // without a turn (given up, or abandoned by an operator), to the agent's
 // dead-letter subject with reason and detail — its body and headers as

@@ -195,12 +195,16 @@ func (a *Agent) Queued() []QueuedMessage {
 func (a *Agent) Halt(reason string) {
 	a.mu.Lock()
 	a.gate.halt = reason
-	if a.cancelTurn != nil {
-		a.cancelTurn(fmt.Errorf("%w: %s", hook.ErrHalted, reason))
-	}
+	cancel := a.cancelTurn
 	a.mu.Unlock()
 	a.log.Warn("halted", "reason", reason)
+	// Announced before the running turn is cancelled, so the event is
+	// on the turn's span: a cancelled turn may end, and its span with
+	// it, before a later emit reaches the span.
 	a.emit(events.Halted, map[string]any{"reason": reason})
+	if cancel != nil {
+		cancel(fmt.Errorf("%w: %s", hook.ErrHalted, reason))
+	}
 }
 
 // Note adds a remark from the worker to the agent's next prompt.

@@ -77,8 +77,8 @@ func (m *Manager) finish(f *family, s *sub, text string, err, cause error) {
 	info := s.info(m.o.Replica, outcome)
 	info.Finished = &now
 	list := append([]Info{info}, m.finished[f.name]...)
-	if len(list) > keepFinished {
-		list = list[:keepFinished]
+	if len(list) > KeepFinished {
+		list = list[:KeepFinished]
 	}
 	m.finished[f.name] = list
 	m.mu.Unlock()

@@ -2,6 +2,7 @@ package background
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -51,9 +52,19 @@ func (i Info) Live() bool { return i.State == StateQueued || i.State == StateRun
 // TaskClip is how many runes of a task Info keeps.
 const TaskClip = 200
 
-// keepFinished is how many finished subagents of a parent List shows;
-// live ones are always shown.
-const keepFinished = 50
+// KeepFinished is how many finished subagents of a parent List shows, in
+// either mode; live ones are always shown.
+const KeepFinished = 50
+
+// NotRunning is the error of a stop of subagent id that is not running:
+// ErrFinished with its state when i, its entry, is finished, ErrUnknown
+// when there is none (i nil).
+func NotRunning(id string, i *Info) error {
+	if i == nil {
+		return fmt.Errorf("%w %q", ErrUnknown, id)
+	}
+	return fmt.Errorf("%w: %s %s", ErrFinished, id, i.State)
+}
 
 // sortInfos orders newest first (by queue time, then id).
 func sortInfos(out []Info) {

@@ -37,8 +37,8 @@ func (m *Manager) StopBy(ctx context.Context, parent, id, by string) error {
 	}
 	for _, i := range m.finished[parent] {
 		if i.ID == id {
-			return fmt.Errorf("%w: %s %s", ErrFinished, id, i.State)
+			return NotRunning(id, &i)
 		}
 	}
-	return fmt.Errorf("%w %q", ErrUnknown, id)
+	return NotRunning(id, nil)
 }

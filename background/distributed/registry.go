@@ -10,11 +10,6 @@ import (
 	"github.com/agent-worker/agent-worker/store"
 )
 
-// keepFinished is how many finished subagents a parent's registry keeps
-// for listing (as many as a local Manager keeps); live ones are always
-// kept.
-const keepFinished = 50
-
 // registry is a parent's subagents, under the store key
 // subagents.<parent>: the id sequence and one record per subagent. It is
 // written with compare-and-set by the parent's owner (spawn, stop, spend)
@@ -62,7 +57,7 @@ func (g *registry) byKey(key string) *background.Info {
 	return nil
 }
 
-// prune forgets the oldest finished subagents beyond keepFinished.
+// prune forgets the oldest finished subagents beyond background.KeepFinished.
 func (g *registry) prune() {
 	var done []*background.Info
 	for _, s := range g.Subs {
@@ -70,11 +65,11 @@ func (g *registry) prune() {
 			done = append(done, s)
 		}
 	}
-	if len(done) <= keepFinished {
+	if len(done) <= background.KeepFinished {
 		return
 	}
 	slices.SortFunc(done, func(a, b *background.Info) int { return finishedAt(a).Compare(finishedAt(b)) })
-	for _, s := range done[:len(done)-keepFinished] {
+	for _, s := range done[:len(done)-background.KeepFinished] {
 		delete(g.Subs, s.ID)
 	}
 }

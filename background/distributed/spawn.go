@@ -81,10 +81,8 @@ func (q *queue) Stop(ctx context.Context, parent, id, by string) error {
 	err := q.reg.update(ctx, parent, func(g *registry) error {
 		i := g.Subs[id]
 		switch {
-		case i == nil:
-			return fmt.Errorf("%w %q", background.ErrUnknown, id)
-		case !i.Live():
-			return fmt.Errorf("%w: %s %s", background.ErrFinished, id, i.State)
+		case i == nil || !i.Live():
+			return background.NotRunning(id, i)
 		case i.StopRequestedBy != "":
 			return errNoChange
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,9 +34,15 @@ func eventually(t *testing.T, cond func() bool, detail func() string, format str
 		if cond() {
 			return nil
 		}
-		return errors.New("\n" + detail())
+		return lateDetail(detail)
 	})
 }
+
+// lateDetail is a failed condition whose text, detail's, is built only
+// when the failure is reported, not on every poll.
+type lateDetail func() string
+
+func (d lateDetail) Error() string { return "\n" + d() }
 
 // runningCmd is a command line executing in the background, as a process
 // would.

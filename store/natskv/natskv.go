@@ -26,12 +26,6 @@ const DefaultBucket = "agent-worker"
 // over nothing alike.
 const markerTTL = time.Minute
 
-// ErrInvalidKey is returned, wrapped with the key, for a key or list name
-// that NATS KV cannot hold (store.ValidKey: NATS KV's own rule, checked
-// here so a bad key gets this error rather than a NATS one). It is
-// store.ErrInvalidKey.
-var ErrInvalidKey = store.ErrInvalidKey
-
 // Options configure Open. The zero value is usable.
 type Options struct {
 	// Bucket prefixes the two bucket names, <Bucket>-state and
@@ -198,7 +192,7 @@ func (s *Store) begin(ctx context.Context, op, key string) error {
 		return fmt.Errorf("natskv: %s %q: %w", op, key, err)
 	}
 	if !store.ValidKey(key) {
-		return fmt.Errorf("natskv: %s %q: %w", op, key, ErrInvalidKey)
+		return fmt.Errorf("natskv: %s %q: %w", op, key, store.ErrInvalidKey)
 	}
 	return nil
 }

@@ -352,7 +352,7 @@ func TestInvalidKeysAreRefused(t *testing.T) {
 	for _, key := range []string{"", ".a", "a.", "a..b", "a b", "a.*", "a.>", "agent.ö", "a\nb"} {
 		calls := storetest.EveryCall(ctx, s, key)
 		for name, call := range calls {
-			if err := call(); !errors.Is(err, natskv.ErrInvalidKey) {
+			if err := call(); !errors.Is(err, store.ErrInvalidKey) {
 				t.Errorf("%s(%q): err = %v, want ErrInvalidKey", name, key, err)
 			}
 		}

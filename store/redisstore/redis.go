@@ -19,11 +19,6 @@ import (
 // DefaultPrefix starts every Redis key when Options.Prefix is empty.
 const DefaultPrefix = "agent-worker:"
 
-// ErrInvalidKey is returned, wrapped with the key, for a key or list name
-// store.ValidKey rejects: the rule the NATS store enforces, so a key that
-// works on one backend works on the other. It is store.ErrInvalidKey.
-var ErrInvalidKey = store.ErrInvalidKey
-
 // Options configure Open. The zero value is usable.
 type Options struct {
 	// Prefix starts the name of every Redis key the store writes. Empty
@@ -195,7 +190,7 @@ func (s *Store) begin(ctx context.Context, op, key string) error {
 		return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
 	}
 	if !store.ValidKey(key) {
-		return fmt.Errorf("redisstore: %s %q: %w", op, key, ErrInvalidKey)
+		return fmt.Errorf("redisstore: %s %q: %w", op, key, store.ErrInvalidKey)
 	}
 	return nil
 }

@@ -427,7 +427,7 @@ func TestInvalidKeysAreRefused(t *testing.T) {
 	for _, key := range []string{"", ".a", "a.", "a..b", "a b", "a.*", "a.{b}", "agent.ö", "a\nb"} {
 		calls := storetest.EveryCall(ctx, s, key)
 		for name, call := range calls {
-			if err := call(); !errors.Is(err, redisstore.ErrInvalidKey) {
+			if err := call(); !errors.Is(err, store.ErrInvalidKey) {
 				t.Errorf("%s(%q): err = %v, want ErrInvalidKey", name, key, err)
 			}
 		}

@@ -191,3 +191,62 @@ func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) {
 		record(r).result = "fired " + name + " on " + reply.Owner
 	}
 }
+
+// ownerRead serves a GET of the agent's owner's answer to a read verb
+// (approvals, memory), asked on behalf of the caller's token name,
+// whichever replica was asked: the owner's reply as replyBody gives it,
+// 503 when no owner answered.
+func (s *Server) ownerRead(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.agent(w, r)
+		if !ok {
+			return
+		}
+		s.doVerb(w, r, a.Name(), control.Request{Verb: verb, By: record(r).who.Name}, nil)
+	}
+}
+
+// reasonedVerb serves a verb that takes an optional {"reason"}: it checks
+// the body and the reason, sends req to the agent's owner on behalf of the
+// caller's token (By, Reason filled in), answers with the owner's reply,
+// and on success records done(reply) as the request's result (the audit
+// log line).
+func (s *Server) reasonedVerb(w http.ResponseWriter, r *http.Request, req control.Request, done func(control.Reply) string) {
+	a, ok := s.agent(w, r)
+	if !ok {
+		return
+	}
+	reason, ok := s.bodyReason(w, r)
+	if !ok {
+		return
+	}
+	req.By, req.Reason = record(r).who.Name, reason
+	s.doVerb(w, r, a.Name(), req, done)
+}
+
+// doVerb sends req to the agent's owner, answers with the owner's reply
+// (503 when no owner answered), and on success records done(reply) as the
+// request's result (the audit log line; done nil: a read, not logged).
+func (s *Server) doVerb(w http.ResponseWriter, r *http.Request, agent string, req control.Request, done func(control.Reply) string) {
+	reply, err := s.ctl.Do(r.Context(), agent, req)
+	if err != nil {
+		noOwner(w, r, err)
+		return
+	}
+	replyBody(w, r, reply)
+	if reply.OK && done != nil {
+		record(r).result = done(reply)
+	}
+}
+
+// bodyReason reads an optional {"reason"} body and checks the reason; on
+// false it has answered.
+func (s *Server) bodyReason(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if !s.decode(w, r, &body, false) {
+		return "", false
+	}
+	return operatorReason(w, r, body.Reason)
+}

@@ -15,11 +15,12 @@ const (
 	OpDelete = "delete"
 	OpAppend = "append"
 	OpTail   = "tail"
+	OpClaim  = "claim"
 )
 
 // Outcomes of a store operation, as Observed names them: ok, refused (the
-// store answered, and the answer was ErrNotFound, ErrExists or
-// ErrConflict: a normal answer to a conditional operation), error (the
+// store answered, and the answer was ErrNotFound, ErrExists, ErrConflict
+// or ErrFenced: a normal answer to a conditional operation), error (the
 // store failed, or the caller gave up).
 const (
 	OutcomeOK      = "ok"
@@ -32,7 +33,7 @@ func Outcome(err error) string {
 	switch {
 	case err == nil:
 		return OutcomeOK
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrExists), errors.Is(err, ErrConflict):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrExists), errors.Is(err, ErrConflict), errors.Is(err, ErrFenced):
 		return OutcomeRefused
 	}
 	return OutcomeError
@@ -90,6 +91,41 @@ func (o *observed) Tail(ctx context.Context, list string, n int) ([][]byte, erro
 	items, err := o.st.Tail(ctx, list, n)
 	o.observe(OpTail, err)
 	return items, err
+}
+
+// Fenced returns the observed writes under f, counted as the plain ones.
+func (o *observed) Fenced(f Fence) Writer {
+	return &observedWriter{w: o.st.Fenced(f), observe: o.observe}
+}
+
+func (o *observed) Claim(ctx context.Context, f Fence) error {
+	err := o.st.Claim(ctx, f)
+	o.observe(OpClaim, err)
+	return err
+}
+
+// observedWriter is an observed store's writes under a fence.
+type observedWriter struct {
+	w       Writer
+	observe func(op string, err error)
+}
+
+func (o *observedWriter) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := o.w.Put(ctx, key, value)
+	o.observe(OpPut, err)
+	return rev, err
+}
+
+func (o *observedWriter) Delete(ctx context.Context, key string) error {
+	err := o.w.Delete(ctx, key)
+	o.observe(OpDelete, err)
+	return err
+}
+
+func (o *observedWriter) Append(ctx context.Context, list string, value []byte, keep int) error {
+	err := o.w.Append(ctx, list, value, keep)
+	o.observe(OpAppend, err)
+	return err
 }
 
 // Close closes the observed store; it is not an operation counted.

@@ -67,6 +67,24 @@ type Store interface {
 	// (n <= 0 returns all). A missing list is empty, not an error.
 	Tail(ctx context.Context, list string, n int) ([][]byte, error)
 
+	// Fenced returns this store's writes under f (see Fence): each lands
+	// only while f.Key's revision is still f.Revision, checked by the
+	// server in the same atomic step as the write, and otherwise fails
+	// with ErrFenced, writing nothing. A lease's holder writes its
+	// agent's state through it, so a holder that froze while the lease
+	// moved writes nothing once it wakes.
+	Fenced(f Fence) Writer
+	// Claim makes f the newest fence of f.Key everywhere the store keeps
+	// state: once it returns nil, no write under an older fence of f.Key
+	// lands, in any bucket or list. (A write under f.Key's own key and
+	// revision is checked directly; a backend that keeps some state
+	// where that key cannot be checked in the same step mirrors f there.)
+	// A lease's new holder claims the fence it took before it reads the
+	// agent's state, so nothing its predecessor writes afterwards can
+	// slip under what it read. Claiming an older fence than the newest
+	// claimed is ErrFenced.
+	Claim(ctx context.Context, f Fence) error
+
 	// Close releases the store's resources. The store is unusable after.
 	Close() error
 }

@@ -93,11 +93,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 }
 
 func (s *Store) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	if err := s.enter(ctx); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	return s.write(key, value, 0), nil
+	return s.Fenced(store.Fence{}).Put(ctx, key, value)
 }
 
 func (s *Store) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
@@ -129,24 +125,84 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, revision u
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := s.enter(ctx); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	delete(s.keys, key)
-	return nil
+	return s.Fenced(store.Fence{}).Delete(ctx, key)
 }
 
 func (s *Store) Append(ctx context.Context, list string, value []byte, keep int) error {
+	return s.Fenced(store.Fence{}).Append(ctx, list, value, keep)
+}
+
+// Fenced returns the writes under f: each checks f under the store's one
+// lock, so it is atomic with the write. The zero fence checks nothing.
+func (s *Store) Fenced(f store.Fence) store.Writer { return fenced{s: s, f: f} }
+
+// Claim checks that f still holds: the memory store keeps everything
+// where a fenced write checks f directly, so there is nothing to mirror.
+func (s *Store) Claim(ctx context.Context, f store.Fence) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	l := append(s.lists[list], slices.Clone(value))
+	return s.holds(f)
+}
+
+// holds returns nil if f holds (or is zero), else store.ErrFenced.
+// Callers hold mu.
+func (s *Store) holds(f store.Fence) error {
+	if f.IsZero() {
+		return nil
+	}
+	if it, ok := s.live(f.Key); !ok || it.rev != f.Revision {
+		return store.ErrFenced
+	}
+	return nil
+}
+
+// fenced is the memory store's writes under a fence.
+type fenced struct {
+	s *Store
+	f store.Fence
+}
+
+// enter is Store.enter, then the fence's check.
+func (w fenced) enter(ctx context.Context) error {
+	if err := w.s.enter(ctx); err != nil {
+		return err
+	}
+	if err := w.s.holds(w.f); err != nil {
+		w.s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (w fenced) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	if err := w.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer w.s.mu.Unlock()
+	return w.s.write(key, value, 0), nil
+}
+
+func (w fenced) Delete(ctx context.Context, key string) error {
+	if err := w.enter(ctx); err != nil {
+		return err
+	}
+	defer w.s.mu.Unlock()
+	delete(w.s.keys, key)
+	return nil
+}
+
+func (w fenced) Append(ctx context.Context, list string, value []byte, keep int) error {
+	if err := w.enter(ctx); err != nil {
+		return err
+	}
+	defer w.s.mu.Unlock()
+	l := append(w.s.lists[list], slices.Clone(value))
 	if keep > 0 && len(l) > keep {
 		l = slices.Clone(l[len(l)-keep:])
 	}
-	s.lists[list] = l
+	w.s.lists[list] = l
 	return nil
 }
 

@@ -27,6 +27,13 @@
 //     down: a key that expired during a restart is gone when it is back.
 //   - Delete is a KV purge whose marker itself expires after a minute, so
 //     deleted keys leave nothing behind in the bucket.
+//   - A write under a fence (Store.Fenced) is one message carrying the
+//     check: the server stores it only while the fence key's last
+//     sequence is the fence's revision
+//     (Nats-Expected-Last-Subject-Sequence with its -Subject header,
+//     nats-server 2.11 or later). The lists bucket is another stream, so
+//     Claim mirrors the fence there, under the fence key's name, and list
+//     appends check the mirror (fence.go).
 //   - Values travel as single NATS messages, so a value (plus a few dozen
 //     bytes of headers) must fit in the server's max_payload: 1 MiB by
 //     default (the server warns when it is set above 8 MiB). A larger

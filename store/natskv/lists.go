@@ -36,17 +36,29 @@ func (s *Store) Append(ctx context.Context, list string, value []byte, keep int)
 	if err := s.begin(ctx, op, list); err != nil {
 		return err
 	}
+	s.warnKeep(list, keep)
+	if _, err := s.lists.Put(ctx, list, value); err != nil {
+		return s.wrapWrite(ctx, op, list, value, err)
+	}
+	s.trim(ctx, list, keep)
+	return nil
+}
+
+// warnKeep logs, once per store, a keep beyond what a list holds.
+func (s *Store) warnKeep(list string, keep int) {
 	if keep <= 0 || keep > MaxListItems {
 		s.keepWarned.Do(func() {
 			s.log.Warn("list keep beyond what NATS KV holds; keeping the newest items only",
 				"list", list, "keep", keep, "kept", MaxListItems)
 		})
 	}
-	if _, err := s.lists.Put(ctx, list, value); err != nil {
-		return s.wrapWrite(ctx, op, list, value, err)
-	}
+}
+
+// trim purges the list's items older than its newest keep, after an
+// append; a failure is logged, and the next append trims again.
+func (s *Store) trim(ctx context.Context, list string, keep int) {
 	if keep <= 0 || keep >= MaxListItems {
-		return nil
+		return
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), trimTimeout)
 	defer cancel()
@@ -55,7 +67,6 @@ func (s *Store) Append(ctx context.Context, list string, value []byte, keep int)
 		s.log.Warn("trim list after append; it holds more than keep until the next append",
 			"list", list, "keep", keep, "err", err)
 	}
-	return nil
 }
 
 // Tail returns the newest n items of the list, oldest first (n <= 0: all

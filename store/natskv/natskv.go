@@ -59,7 +59,9 @@ type Options struct {
 // concurrent use, by several goroutines and by several processes opening
 // the same buckets: Create and Update are atomic on the server.
 type Store struct {
+	js         jetstream.JetStream
 	state      jetstream.KeyValue
+	stateSubj  string // subject prefix of the state bucket's keys
 	lists      jetstream.KeyValue
 	listStream jetstream.Stream // the lists bucket's stream, for trims
 	listSubj   string           // subject prefix of the lists bucket's keys
@@ -68,6 +70,10 @@ type Store struct {
 	log        *slog.Logger
 	closed     atomic.Bool
 	keepWarned sync.Once
+	// mirrors are the fences claimed in the lists bucket (fence.go), by
+	// fence key: the newest seen, and its mirror's sequence there.
+	mirrorsMu sync.Mutex
+	mirrors   map[string]mirror
 }
 
 var _ store.Store = (*Store)(nil)
@@ -124,7 +130,10 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		return nil, wrap(ctx, "open bucket", listsName, err)
 	}
 	s := &Store{
+		js:         js,
 		state:      state,
+		stateSubj:  "$KV." + stateName + ".",
+		mirrors:    map[string]mirror{},
 		lists:      lists,
 		listStream: listStream,
 		listSubj:   "$KV." + listsName + ".",

@@ -44,14 +44,25 @@ func (s *Store) Put(ctx context.Context, key string, value []byte) (uint64, erro
 }
 
 func (s *Store) put(ctx context.Context, key string, value []byte, token string) (uint64, error) {
+	return s.putUnder(ctx, store.Fence{}, key, value, token)
+}
+
+// putUnder is put under f (the zero fence: none).
+func (s *Store) putUnder(ctx context.Context, f store.Fence, key string, value []byte, token string) (uint64, error) {
 	const op = "put"
 	if err := s.begin(ctx, op, key); err != nil {
 		return 0, err
 	}
-	rev, status, err := s.run(ctx, putScript, key, value, token)
+	keys, args, err := s.fence(ctx, f, []string{s.stateKey(key)}, value, token)
+	if err != nil {
+		return 0, s.wrap(ctx, op, key, err)
+	}
+	rev, status, err := s.runKeys(ctx, putScript, keys, args...)
 	switch {
 	case err != nil:
 		return 0, s.wrap(ctx, op, key, err)
+	case status == "fenced":
+		return 0, s.wrap(ctx, op, key, store.ErrFenced)
 	case status != "ok":
 		return 0, s.wrap(ctx, op, key, unexpected(status))
 	}
@@ -135,7 +146,12 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // run runs one of the key scripts on key and reads its reply: a status
 // and, for "ok", the revision.
 func (s *Store) run(ctx context.Context, script *redis.Script, key string, args ...any) (rev uint64, status string, err error) {
-	res, err := script.Run(ctx, s.client, []string{s.stateKey(key)}, args...).Slice()
+	return s.runKeys(ctx, script, []string{s.stateKey(key)}, args...)
+}
+
+// runKeys is run on the script's keys as given (Redis key names).
+func (s *Store) runKeys(ctx context.Context, script *redis.Script, keys []string, args ...any) (rev uint64, status string, err error) {
+	res, err := script.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return 0, "", err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"strconv"
+
+	"github.com/agent-worker/agent-worker/store"
 )
 
 // Append adds value as the newest item of the list and trims the list to
@@ -15,6 +17,11 @@ func (s *Store) Append(ctx context.Context, list string, value []byte, keep int)
 }
 
 func (s *Store) append(ctx context.Context, list string, value []byte, keep int, token string) error {
+	return s.appendUnder(ctx, store.Fence{}, list, value, keep, token)
+}
+
+// appendUnder is append under f (the zero fence: none).
+func (s *Store) appendUnder(ctx context.Context, f store.Fence, list string, value []byte, keep int, token string) error {
 	const op = "append to list"
 	if err := s.begin(ctx, op, list); err != nil {
 		return err
@@ -23,9 +30,16 @@ func (s *Store) append(ctx context.Context, list string, value []byte, keep int,
 	if keep > 0 {
 		start = strconv.Itoa(-keep)
 	}
-	keys := []string{s.listKey(list), s.listTokenKey(list)}
-	if err := appendScript.Run(ctx, s.client, keys, value, start, token).Err(); err != nil {
+	keys, args, err := s.fence(ctx, f, []string{s.listKey(list), s.listTokenKey(list)}, value, start, token)
+	if err != nil {
 		return s.wrap(ctx, op, list, err)
+	}
+	n, err := appendScript.Run(ctx, s.client, keys, args...).Int()
+	switch {
+	case err != nil:
+		return s.wrap(ctx, op, list, err)
+	case n < 0:
+		return s.wrap(ctx, op, list, store.ErrFenced)
 	}
 	return nil
 }

@@ -36,10 +36,25 @@ local function nextrev(cur)
 end
 `
 
-// putScript: KEYS[1] the key; ARGV value, token. Returns {'ok', rev}.
-var putScript = redis.NewScript(nextRev + `
+// fenceHolds is the check every fenced script makes before it writes:
+// the fence key (a hash like any key) still has the fence's revision.
+// Unfenced calls pass no fence key. Revisions compare as strings (see
+// updateScript).
+const fenceHolds = `
+local function fenceholds(k, rev)
+  if not k then return true end
+  return redis.call('HGET', k, 'r') == rev
+end
+`
+
+// putScript: KEYS[1] the key, KEYS[2] the fence key (optional); ARGV
+// value, token, the fence's revision (with a fence key). Returns
+// {'ok', rev} or {'fenced'}. A write whose token is in already returns
+// what it did, fence or not: it landed while the fence held.
+var putScript = redis.NewScript(nextRev + fenceHolds + `
 local cur = redis.call('HMGET', KEYS[1], 'r', 'w')
 if cur[1] and cur[2] == ARGV[2] then return {'ok', cur[1]} end
+if not fenceholds(KEYS[2], ARGV[3]) then return {'fenced'} end
 local rev = nextrev(cur[1])
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'r', rev, 'w', ARGV[2])
 redis.call('PERSIST', KEYS[1])
@@ -77,13 +92,24 @@ redis.call('PERSIST', KEYS[1])
 return {'ok', rev}
 `)
 
-// appendScript: KEYS[1] the list, KEYS[2] its token key (same hash slot);
-// ARGV value, LTRIM start (-keep, or "0": keep all), token. Returns 1, or
-// 0 when this token's item is already in.
-var appendScript = redis.NewScript(`
+// appendScript: KEYS[1] the list, KEYS[2] its token key (same hash slot),
+// KEYS[3] the fence key (optional); ARGV value, LTRIM start (-keep, or
+// "0": keep all), token, the fence's revision (with a fence key). Returns
+// 1, 0 when this token's item is already in, or -1 when the fence moved.
+var appendScript = redis.NewScript(fenceHolds + `
 if redis.call('GET', KEYS[2]) == ARGV[3] then return 0 end
+if not fenceholds(KEYS[3], ARGV[4]) then return -1 end
 redis.call('RPUSH', KEYS[1], ARGV[1])
 if ARGV[2] ~= '0' then redis.call('LTRIM', KEYS[1], ARGV[2], -1) end
 redis.call('SET', KEYS[2], ARGV[3])
+return 1
+`)
+
+// deleteScript: KEYS[1] the key, KEYS[2] the fence key; ARGV the fence's
+// revision. Returns 1, or -1 when the fence moved. (An unfenced Delete is
+// a plain DEL.)
+var deleteScript = redis.NewScript(fenceHolds + `
+if not fenceholds(KEYS[2], ARGV[1]) then return -1 end
+redis.call('DEL', KEYS[1])
 return 1
 `)

@@ -230,7 +230,11 @@ func waitServerTime(t testing.TB, c redis.Cmdable, d time.Duration) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if now.Sub(start) >= d {
+		// Past d by more than a millisecond: Redis keeps expiries in
+		// whole milliseconds and a key is expired only once the clock
+		// is beyond its expiry, so a key created just before start
+		// (in start's millisecond) expires up to a millisecond late.
+		if now.Sub(start) > d+time.Millisecond {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -43,6 +43,10 @@ func Run(t *testing.T, b Backend) {
 	t.Run("CancelledContextFails", su.cancelledContextFails)
 	t.Run("ClosedStoreRefuses", su.closedStoreRefuses)
 	t.Run("ValuesAreCopied", su.valuesAreCopied)
+	t.Run("FencedWritesLandWhileTheFenceHolds", su.fencedWritesLand)
+	t.Run("FencedWritesRefusedOnceTheFenceMoved", su.fencedWritesRefused)
+	t.Run("ClaimRefusesAFenceThatMoved", su.claimRefusesMoved)
+	t.Run("FencedAppendsRacingAMove", su.fencedAppendsRacingAMove)
 }
 
 // suite is what every case of Run needs: a context and the backend.

@@ -1,9 +1,13 @@
 // Package approval keeps the tool calls waiting for an operator's
 // decision: a call of a tool in an agent's approval list is not run but
 // held here, in the store, until an operator approves or denies it or it
-// expires. One key per agent holds its pending calls, changed with
-// compare-and-set, so a request held twice (a resumed turn) is one request
-// and a decision taken twice is one decision.
+// expires. One key per agent holds its pending calls, written by the
+// agent's owner only, under the fence of its lease (store.Writer), so a
+// request held twice (a resumed turn) is one request and a decision taken
+// twice is one decision. Each write reads the book and writes it whole:
+// the owner serialises its writes of one agent's book (the driver does,
+// under a lock of the agent's), and the fence keeps every other replica
+// out.
 //
 // A decision leaves a notice for the agent (Settle, Notify) that stays
 // until a completed turn told it (Delivered).
@@ -78,8 +82,8 @@ type Notice struct {
 
 // Hold stores r unless a request with its id is pending; created says
 // whether it was stored now. ErrFull past MaxPending.
-func Hold(ctx context.Context, st store.Store, r Request) (created bool, err error) {
-	err = update(ctx, st, r.Agent, func(b *book) (bool, error) {
+func Hold(ctx context.Context, st store.Store, w store.Writer, r Request) (created bool, err error) {
+	err = update(ctx, st, w, r.Agent, func(b *book) (bool, error) {
 		if slices.ContainsFunc(b.Pending, func(p Request) bool { return p.ID == r.ID }) {
 			return false, nil
 		}
@@ -101,11 +105,11 @@ func List(ctx context.Context, st store.Store, agent string) ([]Request, error) 
 
 // Settle removes the pending approval id of agent and records the notice
 // notice(request) for the agent (its ID and At set to id and at), in one
-// write: exactly one of several concurrent Settles of an id gets the
-// request; the others get ErrUnknown.
-func Settle(ctx context.Context, st store.Store, agent, id string, notice func(Request) Notice, at time.Time) (Request, error) {
+// write: of several Settles of an id (serialised, as every write of a
+// book is), exactly one gets the request; the others get ErrUnknown.
+func Settle(ctx context.Context, st store.Store, w store.Writer, agent, id string, notice func(Request) Notice, at time.Time) (Request, error) {
 	var got Request
-	err := update(ctx, st, agent, func(b *book) (bool, error) {
+	err := update(ctx, st, w, agent, func(b *book) (bool, error) {
 		i := slices.IndexFunc(b.Pending, func(p Request) bool { return p.ID == id })
 		if i < 0 {
 			return false, fmt.Errorf("%w: %q of agent %s", ErrUnknown, id, agent)
@@ -122,8 +126,8 @@ func Settle(ctx context.Context, st store.Store, agent, id string, notice func(R
 
 // Notify replaces the notice of n.ID (an approved call's result, once it
 // ran), or records it when there is none.
-func Notify(ctx context.Context, st store.Store, agent string, n Notice) error {
-	return update(ctx, st, agent, func(b *book) (bool, error) {
+func Notify(ctx context.Context, st store.Store, w store.Writer, agent string, n Notice) error {
+	return update(ctx, st, w, agent, func(b *book) (bool, error) {
 		if i := slices.IndexFunc(b.Notices, func(x Notice) bool { return x.ID == n.ID }); i >= 0 {
 			b.Notices[i] = n
 		} else {
@@ -147,8 +151,8 @@ func Notices(ctx context.Context, st store.Store, agent string) ([]Notice, error
 }
 
 // Delivered removes the notices of ids: a completed turn told them.
-func Delivered(ctx context.Context, st store.Store, agent string, ids []string) error {
-	return update(ctx, st, agent, func(b *book) (bool, error) {
+func Delivered(ctx context.Context, st store.Store, w store.Writer, agent string, ids []string) error {
+	return update(ctx, st, w, agent, func(b *book) (bool, error) {
 		n := len(b.Notices)
 		b.Notices = slices.DeleteFunc(b.Notices, func(x Notice) bool { return slices.Contains(ids, x.ID) })
 		return len(b.Notices) != n, nil
@@ -163,13 +167,22 @@ func read(ctx context.Context, st store.Store, agent string) (book, error) {
 	return b, nil
 }
 
-// update applies fn to the agent's book (true: write) with
-// compare-and-set, again when another writer came first.
-func update(ctx context.Context, st store.Store, agent string, fn func(*book) (bool, error)) error {
-	if err := store.UpdateJSON(ctx, st, Key(agent), fn); err != nil {
-		if errors.Is(err, ErrUnknown) || errors.Is(err, ErrFull) {
-			return err
-		}
+// update applies fn to the agent's book as st holds it and, if fn says
+// so, writes the result through w (under its fence).
+func update(ctx context.Context, st store.Store, w store.Writer, agent string, fn func(*book) (bool, error)) error {
+	b, err := read(ctx, st, agent)
+	if err != nil {
+		return err
+	}
+	write, err := fn(&b)
+	if err != nil || !write {
+		return err
+	}
+	data, err := json.Marshal(&b)
+	if err == nil {
+		_, err = w.Put(ctx, Key(agent), data)
+	}
+	if err != nil {
 		return fmt.Errorf("write pending approvals of %s: %w", agent, err)
 	}
 	return nil

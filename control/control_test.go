@@ -23,6 +23,7 @@ import (
 	"github.com/agent-worker/agent-worker/natsbus"
 	"github.com/agent-worker/agent-worker/scheduler"
 	"github.com/agent-worker/agent-worker/seal"
+	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/store/memstore"
 )
 
@@ -63,6 +64,8 @@ func (o *owned) Owns(agent string) bool {
 	defer o.mu.Unlock()
 	return o.agents[agent]
 }
+
+func (o *owned) Fence(agent string) (store.Fence, bool) { return store.Fence{}, o.Owns(agent) }
 
 func (o *owned) set(agent string, own bool) {
 	o.mu.Lock()

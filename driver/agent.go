@@ -103,6 +103,9 @@ type Agent struct {
 	// approvals (approval.go), under mu.
 	tools    []tool.Tool
 	expiries map[string]clock.Timer
+	// approvals serialises the writes of the agent's approvals book
+	// (book, approval.go).
+	approvals sync.Mutex
 }
 
 type wakeRequest struct {
@@ -178,11 +181,12 @@ func newAgent(s Spec, deps Deps, hist *history.Service) (*Agent, error) {
 }
 
 // plugins attaches the guards to the agent and lists the runner's plugins
-// in the order they run: the memory's, the steers', the guards', the
-// approvals' and the journal's (which it starts, with a store).
+// in the order they run: the lease's, the memory's, the steers', the
+// guards', the approvals' and the journal's (which it starts, with a
+// store).
 func (a *Agent) plugins(guards []hook.Guard) []*plugin.Plugin {
 	s := a.spec
-	var plugins []*plugin.Plugin
+	plugins := []*plugin.Plugin{a.leasePlugin()} // first: a call under a moved lease goes nowhere
 	if p := a.memoryPlugin(); p != nil {
 		plugins = append(plugins, p) // first: every request gets the notes
 	}

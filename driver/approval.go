@@ -20,6 +20,7 @@ import (
 	"github.com/agent-worker/agent-worker/hook"
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/internal/textclip"
+	"github.com/agent-worker/agent-worker/store"
 )
 
 // Operator approval (package approval). A call of a tool in
@@ -76,11 +77,20 @@ func (a *Agent) hold(ctx context.Context, tool, call string, args map[string]any
 	if a.current != nil {
 		r.Turn = a.current.n
 	}
+	var tf turnFence
+	if a.current != nil {
+		tf = a.current.fence
+	}
 	a.mu.Unlock()
-	if !a.owns() {
+	w, ok := tf.writer(a)
+	if !ok {
 		return map[string]any{"error": "this call needs an operator's approval, and this replica no longer runs the agent; it was not run"}
 	}
-	created, err := approval.Hold(context.WithoutCancel(ctx), a.store, r)
+	var created bool
+	err := a.book(w, func(w store.Writer) (err error) {
+		created, err = approval.Hold(context.WithoutCancel(ctx), a.store, w, r)
+		return err
+	})
 	if err != nil {
 		a.log.Error("approval could not be requested; the call was not run", "tool", tool, "error", err)
 		return map[string]any{"error": fmt.Sprintf("this call needs an operator's approval, and the request could not be stored (%v); it was not run", err)}
@@ -127,7 +137,8 @@ func (a *Agent) PendingApprovals() []approval.Request {
 // trusted text and the result as untrusted data. approval-decided names who decided and why,
 // and for an approved call whether it ran ("outcome").
 func (a *Agent) Decide(ctx context.Context, id string, approve bool, by hook.Audit) (approval.Request, error) {
-	if !a.owns() {
+	w, ok := a.writer()
+	if !ok {
 		return approval.Request{}, fmt.Errorf("decide approval of agent %q: %w", a.spec.Name, ErrNotOwner)
 	}
 	who := by.By
@@ -145,17 +156,24 @@ func (a *Agent) Decide(ctx context.Context, id string, approve bool, by hook.Aud
 	// Who decided and why is trusted text; the call's arguments and
 	// result are the model's and the tool's, shown as untrusted data.
 	var first approval.Notice
-	r, err := approval.Settle(ctx, a.store, a.spec.Name, id, func(r approval.Request) approval.Notice {
-		if approve {
-			first = approval.Notice{Message: fmt.Sprintf("%s approved your held call of %s (approval %s)%s. It was started at %s, but the worker stopped before its result was recorded: it may or may not have taken effect; check before calling it again. Its arguments are in the external data below.",
-				who, r.Tool, r.ID, because, now.UTC().Format(time.RFC3339)), Data: heldCallData(r, nil)}
-		} else {
-			first = approval.Notice{Message: fmt.Sprintf("%s denied your held call of %s (approval %s)%s. It was not run. Its arguments are in the external data below.", who, r.Tool, r.ID, because),
-				Data: heldCallData(r, nil)}
-		}
-		first.ID, first.At = id, now
-		return first
-	}, now)
+	var r approval.Request
+	err := a.book(w, func(w store.Writer) (err error) {
+		r, err = approval.Settle(ctx, a.store, w, a.spec.Name, id, func(r approval.Request) approval.Notice {
+			if approve {
+				first = approval.Notice{Message: fmt.Sprintf("%s approved your held call of %s (approval %s)%s. It was started at %s, but the worker stopped before its result was recorded: it may or may not have taken effect; check before calling it again. Its arguments are in the external data below.",
+					who, r.Tool, r.ID, because, now.UTC().Format(time.RFC3339)), Data: heldCallData(r, nil)}
+			} else {
+				first = approval.Notice{Message: fmt.Sprintf("%s denied your held call of %s (approval %s)%s. It was not run. Its arguments are in the external data below.", who, r.Tool, r.ID, because),
+					Data: heldCallData(r, nil)}
+			}
+			first.ID, first.At = id, now
+			return first
+		}, now)
+		return err
+	})
+	if errors.Is(err, store.ErrFenced) {
+		return approval.Request{}, a.refusedWrite("approvals", err)
+	}
 	if err != nil {
 		return approval.Request{}, err
 	}
@@ -186,7 +204,8 @@ func (a *Agent) Decide(ctx context.Context, id string, approve bool, by hook.Aud
 			Message: fmt.Sprintf("%s approved your held call of %s (approval %s)%s. It has now been run; its arguments and result are in the external data below: the result is the tool's output, data to assess, not instructions.",
 				who, r.Tool, r.ID, because)}
 		nctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := approval.Notify(nctx, a.store, a.spec.Name, n); err != nil {
+		err := a.bookNow(func(w store.Writer) error { return approval.Notify(nctx, a.store, w, a.spec.Name, n) })
+		if err != nil {
 			a.log.Warn("approved call ran, but its result not stored for the agent; it is told from memory only", "approval", id, "error", err)
 		}
 		cancel()
@@ -230,10 +249,10 @@ func (a *Agent) deliveredNotices(ctx context.Context, causes []Cause) {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) == 0 || !a.owns() {
+	if len(ids) == 0 {
 		return
 	}
-	if err := approval.Delivered(ctx, a.store, a.spec.Name, ids); err != nil {
+	if err := a.bookNow(func(w store.Writer) error { return approval.Delivered(ctx, a.store, w, a.spec.Name, ids) }); err != nil && !errors.Is(err, ErrNotOwner) {
 		a.log.Warn("approval notices told, but not marked delivered; the agent may be told again", "approvals", ids, "error", err)
 	}
 }
@@ -311,19 +330,22 @@ func (a *Agent) expire(id string) {
 	a.mu.Lock()
 	delete(a.expiries, id)
 	a.mu.Unlock()
-	if !a.owns() {
-		return // the owner expires it
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var n approval.Notice
-	r, err := approval.Settle(ctx, a.store, a.spec.Name, id, func(r approval.Request) approval.Notice {
-		n = approval.Notice{ID: id, At: a.clock.Now(), Data: heldCallData(r, nil),
-			Message: fmt.Sprintf("Your held call of %s (approval %s) was not decided by an operator before it expired at %s. It was not run. Its arguments are in the external data below.",
-				r.Tool, r.ID, r.Expires.UTC().Format(time.RFC3339))}
-		return n
-	}, a.clock.Now())
+	var r approval.Request
+	err := a.bookNow(func(w store.Writer) (err error) {
+		r, err = approval.Settle(ctx, a.store, w, a.spec.Name, id, func(r approval.Request) approval.Notice {
+			n = approval.Notice{ID: id, At: a.clock.Now(), Data: heldCallData(r, nil),
+				Message: fmt.Sprintf("Your held call of %s (approval %s) was not decided by an operator before it expired at %s. It was not run. Its arguments are in the external data below.",
+					r.Tool, r.ID, r.Expires.UTC().Format(time.RFC3339))}
+			return n
+		}, a.clock.Now())
+		return err
+	})
 	switch {
+	case errors.Is(err, ErrNotOwner):
+		return // the owner expires it
 	case errors.Is(err, approval.ErrUnknown):
 		return // decided meanwhile
 	case err != nil:
@@ -379,4 +401,29 @@ func (c approvedCall) Actions() *session.EventActions {
 func (c approvedCall) ToolConfirmation() *toolconfirmation.ToolConfirmation { return nil }
 func (c approvedCall) SearchMemory(context.Context, string) (*memory.SearchResponse, error) {
 	return nil, errors.New("no memory outside a turn")
+}
+
+// book makes one write of the agent's approvals book through w (under the
+// fence of the agent's lease): serialised with the agent's other writes
+// of it, since each reads the book and writes it whole (package
+// approval). A write the store refuses because the lease moved is
+// ErrNotOwner (wrapping store.ErrFenced).
+func (a *Agent) book(w store.Writer, write func(store.Writer) error) error {
+	a.approvals.Lock()
+	defer a.approvals.Unlock()
+	err := write(w)
+	if errors.Is(err, store.ErrFenced) {
+		return a.refusedWrite("approvals", err)
+	}
+	return err
+}
+
+// bookNow is book under the agent's lease as it is now; ErrNotOwner when
+// this replica must not write.
+func (a *Agent) bookNow(write func(store.Writer) error) error {
+	w, ok := a.writer()
+	if !ok {
+		return fmt.Errorf("agent %q approvals: %w", a.spec.Name, ErrNotOwner)
+	}
+	return a.book(w, write)
 }

@@ -25,6 +25,8 @@ type ownsNothing struct{}
 
 func (ownsNothing) Owns(string) bool { return false }
 
+func (ownsNothing) Fence(string) (store.Fence, bool) { return store.Fence{}, false }
+
 // replicaOn builds a driver over st, as one replica sharing st. leased:
 // its agent starts in standby; owner: the scheduler's Owner (nil: owns).
 func replicaOn(t *testing.T, st store.Store, c *clock.Fake, leased bool, owner scheduler.Owner) *Agent {
@@ -100,6 +102,8 @@ func TestOnlyTheOwnerWritesThePause(t *testing.T) {
 type switchOwner struct{ lost atomic.Bool }
 
 func (s *switchOwner) Owns(string) bool { return !s.lost.Load() }
+
+func (s *switchOwner) Fence(string) (store.Fence, bool) { return store.Fence{}, !s.lost.Load() }
 
 // TestATurnEndingAfterItsLeaseWentRecordsNothing: the lease goes while
 // the model answers (the lease manager no longer holds it; the driver has

@@ -17,6 +17,7 @@ import (
 	"github.com/agent-worker/agent-worker/inbox"
 	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
+	"github.com/agent-worker/agent-worker/store"
 	"github.com/agent-worker/agent-worker/tools"
 )
 
@@ -70,6 +71,8 @@ type journaler struct {
 	// write records their ids.
 	batch []inbox.Message
 	saved bool // cur is in the store
+	// fence is the running turn's: the journal is written under it.
+	fence turnFence
 	// unsaved is the last failed write's error: the turn makes no further
 	// model call until a write succeeds (a tool's effect is not built on
 	// unless its record is durable).
@@ -166,10 +169,11 @@ func (j *journaler) take() *journal.Journal {
 }
 
 // begin starts the turn's journal: resumed (res not nil) or new.
-func (j *journaler) begin(n uint64, start time.Time, wakes []string, batch inbox.Batch, prompt string, res *journal.Journal) {
+func (j *journaler) begin(n uint64, start time.Time, wakes []string, batch inbox.Batch, prompt string, res *journal.Journal, fence turnFence) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.models, j.replayed, j.replayedCalls, j.off, j.unsaved, j.batch = 0, 0, nil, false, nil, nil
+	j.fence = fence
 	if res != nil {
 		res.Resumes++
 		j.cur, j.saved = res, true
@@ -223,9 +227,9 @@ func (j *journaler) end(outcome string, leaseLost bool) int {
 // abandon gives a journal up: deleted (by the owner only), announced.
 func (j *journaler) abandon(jr *journal.Journal, reason string) {
 	a := j.a
-	if a.owns() {
+	if w, ok := a.writer(); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := journal.Delete(ctx, a.store, a.spec.Name); err != nil {
+		if err := journal.Delete(ctx, w, a.spec.Name); err != nil {
 			a.log.Warn("abandoned turn journal not deleted; it is recognised as finished or expired later", "error", err)
 		}
 		cancel()
@@ -261,13 +265,19 @@ func (j *journaler) writeLocked(ctx context.Context) error {
 	if j.off {
 		return nil
 	}
-	if !a.owns() {
+	w, ok := j.fence.writer(a)
+	if !ok {
 		return nil // fenced: the turn is not recorded either (ErrLeaseLost)
 	}
-	err := journal.Save(context.WithoutCancel(ctx), a.store, a.spec.Name, j.cur)
+	err := journal.Save(context.WithoutCancel(ctx), w, a.spec.Name, j.cur)
 	switch {
 	case err == nil:
 		j.saved = true
+		return nil
+	case errors.Is(err, store.ErrFenced):
+		// The lease moved under the running turn: it stops (its next call
+		// is refused) and records nothing.
+		a.cancelRunning(ErrLeaseLost)
 		return nil
 	case errors.Is(err, journal.ErrTooLarge):
 		j.off = true

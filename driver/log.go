@@ -51,6 +51,13 @@ type logState struct {
 	// before then is one an earlier owner (or process) left, and is
 	// counted as read again (redelivered).
 	since time.Time
+	// storing: storeSettled's write of the cursors is under way.
+	storing bool
+	// keep, while this replica stands by, are the stored cursors as they
+	// were when it let the lease go with nothing of the agent being
+	// written (nil otherwise): a take-back that nobody moved goes on
+	// from them without a restore (Agent.Acquired).
+	keep inbox.Cursors
 }
 
 // fill reads what the log holds for the agent beyond what its inbox has
@@ -156,8 +163,15 @@ func (a *Agent) storeSettled() {
 		a.mu.Unlock()
 		return
 	}
+	a.lg.storing = true
 	a.mu.Unlock()
-	if err := a.persistAt(inbox.CursorsKey(a.spec.Name), "cursors", "retried in 1s", next); err != nil {
+	err := a.persistAt(inbox.CursorsKey(a.spec.Name), "cursors", "retried in 1s", next)
+	a.mu.Lock()
+	if gen == a.lg.gen {
+		a.lg.storing = false
+	}
+	a.mu.Unlock()
+	if err != nil {
 		a.clock.AfterFunc(time.Second, a.poke)
 		return
 	}

@@ -53,6 +53,8 @@ type MessageState struct {
 type runningTurn struct {
 	n    uint64
 	msgs []inbox.Message
+	// fence is the lease's fence the turn began under (leasePlugin).
+	fence turnFence
 	// steered are the operator messages its model calls were shown
 	// (steer.go); settled: the turn has ended and takes no more.
 	steered []steer

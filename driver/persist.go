@@ -28,9 +28,40 @@ var ErrNotOwner = errors.New("not the owner: another replica owns this agent's s
 
 // owns reports whether this replica may write the agent's durable state:
 // it is not standing by, and the scheduler's Owner (the lease manager, in
-// the worker) says this replica holds the agent. Callers must not hold mu.
+// the worker) says this replica holds the agent surely. Callers must not
+// hold mu.
 func (a *Agent) owns() bool {
-	return !a.Standby() && a.sched.Owns(a.spec.Name)
+	_, ok := a.writer()
+	return ok
+}
+
+// fence returns the fence of the agent's lease the agent's writes are
+// made under (the zero fence without a lease manager); ok false when
+// this replica must write nothing of the agent: it stands by, or the
+// scheduler's Owner does not hold the lease surely. Callers must not
+// hold mu.
+func (a *Agent) fence() (store.Fence, bool) {
+	if a.Standby() || !a.sched.Owns(a.spec.Name) {
+		return store.Fence{}, false
+	}
+	return a.sched.Fence(a.spec.Name)
+}
+
+// writer returns the agent's writes under its lease's fence (see fence).
+func (a *Agent) writer() (store.Writer, bool) {
+	f, ok := a.fence()
+	if !ok {
+		return nil, false
+	}
+	return store.Under(a.store, f), true
+}
+
+// refusedWrite reports, and logs, a write of the agent's state the store
+// refused because the lease it was made under moved (this replica was
+// frozen or starved while another took the agent): ErrNotOwner, wrapped.
+func (a *Agent) refusedWrite(what string, err error) error {
+	a.log.Warn("agent state not written: the agent's lease moved", "what", what)
+	return fmt.Errorf("agent %q %s: %w (%w)", a.spec.Name, what, ErrNotOwner, err)
 }
 
 // persist writes v (or deletes the key when v is nil). A failure is
@@ -45,7 +76,8 @@ func (a *Agent) persist(what, then string, v any) error {
 // persistAt is persist under key, a key whose layout another package
 // shares (inbox.CursorsKey).
 func (a *Agent) persistAt(key, what, then string, v any) error {
-	if !a.owns() {
+	w, ok := a.writer()
+	if !ok {
 		a.log.Warn("agent state not written: this replica does not own the agent", "what", what)
 		return fmt.Errorf("agent %q %s: %w", a.spec.Name, what, ErrNotOwner)
 	}
@@ -53,10 +85,13 @@ func (a *Agent) persistAt(key, what, then string, v any) error {
 	defer cancel()
 	var err error
 	if v == nil {
-		err = a.store.Delete(ctx, key)
+		err = w.Delete(ctx, key)
 	} else {
 		data, _ := json.Marshal(v)
-		_, err = a.store.Put(ctx, key, data)
+		_, err = w.Put(ctx, key, data)
+	}
+	if errors.Is(err, store.ErrFenced) {
+		return a.refusedWrite(what, err)
 	}
 	if err != nil {
 		a.log.Error("could not store agent state", "what", what, "then", then, "error", err)

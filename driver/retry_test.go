@@ -309,8 +309,8 @@ func TestLeaseLostWhileRecordingLetsTheMessagesGo(t *testing.T) {
 	h.a.SetOwned(false)
 	hh.answer <- errStoreDown
 	f := h.waitEvent(events.TurnFailed)
-	if f.Data["outcome"] != OutcomeShutdown {
-		t.Fatalf("outcome %v (%v), want shutdown: the lease was lost", f.Data["outcome"], f.Data["error"])
+	if f.Data["outcome"] != OutcomeAbandoned {
+		t.Fatalf("outcome %v (%v), want abandoned: the lease was lost", f.Data["outcome"], f.Data["error"])
 	}
 	h.waitSettled(false)
 	if s := h.a.Status(); s.InboxPending != 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/agent-worker/agent-worker/internal/textclip"
 	"github.com/agent-worker/agent-worker/journal"
 	"github.com/agent-worker/agent-worker/outage"
+	"github.com/agent-worker/agent-worker/store"
 )
 
 // Turn outcomes.
@@ -34,6 +35,11 @@ const (
 	// provider) was down. Not the messages' fault: it counts against none
 	// of them, and the turn is retried when the dependency is back.
 	OutcomeUnavailable = "unavailable"
+	// OutcomeAbandoned: the agent's lease moved while the turn ran (this
+	// replica let it go, or was frozen or starved while another took it):
+	// nothing of the turn is recorded, and its messages are the log's to
+	// give to the owner.
+	OutcomeAbandoned = "abandoned"
 )
 
 // TurnSummary describes a finished turn.
@@ -82,6 +88,9 @@ type activeTurn struct {
 	start time.Time
 	batch inbox.Batch
 	gen   uint64 // the ownership the batch was read under
+	// fence is the lease's fence the turn began under: what it writes is
+	// written under it, and it stops once the fence is no longer held.
+	fence turnFence
 	// log is the agent's logger with the turn's trace; span the turn's
 	// span and tid its trace id, for the outcome's event.
 	log  *slog.Logger
@@ -113,6 +122,7 @@ func (a *Agent) turn(ts turnStart) {
 // turn's own, else what the input budget allows.
 func (a *Agent) takeBatch(ts turnStart) *activeTurn {
 	t := &activeTurn{turnStart: ts, start: a.clock.Now()}
+	t.fence.f, t.fence.ok = a.fence()
 	// Taking the batch and naming it the running turn's are one step, so
 	// a lookup (Message) finds every message in the inbox or the turn.
 	a.mu.Lock()
@@ -123,7 +133,7 @@ func (a *Agent) takeBatch(ts turnStart) *activeTurn {
 	}
 	w, d := a.inbox.Len()
 	t.batch.Waiting = w + d + a.lg.waiting
-	a.current = &runningTurn{n: t.n, msgs: t.batch.Messages}
+	a.current = &runningTurn{n: t.n, msgs: t.batch.Messages, fence: t.fence}
 	t.gen = a.lg.gen // the ownership the batch was read under
 	a.mu.Unlock()
 	return t
@@ -146,7 +156,7 @@ func (a *Agent) framePrompt(t *activeTurn) {
 		t.record = framed.RecordOf(t.prompt)
 	}
 	if a.jr != nil {
-		a.jr.begin(t.n, t.start, wakes, batch, t.prompt, t.resume)
+		a.jr.begin(t.n, t.start, wakes, batch, t.prompt, t.resume, t.fence)
 	}
 	t.sum = TurnSummary{N: t.n, Started: t.start, Wakes: wakes, Messages: len(batch.Messages), PromptBytes: len(t.prompt)}
 	t.ids = make([]string, 0, len(batch.Messages))
@@ -225,10 +235,9 @@ func (a *Agent) runPrompt(t *activeTurn) error {
 // agent. It returns the turn's error: err, a failed record's, or either
 // marked as the lease's loss when the lease went as the turn ended.
 func (a *Agent) recordTurn(t *activeTurn, err error) error {
-	if err == nil && !a.owns() {
+	if err == nil && !a.holds(t.fence) {
 		// Fenced: the lease went while the turn ran and the driver has not
 		// heard yet. Its record would land in the new owner's history.
-		t.log.Warn("turn not recorded: this replica no longer holds the agent's lease", "turn", t.n)
 		err = fmt.Errorf("record turn: %w", ErrLeaseLost)
 	}
 	if err == nil {
@@ -239,8 +248,12 @@ func (a *Agent) recordTurn(t *activeTurn, err error) error {
 		a.mu.Lock()
 		cursors, gen := a.nextCursorsLocked(), a.lg.gen
 		a.mu.Unlock()
-		rec := history.Turn{N: t.n, Messages: t.ids, Input: genai.NewContentFromText(t.record, genai.RoleUser), Cursors: cursors}
-		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name, rec); cerr != nil {
+		rec := history.Turn{N: t.n, Messages: t.ids, Input: genai.NewContentFromText(t.record, genai.RoleUser), Cursors: cursors, Fence: t.fence.f}
+		// Written under the fence the turn began under: the store refuses
+		// it if the lease moved since, whatever this replica believes.
+		if cerr := a.hist.Commit(context.WithoutCancel(t.ctx), AppName, a.spec.Name, a.spec.Name, rec); errors.Is(cerr, store.ErrFenced) {
+			err = fmt.Errorf("record turn: %w (%w)", ErrLeaseLost, cerr)
+		} else if cerr != nil {
 			err = fmt.Errorf("record turn: %w", cerr)
 		} else {
 			a.remember(t.n, t.ids)
@@ -314,6 +327,12 @@ func (a *Agent) settleFailed(t *activeTurn, err error) {
 	if cut {
 		a.tellCut(t.causes, len(batch.Messages), err)
 	}
+	if t.sum.Outcome == OutcomeAbandoned {
+		// Not a failure of the turn's: its lease moved. Nothing of it was
+		// recorded; its messages stay in the log for the owner.
+		t.log.Warn("turn abandoned: lease moved", "turn", t.n, "error", err, "duration", t.sum.Duration, "messages", len(batch.Messages), "ids", t.ids)
+		return
+	}
 	t.log.Warn("turn failed", "turn", t.n, "outcome", t.sum.Outcome, "error", err, "duration", t.sum.Duration, "messages_requeued", requeued, "retry_in", retryIn)
 }
 
@@ -350,7 +369,7 @@ func (a *Agent) announceTurn(t *activeTurn, err error) {
 	if a.records != nil {
 		// Written in the background by the owner only (owns is asked
 		// again at the write): neither this turn nor the next waits on it.
-		a.records.Record(a.spec.Name, summary(sum, batch.Messages), a.owns)
+		a.records.Record(a.spec.Name, summary(sum, batch.Messages), func() (store.Writer, bool) { return t.fence.writer(a) })
 	}
 	a.finish(sum, done)
 }
@@ -430,7 +449,9 @@ func outcome(err error) string {
 		return OutcomeInterrupted
 	case errors.Is(err, hook.ErrHalted):
 		return OutcomeHalted
-	case errors.Is(err, ErrShutdown), errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, ErrLeaseLost):
+		return OutcomeAbandoned
+	case errors.Is(err, ErrShutdown):
 		return OutcomeShutdown
 	case errors.Is(err, hook.ErrCapped):
 		return OutcomeCapped
@@ -459,7 +480,7 @@ func blamed(outcome string) bool {
 // or drops them if the gate stayed open (the operator stopped that work;
 // its messages stay queued). It returns the retry's delay (0: none).
 func (a *Agent) afterFailure(causes []Cause, outcome string, cut bool) time.Duration {
-	if outcome == OutcomeShutdown {
+	if outcome == OutcomeShutdown || outcome == OutcomeAbandoned {
 		return 0 // the process is going, or another replica owns the agent
 	}
 	if cut {

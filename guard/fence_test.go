@@ -25,6 +25,8 @@ func (o *owner) Owns(agent string) bool {
 	return o.own[agent]
 }
 
+func (o *owner) Fence(agent string) (store.Fence, bool) { return store.Fence{}, o.Owns(agent) }
+
 func (o *owner) set(agent string, own bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agent-worker/agent-worker/store"
 )
 
 // writable reports why the agent's ledger must not be written now (nil:
@@ -14,14 +16,26 @@ import (
 // so it is written again only after Restore re-reads the store. Callers
 // hold l.mu.
 func (g *Guard) writable(l *ledger) error {
-	if g.o.Owner != nil && !g.o.Owner.Owns(l.name) {
-		l.restored = false
-		return fmt.Errorf("agent %q: %w", l.name, ErrNotOwner)
+	_, err := g.writer(l)
+	return err
+}
+
+// writer returns where the agent's ledger is written: the store under the
+// fence of the agent's lease (Owner.Fence; plainly without an Owner), or
+// why it must not be written now (see writable). Callers hold l.mu.
+func (g *Guard) writer(l *ledger) (store.Writer, error) {
+	f := store.Fence{}
+	if g.o.Owner != nil {
+		var ok bool
+		if f, ok = g.o.Owner.Fence(l.name); !ok || !g.o.Owner.Owns(l.name) {
+			l.restored = false
+			return nil, fmt.Errorf("agent %q: %w", l.name, ErrNotOwner)
+		}
 	}
 	if !l.restored {
-		return fmt.Errorf("agent %q: %w", l.name, ErrNotLoaded)
+		return nil, fmt.Errorf("agent %q: %w", l.name, ErrNotLoaded)
 	}
-	return nil
+	return store.Under(g.o.Store, f), nil
 }
 
 // markLocked records that the agent's ledger changed and must be stored.
@@ -82,8 +96,10 @@ func (g *Guard) flush(ctx context.Context, l *ledger) error {
 			l.mu.Lock()
 			continue
 		}
-		if err := g.writable(l); err != nil {
+		w, err := g.writer(l)
+		if err != nil {
 			l.saved, l.failing = l.ver, false // nothing of it is ever written
+			l.dropped = true
 			l.mu.Unlock()
 			g.o.Log.Warn("guardrail state not written", "agent", l.name, "reason", err)
 			if werr != nil {
@@ -95,10 +111,21 @@ func (g *Guard) flush(ctx context.Context, l *ledger) error {
 		v := l.ver
 		data, _ := json.Marshal(l.st)
 		l.mu.Unlock()
-		_, err := g.o.Store.Put(ctx, agentKey(l.name), data)
+		_, err = w.Put(ctx, agentKey(l.name), data)
 		l.mu.Lock()
 		l.writing = false
 		close(l.done)
+		if errors.Is(err, store.ErrFenced) {
+			// The lease moved while this replica thought it held it (it
+			// was frozen): the next owner's ledger stands.
+			l.saved, l.failing, l.restored = l.ver, false, false
+			l.mu.Unlock()
+			g.o.Log.Warn("guardrail state not written: the agent's lease moved", "agent", l.name)
+			if werr != nil {
+				<-werr
+			}
+			return fmt.Errorf("agent %q: %w (%w)", l.name, ErrNotOwner, err)
+		}
 		if err != nil {
 			l.mu.Unlock()
 			if werr != nil {

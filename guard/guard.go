@@ -66,10 +66,13 @@ type Options struct {
 }
 
 // Owner says whether this replica owns an agent (holds its lease), so it
-// alone may write the agent's durable state. The worker's is backed by
-// lease.Manager.Held.
+// alone may write the agent's durable state, and gives the fence of that
+// lease: the ledger is written under it (store.Store.Fenced), so a
+// replica whose lease moved while it was frozen writes nothing. The
+// worker's is backed by lease.Manager.Fence.
 type Owner interface {
 	Owns(agent string) bool
+	Fence(agent string) (f store.Fence, ok bool)
 }
 
 // Errors Reset (and the writes behind it) return instead of writing a
@@ -138,6 +141,7 @@ var (
 	_ hook.Charger       = (*Guard)(nil)
 	_ hook.ChargeFlusher = (*Guard)(nil)
 	_ hook.SideCallGuard = (*Guard)(nil)
+	_ hook.Keeper        = (*Guard)(nil)
 )
 
 // New returns a Guard; AddAgent each agent before the driver attaches.

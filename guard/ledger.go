@@ -37,6 +37,9 @@ type ledger struct {
 	mu       sync.Mutex
 	st       state
 	restored bool
+	// dropped: a change was not written because this replica did not
+	// own the agent then (writer); Keep writes it once it does again.
+	dropped bool
 
 	inTurn     bool
 	turnSpent  float64

@@ -50,7 +50,7 @@ func (g *Guard) Restore(ctx context.Context, agent string) error {
 		g.worker, g.wload = ws, true
 	}
 	g.wmu.Unlock()
-	l.st, l.restored = st, true
+	l.st, l.restored, l.dropped = st, true, false
 	l.saved, l.failing = l.ver, false
 	if changed, _ := g.rollDay(l); changed {
 		g.markLocked(l)
@@ -68,4 +68,26 @@ func (g *Guard) Restore(ctx context.Context, agent string) error {
 		g.armDayBoundary()
 	}
 	return nil
+}
+
+// Keep makes the agent's ledger in memory its truth again after a let-go
+// nobody used (hook.Keeper): it is marked loaded, as Restore would, and,
+// if this replica could not write a change while it stood by (a charge
+// of a call that ended meanwhile), stored at once under the new fence.
+func (g *Guard) Keep(agent string) {
+	l := g.ledger(agent)
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.restored = true
+	write := l.dropped
+	l.dropped = false
+	if write {
+		g.markLocked(l)
+	}
+	l.mu.Unlock()
+	if write {
+		g.flushNow(l)
+	}
 }

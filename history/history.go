@@ -14,6 +14,7 @@ package history
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -116,6 +117,10 @@ type Turn struct {
 	// (inbox.Cursors): stored in the same record, the same write, as the
 	// turn, so a crash keeps both or neither.
 	Cursors map[string]uint64
+	// Fence is the fence of the agent's lease the turn ran under (zero:
+	// none): the record is written under it, so a turn whose lease moved
+	// while it ran records nothing (Commit returns store.ErrFenced).
+	Fence store.Fence
 }
 
 // MaxRecordBytes bounds one turn's record in the store (the NATS KV store
@@ -338,7 +343,9 @@ func (s *Service) AppendEvent(_ context.Context, sess session.Session, ev *sessi
 // message ids and shortened input, and makes it part of the window as
 // stored. A record above MaxRecordBytes is clipped to fit (see shrink).
 // Committing with nothing pending is a no-op. On a store error the turn
-// stays pending, so Commit may be retried; store errors are marked as an
+// stays pending, so Commit may be retried; under a fence that moved
+// (store.ErrFenced, the lease went while the turn ran) nothing is stored
+// and the turn stays pending for the caller to Discard; store errors are marked as an
 // outage (package outage): a record that cannot be written is the store's
 // fault, not the turn's.
 //
@@ -401,8 +408,11 @@ func (s *Service) Commit(ctx context.Context, app, user, id string, t Turn) erro
 			lost = append(lost, c.meta[i].N)
 		}
 	}
-	if err := s.store.Append(ctx, listKey(app, user, id), raw, total-from); err != nil {
+	if err := store.Under(s.store, t.Fence).Append(ctx, listKey(app, user, id), raw, total-from); err != nil {
 		lost = nil
+		if errors.Is(err, store.ErrFenced) {
+			return fmt.Errorf("history: store turn of %s/%s: %w", user, id, err) // not an outage: the lease moved
+		}
 		return fmt.Errorf("history: store turn of %s/%s: %w", user, id, outage.Mark("store", err))
 	}
 	// The window holds the turn as stored, so the model sees the same

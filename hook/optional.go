@@ -61,3 +61,14 @@ type SideCallGuard interface {
 	// returns its cost in USD.
 	ChargeSideCall(agent string, resp *model.LLMResponse) float64
 }
+
+// Keeper is a Guard that can keep what it holds of an agent across a
+// let-go nobody used; guard.Guard implements it. When this replica takes
+// back a lease that never left it (a lapse of its renewals that no other
+// replica used), the driver calls Keep instead of Restore: the guard's
+// state in memory is still the store's truth (plus whatever it could not
+// write meanwhile), to be used and written from now on without reading
+// the store again.
+type Keeper interface {
+	Keep(agent string)
+}

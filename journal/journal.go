@@ -179,9 +179,10 @@ func Load(ctx context.Context, st store.Store, agent string) (*Journal, error) {
 	return &j, nil
 }
 
-// Save writes the journal whole; ErrTooLarge (nothing written) when it is
+// Save writes the journal whole through w (the agent's owner's writes,
+// under its lease's fence); ErrTooLarge (nothing written) when it is
 // above MaxBytes.
-func Save(ctx context.Context, st store.Store, agent string, j *Journal) error {
+func Save(ctx context.Context, w store.Writer, agent string, j *Journal) error {
 	raw, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("encode turn journal: %w", err)
@@ -189,15 +190,16 @@ func Save(ctx context.Context, st store.Store, agent string, j *Journal) error {
 	if len(raw) > MaxBytes {
 		return fmt.Errorf("%w: %d bytes, bound %d", ErrTooLarge, len(raw), MaxBytes)
 	}
-	if _, err := st.Put(ctx, Key(agent), raw); err != nil {
+	if _, err := w.Put(ctx, Key(agent), raw); err != nil {
 		return fmt.Errorf("save turn journal: %w", err)
 	}
 	return nil
 }
 
-// Delete removes the agent's journal (a missing one is no error).
-func Delete(ctx context.Context, st store.Store, agent string) error {
-	return st.Delete(ctx, Key(agent))
+// Delete removes the agent's journal through w (a missing one is no
+// error).
+func Delete(ctx context.Context, w store.Writer, agent string) error {
+	return w.Delete(ctx, Key(agent))
 }
 
 // ActionID names a side effect of a turn: the tool call with function

@@ -89,7 +89,28 @@ const (
 	// HandedOver: the agent is placed on another live replica; this one
 	// let its running turn finish and released the lease to it.
 	HandedOver Reason = "handed_over"
+	// Lapsed: this replica's record was not renewed in time (the store
+	// was out of reach, or the process was frozen or starved), so it let
+	// every agent go at once, before another replica could take one; it
+	// takes back at once those nobody took (Gain.Moved false). The
+	// running turn is cancelled at once, as for Lost.
+	Lapsed Reason = "lapsed"
 )
+
+// Gain is how this replica came to hold an agent's lease, for OnAcquire.
+type Gain struct {
+	// Fence is the lease's fencing token: the agent's writes are made
+	// under it (store.Store.Fenced), and it is claimed in the store
+	// before OnAcquire is told.
+	Fence store.Fence
+	// Moved: the lease changed hands since this replica last held it
+	// (another replica held it, even briefly; it was released; or this
+	// process never held it), so the agent's state must be read from the
+	// store before it runs here. False only for a lease that never left
+	// this holder: taken back after a lapse that nobody used, when what
+	// this process holds of the agent is still the store's truth.
+	Moved bool
+}
 
 // Placement is where this replica's view of the membership puts an agent.
 type Placement struct {
@@ -105,6 +126,17 @@ type Placement struct {
 // Options configure a Manager.
 type Options struct {
 	Store store.Store // required
+	// Renewal is the store this replica's record is renewed through:
+	// the same state as Store, on a connection of its own, so that a
+	// renewal never queues behind the agents' bulk writes and reads (a
+	// burst, thousands of restores). Nil: Store.
+	Renewal store.Store
+	// Live says whether this replica can do its agents' work at all (its
+	// main connection is up); while it returns an error the record is not
+	// renewed (a failed renewal), so a replica that lost its main
+	// connection but not Renewal's lets its agents go as one cut off from
+	// the store does. It must be quick and must not block. Nil: always.
+	Live  func() error
 	Clock clock.Clock
 	Log   *slog.Logger
 	// Holder names this replica (host, pid, random); required, and unique
@@ -125,8 +157,16 @@ type Options struct {
 	// OnLose with HandedOver follows a successful OnDrain: nothing runs
 	// for the agent any more. A lost lease is fenced at once (Held is
 	// false) even while its OnLose waits behind others.
-	OnAcquire func(agent string)
+	OnAcquire func(agent string, g Gain)
 	OnLose    func(agent string, why Reason)
+	// OnRenewed is told how long each renewal of this replica's record
+	// took, and its error (nil: renewed), for a metric. It must not
+	// block.
+	OnRenewed func(took time.Duration, err error)
+	// OnLetGo is told each time this replica lets every agent go at
+	// once (why: "late_renewal", "record_gone" or "holder_conflict"),
+	// with how many it held. It must not block.
+	OnLetGo func(why string, agents int)
 	// Assign says where the agent belongs. Nil: every replica takes any
 	// free lease (a hot standby).
 	Assign func(agent string) Placement
@@ -191,6 +231,15 @@ type Manager struct {
 	// held are the leases this replica holds: agent → the revision of
 	// its lease record (the fencing token).
 	held map[string]uint64
+	// lastHeld is, per agent, the revision of its lease record when
+	// this replica last held it: a lease taken back at that revision
+	// never left (Gain.Moved false).
+	lastHeld map[string]uint64
+	// losing are agents let go at a lapse (fenceAll) whose OnLose is not
+	// queued yet: the next step of each queues it, before any gain.
+	losing map[string]bool
+	// lapse is the let-go being recovered from (lapse.go).
+	lapse lapse
 	// heldList is held's agents, sorted (nil: to be made again).
 	heldList []string
 	handing  map[string]*handover
@@ -259,17 +308,22 @@ func New(agents []string, o Options) (*Manager, error) {
 		known[a] = true
 		steps[a] = &sync.Mutex{}
 	}
-	return &Manager{o: o, agents: as, known: known, steps: steps, calls: newCallLanes(), held: map[string]uint64{}, handing: map[string]*handover{},
+	if o.Renewal == nil {
+		o.Renewal = o.Store
+	}
+	return &Manager{o: o, agents: as, known: known, steps: steps, calls: newCallLanes(), held: map[string]uint64{},
+		lastHeld: map[string]uint64{}, losing: map[string]bool{}, handing: map[string]*handover{},
 		owners: map[string]string{}, lives: map[string]life{}, expiry: map[string]clock.Timer{}, stuck: map[string]stuckOn{}}, nil
 }
 
 func key(agent string) string { return "lease." + agent }
 
 // Start renews this replica's record, takes every free lease placed here
-// now, and then keeps renewing the record and seeking free leases every
-// RenewEvery until Stop. The renewals and the seeking are two loops: the
-// callbacks of many gains (the first round takes every agent of a lone
-// replica, and each OnAcquire restores it) never hold up a renewal.
+// now, and then keeps renewing the record and tending the leases every
+// RenewEvery until Stop. The renewals and the tending are two loops that
+// share nothing but a few fields under mu: a renewal is one write of
+// this replica's record (through Options.Renewal) and never waits for a
+// round over the agents, a step, a callback or a restore.
 func (m *Manager) Start(ctx context.Context) {
 	m.mu.Lock()
 	m.started = m.o.Clock.Now()
@@ -278,26 +332,33 @@ func (m *Manager) Start(ctx context.Context) {
 	m.armRenew(m.o.RenewEvery)
 	m.round(ctx, m.free, m.stepOne)
 	m.flushCalls() // the first round's OnAcquires have run
-	m.arm()
+	m.arm(m.o.RenewEvery)
 }
 
-// arm schedules the next round that seeks free leases.
-func (m *Manager) arm() {
+// arm schedules the next tending round in wait: it seeks free leases,
+// reads back a few held ones and looks at where the held agents are
+// placed.
+func (m *Manager) arm(wait time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.done {
 		return
 	}
-	m.timer = m.o.Clock.AfterFunc(m.o.RenewEvery, func() {
-		m.round(context.Background(), m.free, m.stepOne)
-		m.arm()
+	m.timer = m.o.Clock.AfterFunc(wait, func() {
+		ctx := context.Background()
+		m.round(ctx, m.free, m.stepOne)
+		m.verifySome(ctx)
+		if m.o.Assign != nil { // placements exist to look at
+			m.round(ctx, m.Held, m.placeOne)
+		}
+		m.arm(m.o.RenewEvery)
 	})
 }
 
 // armRenew schedules the next renewal of this replica's record in wait.
 // Each is due RenewEvery after the previous one began, or at once if that
-// one took longer. A renewal also reads back a few held leases and looks
-// at where the held agents are placed.
+// one took longer. A renewal that let every agent go (fenceAll) hands the
+// let-go and the taking back to a goroutine of its own (recover).
 func (m *Manager) armRenew(wait time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -306,14 +367,8 @@ func (m *Manager) armRenew(wait time.Duration) {
 	}
 	m.renewTimer = m.o.Clock.AfterFunc(wait, func() {
 		began := m.o.Clock.Now()
-		ctx := context.Background()
-		if m.renewSelf(ctx) {
-			// Let go after a lapse: take back at once what still names us.
-			m.round(ctx, m.free, m.stepOne)
-		}
-		m.verifySome(ctx)
-		if m.o.Assign != nil { // placements exist to look at
-			m.round(ctx, m.Held, m.placeOne)
+		if m.renewSelf(context.Background()) {
+			m.o.Clock.AfterFunc(0, m.recover)
 		}
 		m.armRenew(max(0, m.o.RenewEvery-m.o.Clock.Now().Sub(began)))
 	})
@@ -438,6 +493,26 @@ func (m *Manager) setHeld(agent string, rev uint64) {
 		m.heldList = nil
 	}
 	m.held[agent] = rev
+	m.lastHeld[agent] = rev
+}
+
+// Fence returns the fencing token of the agent's lease if this replica
+// holds it and its record's last confirmed renewal is recent enough
+// (less than TTL - RenewEvery ago, on this process's monotonic clock) that
+// no other replica can have taken it. Writes of the agent's state are
+// made under it; ok false means this replica must write nothing of the
+// agent. Unlike Held it turns false the moment a renewal is overdue,
+// before any renewal round runs: a process that wakes from a freeze
+// knows at once that its leases are in doubt.
+func (m *Manager) Fence(agent string) (f store.Fence, ok bool) {
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rev, held := m.held[agent]
+	if !held || m.self.rev == 0 || now.Sub(m.self.renewed) >= m.o.TTL-m.o.RenewEvery {
+		return store.Fence{}, false
+	}
+	return store.Fence{Key: key(agent), Revision: rev}, true
 }
 
 // drop forgets a held lease and calls off its handover, if any.
@@ -499,7 +574,7 @@ func (m *Manager) Stop(ctx context.Context) {
 	}
 	m.renewing.Lock() // a renewal under way ends first
 	defer m.renewing.Unlock()
-	if err := m.o.Store.Delete(ctx, replicaKey(m.o.Holder)); err != nil {
+	if err := m.o.Renewal.Delete(ctx, replicaKey(m.o.Holder)); err != nil {
 		m.o.Log.Warn("could not delete this replica's record; leases not released expire with it", "error", err)
 	}
 }

@@ -42,7 +42,7 @@ func (l *log) all() []string {
 func replica(t *testing.T, name string, st store.Store, c *clock.Fake, l *log) *Manager {
 	t.Helper()
 	m, err := New([]string{"a", "b"}, Options{Store: st, Clock: c, Holder: name, TTL: 15 * time.Second,
-		OnAcquire: func(agent string) { l.add(name + "+" + agent) },
+		OnAcquire: func(agent string, _ Gain) { l.add(name + "+" + agent) },
 		OnLose:    func(agent string, _ Reason) { l.add(name + "-" + agent) },
 	})
 	if err != nil {

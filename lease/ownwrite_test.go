@@ -72,7 +72,7 @@ func loggedReplica(t *testing.T, name string, st store.Store, c *clock.Fake, l *
 	t.Helper()
 	m, err := New([]string{"a", "b"}, Options{Store: st, Clock: c, Holder: name, TTL: 15 * time.Second,
 		Log:       slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnAcquire: func(agent string) { l.add(name + "+" + agent) },
+		OnAcquire: func(agent string, _ Gain) { l.add(name + "+" + agent) },
 		OnLose:    func(agent string, _ Reason) { l.add(name + "-" + agent) },
 	})
 	if err != nil {

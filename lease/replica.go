@@ -35,14 +35,16 @@ func replicaKey(holder string) string {
 // enough that a replica of an older version never takes it over.
 var heldForever = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// renewSelf renews this replica's record, creating it (or adopting one
-// left by an earlier run under the same holder name) when none is known.
-// A renewal that comes TTL - RenewEvery or more after the last confirmed
-// one lets every agent go first: another replica may have taken any of
-// them meanwhile. It reports whether it let agents go and the record is
-// renewed again, so that the leases still naming this replica are taken
-// back.
-func (m *Manager) renewSelf(ctx context.Context) (retake bool) {
+// renewSelf renews this replica's record (through Options.Renewal),
+// creating it (or adopting one left by an earlier run under the same
+// holder name) when none is known. A renewal that comes TTL - RenewEvery
+// or more after the last confirmed one lets every agent go first
+// (fenceAll): another replica may have taken any of them meanwhile. It
+// reports whether it let agents go, or renewed the record while a let-go
+// waits to be taken back, so that the caller has them told and the leases
+// still naming this replica taken back (recover). It does no more than
+// that: no step, no callback, no round over the agents.
+func (m *Manager) renewSelf(ctx context.Context) (letGo bool) {
 	m.renewing.Lock()
 	defer m.renewing.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, m.o.RenewEvery)
@@ -54,34 +56,49 @@ func (m *Manager) renewSelf(ctx context.Context) (retake bool) {
 		return false
 	}
 	now := m.o.Clock.Now()
-	gone := false
+	st := m.o.Renewal
+	gone := ""
 	mine, _ := json.Marshal(replicaRecord{Holder: m.o.Holder, Expires: now.Add(m.o.TTL)})
 	k := replicaKey(m.o.Holder)
 	var rev uint64
 	var err error
-	if self.rev == 0 {
-		rev, err = m.o.Store.Create(ctx, k, mine, 0)
+	if m.o.Live != nil {
+		if err = m.o.Live(); err != nil {
+			err = fmt.Errorf("not renewed: this replica cannot do its agents' work: %w", err)
+		}
+	}
+	switch {
+	case err != nil:
+	case self.rev == 0:
+		rev, err = st.Create(ctx, k, mine, 0)
 		if errors.Is(err, store.ErrExists) {
 			// An earlier run's under the same name, or our own create
 			// whose reply was lost: nobody else writes it.
 			var e store.Entry
-			if e, err = m.o.Store.Get(ctx, k); err == nil {
-				rev, err = m.o.Store.Update(ctx, k, mine, e.Revision)
+			if e, err = st.Get(ctx, k); err == nil {
+				rev, err = st.Update(ctx, k, mine, e.Revision)
 			}
 		}
-	} else {
-		rev, err = m.o.Store.Update(ctx, k, mine, self.rev)
+	default:
+		rev, err = st.Update(ctx, k, mine, self.rev)
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			// Our own renewal whose reply was lost (nobody else writes
 			// the record): adopt what the store holds.
-			rev, err = m.recheckSelf(ctx, k, mine, now)
+			var conflict bool
+			rev, conflict, err = m.recheckSelf(ctx, k, mine)
+			if conflict {
+				gone = "holder_conflict"
+			}
 		case errors.Is(err, store.ErrNotFound):
 			m.o.Log.Warn("this replica's record is gone from the store; letting every agent go", "holder", m.o.Holder)
-			m.loseAll()
-			gone = true
-			rev, err = m.o.Store.Create(ctx, k, mine, 0)
+			gone = "record_gone"
+			rev, err = st.Create(ctx, k, mine, 0)
 		}
+	}
+	took := m.o.Clock.Now().Sub(now)
+	if m.o.OnRenewed != nil {
+		m.o.OnRenewed(took, err)
 	}
 	// Whether this write landed or not, the leases are safe only until
 	// TTL after the last renewal known to have landed (a conflict's
@@ -89,45 +106,53 @@ func (m *Manager) renewSelf(ctx context.Context) (retake bool) {
 	m.mu.Lock()
 	confirmed := m.self.renewed
 	m.mu.Unlock()
-	lapsed := gone || (self.rev != 0 && now.Sub(confirmed) >= m.o.TTL-m.o.RenewEvery)
-	if lapsed && len(m.HeldAgents()) > 0 {
-		m.o.Log.Warn("this replica's record could not be renewed in time; letting every agent go", "holder", m.o.Holder, "last_renewed", confirmed)
-		m.loseAll()
+	why := gone
+	if why == "" && self.rev != 0 && now.Sub(confirmed) >= m.o.TTL-m.o.RenewEvery {
+		why = "late_renewal"
 	}
+	if why != "" {
+		letGo = m.fenceAll(why, now.Sub(confirmed))
+	}
+	m.noteRenewal(now, confirmed, self.rev != 0, err)
 	if err != nil {
 		// Tried again at the next renewal; the agents are let go there
 		// once TTL - RenewEvery has passed since the last confirmed one.
-		m.o.Log.Error("renewal of this replica's record failed", "holder", m.o.Holder, "error", err)
-		return false
+		m.o.Log.Error("renewal of this replica's record failed", "holder", m.o.Holder, "error", err, "took", took)
+		return letGo
+	}
+	if why == "holder_conflict" {
+		return letGo // the record is another holder's: nothing to renew
 	}
 	m.mu.Lock()
 	m.self = hold{rev: rev, renewed: now}
 	m.mu.Unlock()
-	return lapsed
+	return letGo || m.recovering()
 }
 
 // recheckSelf settles a renewal of this replica's record that conflicted:
 // the record names this replica (it is our own renewal, applied, whose
 // reply we never got), so its revision is adopted and it is renewed
 // again. A record naming another holder means two replicas share the
-// holder name: that is logged, and every agent let go.
-func (m *Manager) recheckSelf(ctx context.Context, k string, mine []byte, now time.Time) (uint64, error) {
-	e, err := m.o.Store.Get(ctx, k)
+// holder name: that is logged and reported (conflict), and the caller
+// lets every agent go.
+func (m *Manager) recheckSelf(ctx context.Context, k string, mine []byte) (rev uint64, conflict bool, err error) {
+	st := m.o.Renewal
+	e, err := st.Get(ctx, k)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var cur replicaRecord
 	if json.Unmarshal(e.Value, &cur) != nil || cur.Holder != m.o.Holder {
 		m.o.Log.Error("this replica's record names another holder: is lease.holder shared by two replicas?", "holder", m.o.Holder, "record_holder", cur.Holder)
-		m.loseAll()
-		return 0, errors.New("replica record taken by another holder")
+		return 0, true, errors.New("replica record taken by another holder")
 	}
 	m.mu.Lock()
 	// The record's expiry, not our clock, dates the renewal that landed.
 	m.self = hold{rev: e.Revision, renewed: cur.Expires.Add(-m.o.TTL)}
 	m.mu.Unlock()
 	m.o.Log.Info("renewal of this replica's record had already been applied; keeping it", "holder", m.o.Holder, "revision", e.Revision)
-	return m.o.Store.Update(ctx, k, mine, e.Revision)
+	rev, err = st.Update(ctx, k, mine, e.Revision)
+	return rev, false, err
 }
 
 // selfLive reports whether this replica's record is confirmed renewed
@@ -167,18 +192,6 @@ func (m *Manager) unsure() string {
 	}
 	return fmt.Sprintf("this replica's lease on it is unconfirmed: its record was last renewed %s ago, and another replica may have taken it while the store was out of reach",
 		now.Sub(m.self.renewed).Round(time.Second))
-}
-
-// loseAll lets every held agent go (OnLose with Lost).
-func (m *Manager) loseAll() {
-	for _, a := range m.HeldAgents() {
-		step := m.step(a)
-		step.Lock()
-		if m.Held(a) {
-			m.lost(a)
-		}
-		step.Unlock()
-	}
 }
 
 // life is another replica's record as last read: until when its leases
@@ -277,12 +290,14 @@ func (m *Manager) verifyOne(ctx context.Context, agent string) {
 	case json.Unmarshal(e.Value, &cur) != nil:
 		cur = record{}
 	}
-	if cur.Holder == m.o.Holder && cur.Replica {
-		if e.Revision != rev {
-			m.setHeld(agent, e.Revision)
-		}
+	if cur.Holder == m.o.Holder && cur.Replica && e.Revision == rev {
 		return
 	}
-	m.o.Log.Warn("lease lost to another replica; letting the agent go", "agent", agent, "holder", m.o.Holder, "current", cur.Holder)
+	// Another holder's, gone, or ours at another revision (a write of
+	// ours whose reply was lost): the fence this replica holds no longer
+	// holds. Let it go; a lease still naming this replica is taken back
+	// (and claimed) at the next round.
+	m.o.Log.Warn("lease lost to another replica; letting the agent go", "agent", agent, "holder", m.o.Holder, "current", cur.Holder,
+		"revision", rev, "current_revision", e.Revision)
 	m.lost(agent)
 }

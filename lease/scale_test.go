@@ -56,7 +56,7 @@ func TestManyLeasesAreRenewedInTimeOverASlowStore(t *testing.T) {
 	var ms [2]*Manager
 	for i := range ms {
 		m, err := New(agents, Options{Store: stores[i], Holder: fmt.Sprintf("r%d", i+1), TTL: 2 * time.Second, RenewEvery: 500 * time.Millisecond,
-			OnAcquire: func(string) { acquired[i].Add(1) },
+			OnAcquire: func(string, Gain) { acquired[i].Add(1) },
 			OnLose:    func(string, Reason) { lost[i].Add(1) },
 		})
 		if err != nil {

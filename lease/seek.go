@@ -15,13 +15,14 @@ func (m *Manager) stepOne(ctx context.Context, agent string) {
 	step := m.step(agent)
 	step.Lock()
 	defer step.Unlock()
+	m.toldLost(agent) // let go at a lapse: told before any gain
 	ctx, cancel := context.WithTimeout(ctx, m.o.RenewEvery)
-	gained := m.seek(ctx, agent)
+	g, gained := m.seek(ctx, agent)
 	cancel()
 	if gained {
 		m.setOwner(agent, m.o.Holder)
 		if m.o.OnAcquire != nil {
-			m.callsOf(agent).later(func() { m.o.OnAcquire(agent) })
+			m.callsOf(agent).later(func() { m.o.OnAcquire(agent, g) })
 		}
 	}
 	if m.Held(agent) {
@@ -45,22 +46,24 @@ func (m *Manager) placeOne(_ context.Context, agent string) {
 
 // seek takes one agent's lease if it is free (absent, released, its
 // holder's record expired or gone, or this replica's own from before a
-// restart) and placed here, and reports whether it did. Nothing is taken
-// while this replica's own record is not confirmed live. Callers hold
-// the agent's step.
-func (m *Manager) seek(ctx context.Context, agent string) (gained bool) {
+// restart or a lapse) and placed here, claims its fence in the store
+// (store.Store.Claim), and reports whether it did and how. Nothing is
+// taken while this replica's own record is not confirmed live. Callers
+// hold the agent's step.
+func (m *Manager) seek(ctx context.Context, agent string) (g Gain, gained bool) {
 	m.mu.Lock()
 	_, holding := m.held[agent]
+	last, heldBefore := m.lastHeld[agent]
 	done := m.done || !m.known[agent] // forgotten (agents.go)
 	m.mu.Unlock()
 	if done || holding {
-		return false
+		return Gain{}, false
 	}
 	now := m.o.Clock.Now()
 	rec, err := m.o.Store.Get(ctx, key(agent))
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return false
+		return Gain{}, false
 	}
 	var cur record
 	if found && json.Unmarshal(rec.Value, &cur) != nil {
@@ -71,46 +74,52 @@ func (m *Manager) seek(ctx context.Context, agent string) (gained bool) {
 	if found && cur.Holder != "" && cur.Holder != m.o.Holder {
 		if cur.Replica {
 			if freed, err = m.liveUntil(ctx, cur.Holder, now); err != nil {
-				return false // cannot tell whether its holder lives
+				return Gain{}, false // cannot tell whether its holder lives
 			}
 		}
 		if now.Before(freed) {
 			m.setOwner(agent, cur.Holder)
 			m.expectExpiry(agent, freed, now)
-			return false // held by a live replica
+			return Gain{}, false // held by a live replica
 		}
 	}
 	if !m.selfLive(now) {
-		return false
+		return Gain{}, false
 	}
 	if !m.mayTake(agent, cur, found, freed, now) {
 		m.setOwner(agent, "")
-		return false
+		return Gain{}, false
 	}
 	mine, _ := json.Marshal(record{Holder: m.o.Holder, Expires: heldForever, Replica: true})
+	var newRev uint64
 	if !found {
-		newRev, err := m.o.Store.Create(ctx, key(agent), mine, 0)
-		if err != nil {
-			return false // another replica was quicker, or the store is down
-		}
-		m.setHeld(agent, newRev)
-		m.o.Log.Info("lease taken", "agent", agent, "holder", m.o.Holder)
-		return true
+		newRev, err = m.o.Store.Create(ctx, key(agent), mine, 0)
+	} else {
+		newRev, err = m.o.Store.Update(ctx, key(agent), mine, rec.Revision)
 	}
-	newRev, err := m.o.Store.Update(ctx, key(agent), mine, rec.Revision)
 	if err != nil {
-		return false
+		return Gain{}, false // another replica was quicker, or the store is down
+	}
+	// Claimed before anything reads the agent's state under it: a write
+	// of the previous holder's that lands after this is refused.
+	g = Gain{Fence: store.Fence{Key: key(agent), Revision: newRev}, Moved: !found || !heldBefore || last != rec.Revision}
+	if err := m.o.Store.Claim(ctx, g.Fence); err != nil {
+		m.o.Log.Warn("lease taken but its fence not claimed; taken again at the next round", "agent", agent, "holder", m.o.Holder, "error", err)
+		return Gain{}, false
 	}
 	m.setHeld(agent, newRev)
-	switch cur.Holder {
-	case "":
+	switch {
+	case cur.Holder == "":
 		m.o.Log.Info("lease taken", "agent", agent, "holder", m.o.Holder, "released_for", cur.To)
-	case m.o.Holder:
+	case cur.Holder == m.o.Holder && !g.Moved:
+		// After a lapse nobody used: one summary line says how many.
+		m.o.Log.Debug("lease taken back unchanged", "agent", agent, "holder", m.o.Holder)
+	case cur.Holder == m.o.Holder:
 		m.o.Log.Info("lease taken back", "agent", agent, "holder", m.o.Holder)
 	default:
 		m.o.Log.Info("lease taken over", "agent", agent, "holder", m.o.Holder, "previous", cur.Holder, "expired", freed)
 	}
-	return true
+	return g, true
 }
 
 // mayTake decides whether this replica takes a free lease (absent,

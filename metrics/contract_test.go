@@ -32,7 +32,7 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 	want := map[string]float64{}
 
 	turnFailures := []string{driver.OutcomeFailed, driver.OutcomeTimeout, driver.OutcomeInterrupted,
-		driver.OutcomeHalted, driver.OutcomeShutdown, driver.OutcomeCapped, driver.OutcomeUnavailable}
+		driver.OutcomeHalted, driver.OutcomeShutdown, driver.OutcomeCapped, driver.OutcomeUnavailable, driver.OutcomeAbandoned}
 	add("oncall", events.TurnCompleted, map[string]any{"duration_ms": int64(1)})
 	want[`agent_worker_turns_total{agent="oncall",outcome="`+driver.OutcomeCompleted+`"}`] = 1
 	for _, o := range turnFailures {
@@ -63,8 +63,8 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 	add("oncall", events.TurnStarted, map[string]any{"cause_at": t0.Add(-time.Second)})
 	want[`agent_worker_wake_latency_seconds_count{agent="oncall"}`] = 1
 	want[`agent_worker_wake_latency_seconds_sum{agent="oncall"}`] = 1
-	want[`agent_worker_turn_duration_seconds_count{agent="oncall"}`] = 8
-	want[`agent_worker_turn_duration_seconds_sum{agent="oncall"}`] = 0.008
+	want[`agent_worker_turn_duration_seconds_count{agent="oncall"}`] = 9
+	want[`agent_worker_turn_duration_seconds_sum{agent="oncall"}`] = 0.009
 	for _, r := range []string{"failure", "outage"} {
 		add("oncall", events.RetryScheduled, map[string]any{"reason": r})
 		want[`agent_worker_turn_retries_total{agent="oncall",reason="`+r+`"}`] = 1

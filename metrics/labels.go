@@ -6,7 +6,7 @@ package metrics
 var (
 	// driver.Outcome*: turn-completed is "completed", turn-failed carries
 	// one of the others.
-	turnOutcomes = []string{"completed", "failed", "timeout", "interrupted", "halted", "shutdown", "capped", "unavailable"}
+	turnOutcomes = []string{"completed", "failed", "timeout", "interrupted", "halted", "shutdown", "capped", "unavailable", "abandoned"}
 	// driver.Source*.
 	wakeSources = []string{"inbox", "timer", "heartbeat", "schedule", "operator", "subagent", "startup", "retry", "alertmanager"}
 	// The reasons of the driver's retry-scheduled event.

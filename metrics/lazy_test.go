@@ -138,7 +138,7 @@ func TestAutoIsFullUpToTheThresholdThenLazy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := map[metrics.PerAgent]int{metrics.PerAgentFull: 8 * c.agents, metrics.PerAgentLazy: 0}[c.want]; n != want {
+		if want := map[metrics.PerAgent]int{metrics.PerAgentFull: 9 * c.agents, metrics.PerAgentLazy: 0}[c.want]; n != want {
 			t.Errorf("%d agents, mode %q: turns_total has %d series, want %d", c.agents, c.want, n, want)
 		}
 	}

@@ -99,6 +99,7 @@ type Metrics struct {
 	input           *inputMetrics   // input.go
 	webhooks        *webhookMetrics // webhooks.go
 	store           *storeMetrics   // store.go
+	lease           *leaseMetrics   // lease.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 	config *configMetrics // reload.go
@@ -188,7 +189,7 @@ func counter(name, help string, labels ...string) *prometheus.CounterVec {
 // newTurnMetrics makes the series of turns, wakes and messages.
 func (m *Metrics) newTurnMetrics() {
 	m.turns = counter("turns_total",
-		"Turns that ended, by outcome: completed, or why it failed (failed, timeout, interrupted, halted, shutdown, capped, unavailable: a dependency was down).",
+		"Turns that ended, by outcome: completed, or why it failed (failed, timeout, interrupted, halted, shutdown, capped, unavailable: a dependency was down; abandoned: the agent's lease moved while it ran, and nothing of it was recorded).",
 		"agent", "outcome")
 	m.turnDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "turn_duration_seconds",
 		Help:    "Wall-clock duration of turns, completed or failed, from start to end.",
@@ -299,6 +300,8 @@ func (m *Metrics) register(src Source) {
 	m.reg.MustRegister(m.webhooks.notifications)
 	m.store = newStoreMetrics()
 	m.reg.MustRegister(m.store.ops)
+	m.lease = newLeaseMetrics()
+	m.reg.MustRegister(m.lease.collectors()...)
 	m.config = newConfigMetrics(m.reg)
 	m.reg.MustRegister(newLedgerMetrics(src))
 	m.reg.MustRegister(newMCPMetrics(src))

@@ -51,7 +51,7 @@ func TestPrecreatedSeriesAreZeroBeforeAnyEvent(t *testing.T) {
 
 	// oncall: 2 tools, 1 schedule; demo: none. Rejections also for _unknown.
 	counts := map[string]int{
-		"agent_worker_turns_total":                         2 * 8,
+		"agent_worker_turns_total":                         2 * 9,
 		"agent_worker_turn_duration_seconds":               2,
 		"agent_worker_wakes_total":                         2 * 9,
 		"agent_worker_messages_redelivered_total":          2 * 2,

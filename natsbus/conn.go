@@ -34,6 +34,10 @@ type Conn struct {
 
 	server  *server.Server
 	storage *storageMonitor // nil unless the server is embedded with JetStream
+	// dial is how NC was connected (server URL, credentials, the
+	// in-process server), for Dial.
+	dial    []nats.Option
+	jsOn    bool
 	log     *slog.Logger
 	closing atomic.Bool // Close was called: a disconnect is expected
 	// reconnecting: the connection was made to reconnect on purpose; the
@@ -92,6 +96,7 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 		}
 		opts = append(opts, auth...)
 	}
+	c.dial, c.jsOn = opts, jsOn
 	nc, err := nats.Connect(c.ClientURL, opts...)
 	if err != nil {
 		c.shutdownServer()
@@ -280,6 +285,30 @@ func (c *Conn) shutdownServer() {
 		c.server.Shutdown()
 		c.server.WaitForShutdown()
 	}
+}
+
+// Dial opens another connection to the worker's NATS server, with the
+// same credentials, named name: for work that must never queue behind the
+// worker's bulk traffic on NC (a burst of publishes, thousands of store
+// reads), as the lease renewals must not. Its JetStream is nil in core
+// NATS mode. It reconnects forever, as NC does, quietly; the caller closes
+// it before Close.
+func (c *Conn) Dial(name string) (*nats.Conn, jetstream.JetStream, error) {
+	opts := append(append([]nats.Option(nil), c.dial...), nats.Name(name),
+		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil))
+	nc, err := nats.Connect(c.ClientURL, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s (%s): %w", c.ClientURL, name, err)
+	}
+	if !c.jsOn {
+		return nc, nil, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("JetStream on %s (%s): %w", c.ClientURL, name, err)
+	}
+	return nc, js, nil
 }
 
 // Ready reports whether the connection is usable, for readiness checks.

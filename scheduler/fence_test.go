@@ -6,12 +6,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agent-worker/agent-worker/store"
 )
 
 // owns is a replica's ownership of every agent, switchable.
 type owns struct{ yes atomic.Bool }
 
 func (o *owns) Owns(string) bool { return o.yes.Load() }
+
+func (o *owns) Fence(string) (store.Fence, bool) { return store.Fence{}, o.yes.Load() }
 
 // TestOnlyTheOwnerWritesTimers: two schedulers share a store, as two
 // replicas do. The one that does not own the agent never writes its

@@ -106,15 +106,41 @@ type Options struct {
 }
 
 // Owner says whether this replica owns an agent (holds its lease), so it
-// alone may write the agent's durable state.
+// alone may write the agent's durable state, and the fence of that lease,
+// which the writes are made under (store.Store.Fenced): a write from a
+// replica whose lease moved without its knowing (it was frozen) is
+// refused by the store.
 type Owner interface {
 	Owns(agent string) bool
+	// Fence returns the fence of the agent's lease held here; ok false
+	// when this replica does not hold it surely.
+	Fence(agent string) (f store.Fence, ok bool)
 }
 
 // Owns reports whether this replica may write agent's durable state:
 // Options.Owner says it owns the agent, or no Owner is configured. The
 // driver consults it for the agent's own writes too (pause).
 func (s *Scheduler) Owns(agent string) bool { return s.o.Owner == nil || s.o.Owner.Owns(agent) }
+
+// Fence returns the fence the agent's writes are made under: Options.
+// Owner's, or the zero fence (plain writes) without an Owner; ok false
+// when this replica must write nothing of the agent.
+func (s *Scheduler) Fence(agent string) (store.Fence, bool) {
+	if s.o.Owner == nil {
+		return store.Fence{}, true
+	}
+	return s.o.Owner.Fence(agent)
+}
+
+// Writer returns the agent's writes under its fence; ok false when this
+// replica must write nothing of the agent.
+func (s *Scheduler) Writer(agent string) (store.Writer, bool) {
+	f, ok := s.Fence(agent)
+	if !ok {
+		return nil, false
+	}
+	return store.Under(s.o.Store, f), true
+}
 
 // Scheduler owns every agent's schedules and timer.
 type Scheduler struct {
@@ -382,7 +408,14 @@ func (s *Scheduler) claimAndFire(ctx context.Context, e *entry, due time.Time) s
 		return OutcomeMissed
 	}
 	if data, err := json.Marshal(due); err == nil {
-		if _, err := s.o.Store.Put(ctx, lastKey(e.agent.name, e.s.Name), data); err != nil {
+		w, ok := s.Writer(e.agent.name)
+		if !ok {
+			return "" // the lease went since the claim: the next owner fires it
+		}
+		if _, err := w.Put(ctx, lastKey(e.agent.name, e.s.Name), data); errors.Is(err, store.ErrFenced) {
+			s.o.Log.Warn("tick not fired: the agent's lease moved", "agent", e.agent.name, "schedule", e.s.Name, "due", due)
+			return ""
+		} else if err != nil {
 			s.o.Log.Warn("could not record the last tick", "agent", e.agent.name, "schedule", e.s.Name, "error", err)
 		}
 	}
@@ -456,12 +489,13 @@ func (s *Scheduler) countMissed(ctx context.Context, e *entry) error {
 	}
 	if n > 0 {
 		s.o.Log.Warn("ticks missed while no scheduler ran; not backfilled", "agent", e.agent.name, "schedule", e.s.Name, "missed", n, "since", last)
-		if !s.Owns(e.agent.name) {
+		w, ok := s.Writer(e.agent.name)
+		if !ok {
 			s.o.Log.Warn("last tick not written: this replica does not own the agent", "agent", e.agent.name, "schedule", e.s.Name)
 			return nil
 		}
 		if data, err := json.Marshal(latest); err == nil {
-			_, _ = s.o.Store.Put(ctx, lastKey(e.agent.name, e.s.Name), data)
+			_, _ = w.Put(ctx, lastKey(e.agent.name, e.s.Name), data)
 		}
 	}
 	return nil

@@ -100,7 +100,8 @@ var ErrNotOwner = errors.New("not the owner: another replica owns this agent's t
 // persistTimer stores (rec nil: deletes) the agent's timer, only if this
 // replica owns the agent.
 func (s *Scheduler) persistTimer(agent string, rec *timerRecord) error {
-	if !s.Owns(agent) {
+	w, ok := s.Writer(agent)
+	if !ok || !s.Owns(agent) {
 		s.o.Log.Warn("timer not written: this replica does not own the agent", "agent", agent)
 		return fmt.Errorf("agent %q: %w", agent, ErrNotOwner)
 	}
@@ -108,10 +109,14 @@ func (s *Scheduler) persistTimer(agent string, rec *timerRecord) error {
 	defer cancel()
 	var err error
 	if rec == nil {
-		err = s.o.Store.Delete(ctx, timerKey(agent))
+		err = w.Delete(ctx, timerKey(agent))
 	} else {
 		data, _ := json.Marshal(rec)
-		_, err = s.o.Store.Put(ctx, timerKey(agent), data)
+		_, err = w.Put(ctx, timerKey(agent), data)
+	}
+	if errors.Is(err, store.ErrFenced) {
+		s.o.Log.Warn("timer not written: the agent's lease moved", "agent", agent)
+		return fmt.Errorf("agent %q: %w (%w)", agent, ErrNotOwner, err)
 	}
 	if err != nil {
 		s.o.Log.Error("could not store the agent's timer; it will not survive a restart", "agent", agent, "error", err)

@@ -3,6 +3,7 @@ package turnlog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -160,10 +161,12 @@ func New(st store.Store, log *slog.Logger) *Log {
 
 // Record queues t (bounded first) as agent's newest turn summary, to be
 // appended in the background after the writes queued before it for the
-// agent. owns is asked just before the write: when it reports false (this
-// replica lost the agent meanwhile) nothing is written and the skip is
-// logged. owns nil writes unconditionally.
-func (l *Log) Record(agent string, t Turn, owns func() bool) {
+// agent. under is asked just before the write for where it goes (the
+// store under the fence of the agent's lease): when it reports false
+// (this replica lost the agent meanwhile) nothing is written and the skip
+// is logged, as it is when the store refuses the fence. under nil writes
+// unconditionally.
+func (l *Log) Record(agent string, t Turn, under func() (store.Writer, bool)) {
 	t.Bound()
 	raw, err := json.Marshal(t)
 	if err != nil {
@@ -171,11 +174,20 @@ func (l *Log) Record(agent string, t Turn, owns func() bool) {
 		return
 	}
 	l.w.enqueue(agent, job{what: fmt.Sprintf("summary of turn %d", t.N), run: func(ctx context.Context) error {
-		if owns != nil && !owns() {
-			l.log.Warn("turn summary not recorded: this replica no longer owns the agent", "agent", agent, "turn", t.N)
+		var w store.Writer = l.st
+		if under != nil {
+			var ok bool
+			if w, ok = under(); !ok {
+				l.log.Warn("turn summary not recorded: this replica no longer owns the agent", "agent", agent, "turn", t.N)
+				return nil
+			}
+		}
+		err := w.Append(ctx, ListKey(agent), raw, Keep)
+		if errors.Is(err, store.ErrFenced) {
+			l.log.Warn("turn summary not recorded: the agent's lease moved", "agent", agent, "turn", t.N)
 			return nil
 		}
-		return l.st.Append(ctx, ListKey(agent), raw, Keep)
+		return err
 	}})
 }
 

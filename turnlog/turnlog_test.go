@@ -77,8 +77,16 @@ func TestRecordIsFencedByOwnership(t *testing.T) {
 	t.Parallel()
 	st := memstore.New(nil)
 	l := turnlog.New(st, nil)
-	l.Record("a", turnlog.Turn{N: 1}, func() bool { return false })
-	l.Record("a", turnlog.Turn{N: 2}, func() bool { return true })
+	old, _ := st.Put(t.Context(), "lease.a", []byte("r1"))
+	if _, err := st.Put(t.Context(), "lease.a", []byte("r2")); err != nil {
+		t.Fatal(err)
+	}
+	l.Record("a", turnlog.Turn{N: 1}, func() (store.Writer, bool) { return nil, false })
+	l.Record("a", turnlog.Turn{N: 2}, func() (store.Writer, bool) { return st, true })
+	// Under a lease that has moved since: the store refuses it.
+	l.Record("a", turnlog.Turn{N: 3}, func() (store.Writer, bool) {
+		return st.Fenced(store.Fence{Key: "lease.a", Revision: old}), true
+	})
 	flush(t, l)
 	got, err := l.Recent(t.Context(), "a", 10)
 	if err != nil || len(got) != 1 || got[0].N != 2 {

@@ -190,6 +190,21 @@ func (r *running) waitEvent(typ string) events.Event {
 	return wait.Event(r.t, deadline, r.sub, "a "+typ+" event", wait.OfType(typ))
 }
 
+// firstEvent returns the worker's first event of type typ, published
+// before the test subscribed (during Start: a lone replica restores and
+// runs its agents' first turns before Start returns) or after.
+func (r *running) firstEvent(typ string) events.Event {
+	r.t.Helper()
+	if evs, _ := r.w.Events().Since(0); len(evs) > 0 {
+		for _, e := range evs {
+			if e.Type == typ {
+				return e
+			}
+		}
+	}
+	return r.waitEvent(typ)
+}
+
 func (r *running) publish(subject, body string) {
 	r.t.Helper()
 	if err := r.nc.Publish(subject, []byte(body)); err != nil {

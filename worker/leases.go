@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/lease"
+	"github.com/agent-worker/agent-worker/store"
 )
 
 // startLeases takes the agents' leases: this replica runs, consumes and
@@ -25,9 +26,13 @@ func (w *Worker) startLeases(st *starting) error {
 		names = append(names, a.Name)
 	}
 	var err error
-	w.leases, err = lease.New(names, lease.Options{Store: w.store, Clock: o.Clock, Log: o.Log, Holder: s.holder, TTL: cfg.Lease.TTL.D(),
+	w.leases, err = lease.New(names, lease.Options{Store: w.store, Renewal: w.renewal, Clock: o.Clock, Log: o.Log, Holder: s.holder, TTL: cfg.Lease.TTL.D(),
 		Assign: s.place, OnAcquire: s.acquired, OnLose: s.lost, OnDrain: s.drain, OnUndrain: s.undrain,
 		OnReleased: s.released, OnOwner: s.owner,
+		OnRenewed: w.metrics.LeaseRenewed, OnLetGo: w.metrics.LeaseLetGo,
+		// Renewed on a connection of its own, but only while the one the
+		// agents' work goes through is up.
+		Live: w.conn.Ready,
 	})
 	if err != nil {
 		return err
@@ -81,10 +86,21 @@ type leaseOwner struct {
 
 func (o *leaseOwner) set(m *lease.Manager) { o.m.Store(m) }
 
-// Owns implements guard.Owner, scheduler.Owner and control.Owner.
+// Owns implements guard.Owner, scheduler.Owner and control.Owner: the
+// lease is held here, surely (its fence is good on this process's clock).
 func (o *leaseOwner) Owns(agent string) bool {
+	_, ok := o.Fence(agent)
+	return ok
+}
+
+// Fence implements guard.Owner and scheduler.Owner: the fence the agent's
+// writes are made under (lease.Manager.Fence).
+func (o *leaseOwner) Fence(agent string) (store.Fence, bool) {
 	m := o.m.Load()
-	return m != nil && m.Held(agent)
+	if m == nil {
+		return store.Fence{}, false
+	}
+	return m.Fence(agent)
 }
 
 // Doubt implements control.Doubter: a lease held here whose renewal has

@@ -72,19 +72,26 @@ func (s *spread) place(agent string) lease.Placement {
 }
 
 // acquired is lease.Options.OnAcquire: consume the agent's messages and
-// run its turns here.
-func (s *spread) acquired(agent string) {
+// run its turns here. A lease taken back that never left (a lapse nobody
+// used) runs on from what this process holds, without a restore.
+func (s *spread) acquired(agent string, g lease.Gain) {
 	w := s.w
 	a, err := w.driver.Agent(agent)
 	if err != nil {
 		return // removed by a reload; its lease is being let go (reload.go)
 	}
 	a.SetOwner(s.holder)
-	a.SetOwned(true) // first: its state is restored before it reads its log
+	a.Acquired(g.Moved) // first: its state is restored (if moved) before it reads its log
 	// The router wakes it for news from now on (never fails with the log;
 	// in core NATS mode a failed subscribe is logged by the binding).
 	_ = w.binding.Bind(context.Background(), agent)
 	w.metrics.OwnershipChange(agent, string(lease.Acquired))
+	if !g.Moved {
+		// Taken back with the rest after a let-go: the lease manager says
+		// how many in one line.
+		s.log.Debug("agent owned here again", "agent", agent, "holder", s.holder)
+		return
+	}
 	s.log.Info("agent owned here", "agent", agent, "holder", s.holder)
 	if pat := s.affinity[agent]; pat != "" && !membership.Matches(pat, s.holder) {
 		s.log.Warn("agent taken by a replica outside its replica_affinity: no live replica matches it; it moves back when one does",
@@ -110,11 +117,16 @@ func (s *spread) lost(agent string, why lease.Reason) {
 		w.binding.Unbind(agent)
 	}
 	a.SetOwner("")
-	w.metrics.OwnershipChange(agent, string(why))
 	log := s.log.Info
-	if why == lease.Lost {
+	switch why {
+	case lease.Lost:
 		log = s.log.Warn
+	case lease.Lapsed:
+		// Let go with every other agent at once: the lease manager says
+		// so, and how many, in one line.
+		why, log = lease.Lost, s.log.Debug
 	}
+	w.metrics.OwnershipChange(agent, string(why))
 	log("agent no longer owned here", "agent", agent, "reason", string(why), "holder", s.holder)
 }
 

@@ -164,8 +164,10 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 		t.Fatalf("r1, which kept NATS: %v", v)
 	}
 
-	// r2's own agent: once its lease is in doubt, r2 no longer claims it.
-	wait.Within(t, deadline, "r2 to list local as unconfirmed", func() bool {
+	// r2's own agent: once its lease is in doubt, r2 no longer claims it;
+	// its renewals fail while its NATS is down (lease.Options.Live), so
+	// it lets the agent go at the lapse.
+	wait.Within(t, deadline, "r2 to claim local no more", func() bool {
 		code, body := c.call("r2", http.MethodGet, "/v1/replicas", "")
 		var l struct {
 			Replicas []struct {
@@ -177,10 +179,10 @@ func TestAReplicaCutOffFromNATSSaysTheOwnerIsUnknown(t *testing.T) {
 		if code != http.StatusOK || json.Unmarshal(body, &l) != nil || len(l.Replicas) == 0 || !l.Replicas[0].Self {
 			t.Fatalf("replicas on r2: %d %s", code, body)
 		}
-		return len(l.Replicas[0].Agents) == 0 && strings.Join(l.Replicas[0].Unconfirmed, ",") == "local"
+		return len(l.Replicas[0].Agents) == 0 && len(l.Replicas[0].Unconfirmed) <= 1
 	})
 	code, body = c.call("r2", http.MethodGet, "/v1/agents/local", "")
-	if code != http.StatusServiceUnavailable || !strings.Contains(errorOf(body), `owner of agent "local" unknown right now: this replica's lease on it is unconfirmed`) {
+	if code != http.StatusServiceUnavailable || !strings.Contains(errorOf(body), `owner of agent "local" unknown right now`) {
 		t.Fatalf("local on r2 with its lease in doubt: %d %s", code, body)
 	}
 	wait.Within(t, deadline, "r1 to take local over", func() bool { return owner("r1", "local") == "r1" })

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strings"
 
 	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
@@ -17,15 +18,48 @@ func (w *Worker) startStore(s *starting) error {
 	}
 	// Every round trip to the store is counted, once the metrics exist
 	// (agent_worker_store_operations_total).
-	w.store = store.Observed(st, func(op string, err error) {
+	observe := func(op string, err error) {
 		if m := w.storeOps.Load(); m != nil {
 			m.StoreOperation(op, store.Outcome(err))
 		}
-	})
+	}
+	w.store = store.Observed(st, observe)
+	renewal, err := w.openRenewal(s, st)
+	if err != nil {
+		return classify(err)
+	}
+	w.renewal = store.Observed(renewal, observe)
 	return nil
 }
 
+// openRenewal opens the store the lease renewals go through: the same
+// state as st, over a connection of its own (a NATS connection for
+// nats://, a Redis client for redis://), so that a renewal never waits
+// behind the bulk of the agents' reads and writes (lease.Options.Renewal).
+// The memory store is st itself.
+func (w *Worker) openRenewal(s *starting, st store.Store) (store.Store, error) {
+	scheme, _, _ := strings.Cut(s.cfg.Store.URL, "://")
+	switch scheme {
+	case "memory":
+		return st, nil
+	case "nats":
+		nc, js, err := w.conn.Dial("agent-worker-lease-renewal")
+		if err != nil {
+			return nil, err
+		}
+		w.renewalNC = nc
+		return open.Store(s.ctx, s.cfg.Store, s.cfg.NATS.Replicas, js, s.o.Log.With("for", "lease renewals"))
+	}
+	return open.Store(s.ctx, s.cfg.Store, s.cfg.NATS.Replicas, nil, s.o.Log.With("for", "lease renewals"))
+}
+
 func (w *Worker) closeStore(context.Context) {
+	if w.renewal != nil && w.renewal != w.store {
+		_ = w.renewal.Close()
+	}
+	if w.renewalNC != nil {
+		w.renewalNC.Close()
+	}
 	if w.store != nil {
 		_ = w.store.Close()
 	}

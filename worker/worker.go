@@ -57,6 +57,10 @@ type Worker struct {
 	log   *slog.Logger
 	conn  *natsbus.Conn
 	store store.Store // counted: storeOps
+	// renewal is the store the lease renewals go through, on a
+	// connection of its own (renewalNC for nats://; store.go).
+	renewal   store.Store
+	renewalNC *nats.Conn
 	// seal is the deployment's sealing key (package seal).
 	seal seal.Key
 	// storeOps counts the store's operations once the metrics exist.

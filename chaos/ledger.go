@@ -18,10 +18,17 @@ const (
 	msgTurnStarted   = "turn started"
 	msgTurnCompleted = "turn completed"
 	msgTurnFailed    = "turn failed"
-	msgDeadLetter    = "message rejected to the dead-letter subject"
-	msgDropped       = "message dropped"
-	msgDuplicate     = "duplicate of a handled message; acked without a turn"
-	msgThrottled     = "turn throttled"
+	// A turn whose lease moved while it ran (its replica frozen, starved
+	// or cut off): nothing of it was recorded; counted as failed, outcome
+	// abandoned.
+	msgTurnAbandoned = "turn abandoned: lease moved"
+	// A let-go of every agent at once, and the taking back after it.
+	msgLetGo      = "letting every agent go: another replica may have taken them; those nobody took are taken back unchanged"
+	msgTakenBack  = "agents taken back after a let-go"
+	msgDeadLetter = "message rejected to the dead-letter subject"
+	msgDropped    = "message dropped"
+	msgDuplicate  = "duplicate of a handled message; acked without a turn"
+	msgThrottled  = "turn throttled"
 	// A message a recorded turn named, acked without a turn; and a
 	// resumable turn given up because its messages did not come again.
 	msgAlreadyHandled = "message already handled by a recorded turn; acked without a second turn"
@@ -92,6 +99,8 @@ type Ledger struct {
 	failed      map[string]int       // outcome → failed turns
 	failures    []Failure            // every failed turn, in the order read
 	leases      []LeaseChange        // every change of owner, in the order read
+	letGos      []LetGo              // every let-go of all agents, in the order read
+	takenBack   []LetGo              // every take-back after one
 	why         map[string]string    // outcome → the error of its first failed turn
 	duplicates  int                  // redeliveries acked without a turn
 	throttled   map[string]int       // reason → turns made to wait
@@ -146,6 +155,9 @@ type logLine struct {
 	To       string    `json:"to"`       // agent handed over
 	Previous string    `json:"previous"` // lease taken over
 	Journal  uint64    `json:"journal_turn"`
+	Why      string    `json:"why"`    // a let-go's
+	Agents   int       `json:"agents"` // a let-go's agents
+	Held     int       `json:"held"`   // held after a take-back
 }
 
 // Consume reads the complete lines of data, those ending in a newline,
@@ -182,8 +194,8 @@ func (l *Ledger) line(b []byte, source string) {
 		return
 	}
 	switch head.Msg {
-	case msgWorkerStarted, msgTurnStarted, msgTurnCompleted, msgTurnFailed, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled, msgAlreadyHandled, msgAbandoned,
-		msgTakenOver, msgHandingOver, msgHandedOver, msgAgentLetGo:
+	case msgWorkerStarted, msgTurnStarted, msgTurnCompleted, msgTurnFailed, msgTurnAbandoned, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled, msgAlreadyHandled, msgAbandoned,
+		msgTakenOver, msgHandingOver, msgHandedOver, msgAgentLetGo, msgLetGo, msgTakenBack:
 	default:
 		return
 	}
@@ -193,6 +205,9 @@ func (l *Ledger) line(b []byte, source string) {
 		return
 	}
 	lf := life{source, l.lives[source]}
+	if e.Msg == msgTurnAbandoned {
+		e.Msg, e.Outcome = msgTurnFailed, "abandoned"
+	}
 	if e.Msg == msgTurnStarted || e.Msg == msgTurnCompleted || e.Msg == msgTurnFailed {
 		al := agentLife{e.Agent, lf}
 		l.top[al] = max(l.top[al], e.Turn)
@@ -243,8 +258,26 @@ func (l *Ledger) line(b []byte, source string) {
 		if e.Reason == "lost" {
 			l.leases = append(l.leases, LeaseChange{Time: e.Time, Kind: leaseLost, Msg: e.Msg, Agent: e.Agent, Source: source})
 		}
+	case msgLetGo:
+		l.letGos = append(l.letGos, LetGo{Time: e.Time, Source: source, Why: e.Why, Agents: e.Agents})
+	case msgTakenBack:
+		l.takenBack = append(l.takenBack, LetGo{Time: e.Time, Source: source, Why: e.Why, Agents: e.Held})
 	}
 }
+
+// LetGo is one line of a replica letting every agent go at once (Agents:
+// how many), or taking them back after it (Agents: how many it holds).
+type LetGo struct {
+	Time        time.Time
+	Source, Why string
+	Agents      int
+}
+
+// LetGos returns the let-gos of every agent logged, in the order read.
+func (l *Ledger) LetGos() []LetGo { return l.letGos }
+
+// TakenBack returns the take-backs after let-gos, in the order read.
+func (l *Ledger) TakenBack() []LetGo { return l.takenBack }
 
 // Accounted reports whether id was handled by a completed turn or
 // dead-lettered.
@@ -533,4 +566,15 @@ func (t *Tail) Poll() error {
 		}
 	}
 	return nil
+}
+
+// CompletionsOf returns agent's completed turns, in the order read.
+func (l *Ledger) CompletionsOf(agent string) []Completion {
+	var out []Completion
+	for _, c := range l.completions {
+		if c.Agent == agent {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -201,4 +202,10 @@ func ensureNewline(path string) error {
 		_, err = f.Write([]byte{'\n'})
 	}
 	return err
+}
+
+// logged reports whether the file at path holds s.
+func logged(path, s string) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(data), s)
 }

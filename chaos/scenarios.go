@@ -19,6 +19,8 @@ var scenarios = []scenario{
 	{"self-reschedule", "a model that reschedules itself at once", selfReschedule},
 	{"durable-turn", "kill -9 between a turn's side effect and its end, 5 times", durableTurn},
 	{"shared-kill", "2 agents binding one subject, and a replica killed -9", sharedKill},
+	{"pause", "each of 2 replicas frozen (SIGSTOP) for 10 s mid-turn, state in KV", pause},
+	{"pause-redis", "each of 2 replicas frozen (SIGSTOP) for 10 s mid-turn, state in Redis", pauseRedis},
 }
 
 // drainTimeout bounds the wait for the last messages after a scenario's

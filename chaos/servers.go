@@ -110,6 +110,12 @@ type workerConf struct {
 	// ackWait is nats.ack_wait (default 5s): since the input log it
 	// bounds only subagent jobs, which a scenario shows by raising it.
 	ackWait time.Duration
+	// models holds more models' YAML (keys indented 2, under models:),
+	// and agentModel names the model of an agent other than "fake".
+	models     string
+	agentModel map[string]string
+	// ttl is lease.ttl (default 3s).
+	ttl time.Duration
 }
 
 // The settings that lift the turn rate limits. limits is omitted for a
@@ -153,23 +159,31 @@ func (c workerConf) yaml() string {
 		fmt.Fprintf(&b, "store: {url: %q}\n", c.storeURL)
 	}
 	fmt.Fprintf(&b, "api: {listen: %q}\n", c.apiListen)
+	ttl := c.ttl
+	if ttl == 0 {
+		ttl = 3 * time.Second
+	}
 	if c.heartbeat > 0 {
-		fmt.Fprintf(&b, "lease: {ttl: 3s, heartbeat: %s, holder: %q}\n", c.heartbeat, c.holder)
+		fmt.Fprintf(&b, "lease: {ttl: %s, heartbeat: %s, holder: %q}\n", ttl, c.heartbeat, c.holder)
 	} else {
-		fmt.Fprintf(&b, "lease: {ttl: 3s, holder: %q}\n", c.holder)
+		fmt.Fprintf(&b, "lease: {ttl: %s, holder: %q}\n", ttl, c.holder)
 	}
 	b.WriteString(c.top)
 	if c.model != "" {
-		fmt.Fprintf(&b, "models:\n  fake:\n%sagents:\n", c.model)
+		fmt.Fprintf(&b, "models:\n  fake:\n%s%sagents:\n", c.model, c.models)
 	} else {
-		fmt.Fprintf(&b, "models:\n  fake:\n    provider: scripted\n    script:%s\n    loop: true\nagents:\n", c.script)
+		fmt.Fprintf(&b, "models:\n  fake:\n    provider: scripted\n    script:%s\n    loop: true\n%sagents:\n", c.script, c.models)
 	}
 	tools := c.tools
 	if len(tools) == 0 {
 		tools = []string{"schedule_next_turn"}
 	}
 	for _, a := range c.agents {
-		fmt.Fprintf(&b, "  - name: %s\n    model: fake\n    instruction: \"Chaos test agent: acknowledge the messages.\"\n    tools: [%s]\n    wake_on_start: %t\n", a, strings.Join(tools, ", "), c.wakeOnStart)
+		model := c.agentModel[a]
+		if model == "" {
+			model = "fake"
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    model: %s\n    instruction: \"Chaos test agent: acknowledge the messages.\"\n    tools: [%s]\n    wake_on_start: %t\n", a, model, strings.Join(tools, ", "), c.wakeOnStart)
 		if c.unthrottled {
 			b.WriteString(unthrottledTurn + unthrottledLimits)
 		}

@@ -65,6 +65,7 @@ type Agent struct {
 	retryOutage bool      // the pending retry follows an outage: recovery ends its wait
 	waiting     string    // why turns wait for a dependency; "" when they need not
 	waitCheck   bool      // a re-check of the dependencies is armed
+	fenceCheck  bool      // a re-check of a lease in doubt is armed (gate.go)
 	eagerTimer  bool      // the armed timer is the model's, at the earliest it may be
 	requested   *wakeRequest
 	turns       uint64

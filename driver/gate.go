@@ -59,6 +59,14 @@ func (a *Agent) admit(ctx context.Context) (turnStart, bool) {
 	if a.gate.closed() != "" {
 		return turnStart{}, false
 	}
+	if _, ok := a.sched.Fence(a.spec.Name); !ok {
+		// Owned, but the lease is in doubt here (a renewal overdue: the
+		// process was frozen or starved): a turn started now would be
+		// abandoned at its first call. The lease manager lets the agent go
+		// or renews; either pokes the loop, and so does this timer.
+		a.awaitFenceLocked()
+		return turnStart{}, false
+	}
 	if a.health != nil {
 		if err := a.health.Unavailable(); err != nil {
 			a.waitLocked(err)
@@ -210,4 +218,22 @@ func (a *Agent) throttleLocked(now, next time.Time, reason, note string, turns i
 	a.emit(events.Throttled, map[string]any{"reason": reason, "turns": turns, "until": next, "pause_ms": pause.Milliseconds()})
 	a.notes = append(a.notes, note)
 	a.clock.AfterFunc(pause, a.poke)
+}
+
+// fenceRecheck is how soon an agent whose lease is in doubt looks again.
+const fenceRecheck = time.Second
+
+// awaitFenceLocked arms one look at the gate after fenceRecheck. Callers
+// hold mu.
+func (a *Agent) awaitFenceLocked() {
+	if a.fenceCheck {
+		return
+	}
+	a.fenceCheck = true
+	a.clock.AfterFunc(fenceRecheck, func() {
+		a.mu.Lock()
+		a.fenceCheck = false
+		a.mu.Unlock()
+		a.poke()
+	})
 }

@@ -25,6 +25,15 @@ func (a *Agent) needsRestore() bool {
 	return !a.gate.standby && !a.gate.restored && !a.gate.stopping
 }
 
+// Restored reports whether the agent's durable state is loaded since
+// this replica last acquired it (or kept, for a lease that never left):
+// until then no turn runs and its input is not read.
+func (a *Agent) Restored() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.gate.restored
+}
+
 // Standby reports whether another replica holds (or this one no longer
 // holds) the agent's lease, so no turn runs here.
 func (a *Agent) Standby() bool {

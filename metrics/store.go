@@ -10,7 +10,7 @@ type storeMetrics struct {
 func newStoreMetrics() *storeMetrics {
 	return &storeMetrics{
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "store_operations_total",
-			Help: "Operations on the state store (each a round trip to NATS KV or Redis), by op (get, put, create, update, delete, append, tail) and outcome: ok, refused (not found, exists, revision conflict: a normal answer), error (the store failed or the caller gave up)."},
+			Help: "Operations on the state store (each a round trip to NATS KV or Redis), by op (get, put, create, update, delete, append, tail, claim) and outcome: ok, refused (not found, exists, revision conflict, a moved fence: a normal answer), error (the store failed or the caller gave up)."},
 			[]string{"op", "outcome"}),
 	}
 }

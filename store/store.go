@@ -81,8 +81,9 @@ type Store interface {
 	// where that key cannot be checked in the same step mirrors f there.)
 	// A lease's new holder claims the fence it took before it reads the
 	// agent's state, so nothing its predecessor writes afterwards can
-	// slip under what it read. Claiming an older fence than the newest
-	// claimed is ErrFenced.
+	// slip under what it read. Claiming a fence older than one claimed
+	// already is ErrFenced (a backend may refuse any fence that does not
+	// hold, too); claiming the newest again is not an error.
 	Claim(ctx context.Context, f Fence) error
 
 	// Close releases the store's resources. The store is unusable after.

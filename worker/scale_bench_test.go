@@ -111,6 +111,15 @@ import (
 //     an agent whose message is in a running turn is killed (its NATS
 //     connection cut); kill → message-handled on the other. Anchor: the
 //     ttl; goal: ttl + 1s.
+//   - lease renewal (scale_renew_bench_test.go): during the probe and the
+//     bursts, a probe writes a key every 50ms through the store the lease
+//     renewals use (a connection of its own) and, for the anchor, through
+//     the store the rest of the worker uses (what a renewal waited for
+//     when it shared that connection): the p99 of each, ratio own ÷
+//     shared; goal 1 s, a tenth of the margin before a lapse. Sub-rows:
+//     the worker's own renewals in each phase, start and idle included,
+//     from its agent_worker_lease_renew_seconds histogram (a renewal every
+//     5 s: too few in a phase for a percentile, so the slowest bucket).
 //   - Not goals, printed because they bound the run: how often agents
 //     were told to wait because a dependency was reported down (whole
 //     run), and how long Worker.Stop takes (AW_SCALE_STOPDUMP=DIR writes
@@ -207,6 +216,7 @@ type prodScale struct {
 	late, lateOf int   // agents given only the probe message: handled by the end of the run, of
 	ready        time.Duration
 	allOwned     time.Duration // from the Start call; 0: never within the wait
+	allRestored  time.Duration // from the Start call; 0: never within the wait
 	owned        int
 	rss10, rssN  uint64
 	rssPerAgent  float64
@@ -232,6 +242,8 @@ type prodScale struct {
 	steadyHeap     float64
 	steadyHeapMsgs int64
 	stop           time.Duration
+	// renewals of the lease record by phase (scale_renew_bench_test.go)
+	renewStart, renewIdle, renewProbe, renewBursts renewPhase
 }
 
 // rssSlope is the RSS per idle agent, from 10 to N agents.
@@ -280,15 +292,24 @@ func scaleWorker(b *testing.B, o scaleOptions, l *laps, bare *bareScale) prodSca
 	if r.owned = owned; owned == o.n {
 		r.allOwned = at.Sub(start)
 	}
+	if restored, at := waitRestored(w, 60*time.Second); restored == o.n {
+		r.allRestored = at.Sub(start)
+	}
 	stopProfile()
+	// No probe: most of a start is inside Start, before the stores are
+	// there to probe; the worker's own renewals are measured.
+	ren := readRenewals(b, w)
+	r.renewStart.worker = ren.since(nil)
 	time.Sleep(time.Second)
 	r.rssN, r.goroutinesN = settledRSS(), runtime.NumGoroutine()
 	r.rssPerAgent = r.rssSlope(o.n)
 	writeProfile(b, o.heapDir, "idle.pprof", "heap", 0)
 	ops0, idle0 := storeOpsByOp(b, w), time.Now()
 	stopProfile = profileCPU(b, o.cpuDir, "idle-cpu.pprof")
+	ren = readRenewals(b, w) // no probe: its writes would count as the idle rate
 	r.idleCPU = idleCPU(o.idle)
 	stopProfile()
+	r.renewIdle.worker = readRenewals(b, w).since(ren)
 	secs := time.Since(idle0).Seconds()
 	r.idleOps = opsSince(b, w, ops0)
 	for op := range r.idleOps {
@@ -303,11 +324,17 @@ func scaleWorker(b *testing.B, o scaleOptions, l *laps, bare *bareScale) prodSca
 		b.Fatal(err)
 	}
 	defer nc.Close()
+	ren, probe := readRenewals(b, w), probeRenewals(w)
 	scaleProbe(b, o, nc, c, log, &r)
+	r.renewProbe.own, r.renewProbe.shared = probe.end()
+	r.renewProbe.worker = readRenewals(b, w).since(ren)
 	l.mark("probe")
 	scaleTurns(b, o, w, nc, c, &r)
 	l.mark("one-message turns")
+	ren, probe = readRenewals(b, w), probeRenewals(w)
 	scaleBursts(b, o, w, nc, c, &r, bare)
+	r.renewBursts.own, r.renewBursts.shared = probe.end()
+	r.renewBursts.worker = readRenewals(b, w).since(ren)
 	l.mark("burst")
 	r.waiting = c.waiting.Load()
 	// Agents given nothing after the probe: was their message handled

@@ -234,6 +234,24 @@ func waitReady(w *Worker, start time.Time, timeout time.Duration) time.Duration 
 	return 0
 }
 
+// waitRestored waits until every agent the worker owns has its state
+// restored, or timeout; it returns how many are and when.
+func waitRestored(w *Worker, timeout time.Duration) (int, time.Time) {
+	end := time.Now().Add(timeout)
+	for {
+		restored, agents := 0, w.Driver().Agents()
+		for _, a := range agents {
+			if !a.Standby() && a.Restored() {
+				restored++
+			}
+		}
+		if restored == len(agents) || time.Now().After(end) {
+			return restored, time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitOwned waits until the worker owns (holds the lease of, out of
 // standby) every one of its agents, or the count stops growing for 5s,
 // or timeout; it returns how many it owns and when.

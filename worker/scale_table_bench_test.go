@@ -170,6 +170,23 @@ func printScale(o scaleOptions, s scaleRun) {
 
 	failoverRow(t, s.fail)
 
+	worst := max(p.renewProbe.own.p99, p.renewBursts.own.p99)
+	worstShared := max(p.renewProbe.shared.p99, p.renewBursts.shared.p99)
+	t.row(fmt.Sprintf("lease renewal write p99, busiest phase (%d-msg probe, bursts): its own connection vs the shared one", n),
+		dur(worst), dur(worstShared), ratio(float64(worst), float64(worstShared)), "≤ "+renewGoal.String(),
+		yes(p.renewProbe.own.n > 0 && worst <= renewGoal && p.renewStart.worker.slowest <= renewGoal.Seconds()))
+	t.sub(fmt.Sprintf("start of %d agents (Start called → every agent restored, %v): the worker's own renewals", n, dur(p.allRestored)), p.renewStart.worker.String(), "", "")
+	for _, ph := range []struct {
+		what string
+		r    renewPhase
+	}{
+		{fmt.Sprintf("the probe: %d messages, one per agent", n), p.renewProbe},
+		{fmt.Sprintf("the bursts: %d × %d msgs", len(p.bursts), o.burst), p.renewBursts},
+	} {
+		t.sub(ph.what, ph.r.own.String(), ph.r.shared.String(), ratio(float64(ph.r.own.p99), float64(ph.r.shared.p99)))
+		t.sub("  the worker's own renewals meanwhile (its histogram)", ph.r.worker.String(), "", "")
+	}
+	t.sub(fmt.Sprintf("idle %v: the worker's own renewals (no probe: its writes would count as the idle rate)", o.idle), p.renewIdle.worker.String(), "", "")
 	t.row("agents told to wait, a dependency reported down, whole run (not a goal)", fmt.Sprint(p.waiting), "0", "", "", "")
 	t.row(fmt.Sprintf("Worker.Stop, %d agents (not a goal)", n), dur(p.stop), "", "", "", "")
 	t.tw.Flush()

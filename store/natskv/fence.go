@@ -119,40 +119,35 @@ func (w *fenced) refused(ctx context.Context, op, key string, value []byte, err 
 	return w.s.wrapWrite(ctx, op, key, value, err)
 }
 
-// Claim checks that f holds in the state bucket and mirrors it in the
-// lists bucket: from then on an append under an older fence of f.Key is
-// refused. A newer fence mirrored there already is ErrFenced.
+// Claim mirrors f in the lists bucket: from then on an append under an
+// older fence of f.Key is refused there. It is the mirror's
+// compare-and-set, forward only: written over the mirror as last known
+// (none, for a key never claimed: one request), read again and retried
+// when another claim came between, and refused (ErrFenced) when a newer
+// fence is mirrored already. It does not read the state bucket: its
+// caller has just taken the lease at f, and a fence that moved since is
+// refused by every write under it there, and here once its successor
+// claims it.
 func (s *Store) Claim(ctx context.Context, f store.Fence) error {
 	const op = "claim"
 	if err := s.begin(ctx, op, f.Key); err != nil {
 		return err
 	}
-	e, err := s.state.Get(ctx, f.Key)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return wrap(ctx, op, f.Key, store.ErrFenced)
-	case err != nil:
-		return wrap(ctx, op, f.Key, err)
-	case e.Revision() != f.Revision:
-		return wrap(ctx, op, f.Key, store.ErrFenced)
-	}
+	s.mirrorsMu.Lock()
+	last := s.mirrors[f.Key] // zero: none known, so none there (or read)
+	s.mirrorsMu.Unlock()
 	subj := s.listSubj + f.Key
-	for {
-		cur, seq, err := s.readMirror(ctx, f.Key)
-		if err != nil {
-			return wrap(ctx, op, f.Key, err)
-		}
+	for range 100 {
 		switch {
-		case cur == f.Revision:
-			s.remember(f.Key, mirror{rev: cur, seq: seq})
+		case last.rev == f.Revision:
 			return nil
-		case cur > f.Revision:
+		case last.rev > f.Revision:
 			return wrap(ctx, op, f.Key, store.ErrFenced)
 		}
 		m := nats.NewMsg(subj)
 		m.Data = []byte(strconv.FormatUint(f.Revision, 10))
 		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-		ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(seq))
+		ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(last.seq))
 		switch {
 		case err == nil:
 			s.remember(f.Key, mirror{rev: f.Revision, seq: ack.Sequence})
@@ -160,8 +155,16 @@ func (s *Store) Claim(ctx context.Context, f store.Fence) error {
 		case !wrongLastSequence(err):
 			return wrap(ctx, op, f.Key, err)
 		}
-		// Another claim moved the mirror meanwhile: look again.
+		// The mirror is not as last known: another claim came between,
+		// or this store never saw it. Read it, and go on from there.
+		rev, seq, err := s.readMirror(ctx, f.Key)
+		if err != nil {
+			return wrap(ctx, op, f.Key, err)
+		}
+		last = mirror{rev: rev, seq: seq}
+		s.remember(f.Key, last)
 	}
+	return wrap(ctx, op, f.Key, errors.New("the mirror kept moving"))
 }
 
 // mirrored returns the sequence of f's mirror in the lists bucket: from

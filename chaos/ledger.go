@@ -23,8 +23,10 @@ const (
 	// abandoned.
 	msgTurnAbandoned = "turn abandoned: lease moved"
 	// A let-go of every agent at once, and the taking back after it.
-	msgLetGo      = "letting every agent go: another replica may have taken them; those nobody took are taken back unchanged"
-	msgTakenBack  = "agents taken back after a let-go"
+	msgLetGo     = "letting every agent go: another replica may have taken them; those nobody took are taken back unchanged"
+	msgTakenBack = "agents taken back after a let-go"
+	// The let-go line of versions before the summary line.
+	msgLetGoOld   = "this replica's record could not be renewed in time; letting every agent go"
 	msgDeadLetter = "message rejected to the dead-letter subject"
 	msgDropped    = "message dropped"
 	msgDuplicate  = "duplicate of a handled message; acked without a turn"
@@ -195,7 +197,7 @@ func (l *Ledger) line(b []byte, source string) {
 	}
 	switch head.Msg {
 	case msgWorkerStarted, msgTurnStarted, msgTurnCompleted, msgTurnFailed, msgTurnAbandoned, msgDeadLetter, msgDropped, msgDuplicate, msgThrottled, msgAlreadyHandled, msgAbandoned,
-		msgTakenOver, msgHandingOver, msgHandedOver, msgAgentLetGo, msgLetGo, msgTakenBack:
+		msgTakenOver, msgHandingOver, msgHandedOver, msgAgentLetGo, msgLetGo, msgLetGoOld, msgTakenBack:
 	default:
 		return
 	}
@@ -260,6 +262,8 @@ func (l *Ledger) line(b []byte, source string) {
 		}
 	case msgLetGo:
 		l.letGos = append(l.letGos, LetGo{Time: e.Time, Source: source, Why: e.Why, Agents: e.Agents})
+	case msgLetGoOld:
+		l.letGos = append(l.letGos, LetGo{Time: e.Time, Source: source, Why: "late_renewal"})
 	case msgTakenBack:
 		l.takenBack = append(l.takenBack, LetGo{Time: e.Time, Source: source, Why: e.Why, Agents: e.Held})
 	}

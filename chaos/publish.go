@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -169,3 +172,50 @@ func (p *publisher) ids() []string {
 	defer p.mu.Unlock()
 	return append([]string(nil), p.acked...)
 }
+
+// post sends one message for agent through a worker's API (POST
+// /v1/agents/{name}/messages with an id), retrying every 100 ms for up to
+// publishTimeout, and counts it as the publisher's once the API accepted
+// it (202: the input stream has it).
+func (p *publisher) post(ctx context.Context, api, agent string) (string, error) {
+	p.mu.Lock()
+	p.n["p"]++
+	id := fmt.Sprintf("%s-p%05d", p.prefix, p.n["p"])
+	p.mu.Unlock()
+	body, err := json.Marshal(map[string]string{"text": "chaos message " + id, "id": id})
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/agents/"+agent+"/messages", bytes.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := postClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				p.mu.Lock()
+				p.acked = append(p.acked, id)
+				p.sent[id] = sentMsg{at: time.Now(), agent: agent}
+				p.mu.Unlock()
+				return id, nil
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		last = err
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return "", fmt.Errorf("post %s: not accepted within %v: %w (last error: %v)", id, publishTimeout, err, last)
+		}
+	}
+}
+
+// postClient posts to a starved worker's API: a slow answer is waited
+// for, not retried at once (a retry is the same id, so it is one message
+// anyway).
+var postClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}

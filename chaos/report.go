@@ -94,6 +94,7 @@ A scenario fails (and ` + "`make chaos`" + ` exits non-zero) when it lost, doubl
 		}
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
+	b.WriteString(timingFaults)
 	for _, r := range results {
 		fmt.Fprintf(&b, "\n## %d. %s: %s\n\n", r.N, r.Name, r.Title)
 		if len(r.Story) > 0 {
@@ -112,6 +113,15 @@ A scenario fails (and ` + "`make chaos`" + ` exits non-zero) when it lost, doubl
 	}
 	return b.String()
 }
+
+// timingFaults is what the report says of timing faults, before the
+// scenarios that cause them (pause, pause-redis, starve; and the soak's
+// SIGSTOP and CPU quota faults).
+const timingFaults = `
+## Timing faults
+
+A replica frozen (SIGSTOP: a stop-the-world pause, a VM freeze) or starved (a cgroup CPU quota: a CPU limit, a busy node) past its lease must do nothing visible when it wakes, and must not let its agents go over and over. Promised, and counted by ` + "`pause`, `pause-redis` and `starve`" + ` below (and the soak's SIGSTOP and CPU quota faults): no message handled twice or lost; a turn whose lease moved while it ran records nothing and says so (` + "`turn abandoned: lease moved`" + `, counted as a failed turn with outcome ` + "`abandoned`" + `), because its record is written under the lease's revision and the store refuses it; a lease taken back that changed hands reloads the agent from the store; an approval pending and a subagent running across a freeze come out once; a starved replica with 10,000 agents becomes ready, handles each message once and lets its agents go at most once, its lease renewals on a connection of their own. Not promised: a model call at the provider when the process froze may finish and be billed without its cost reaching the stored spend; a tool call already started runs to its end. The design: [architecture.md, Timing faults](architecture.md#timing-faults).
+`
 
 // outcome says in words where the messages ended up.
 func outcome(r *Result) string {

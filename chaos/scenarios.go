@@ -21,6 +21,7 @@ var scenarios = []scenario{
 	{"shared-kill", "2 agents binding one subject, and a replica killed -9", sharedKill},
 	{"pause", "each of 2 replicas frozen (SIGSTOP) for 10 s mid-turn, state in KV", pause},
 	{"pause-redis", "each of 2 replicas frozen (SIGSTOP) for 10 s mid-turn, state in Redis", pauseRedis},
+	{"starve", "10,000 agents held to a quarter core (cgroup CPU quota), a 10,000-message burst", starve},
 }
 
 // drainTimeout bounds the wait for the last messages after a scenario's

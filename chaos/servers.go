@@ -35,6 +35,8 @@ type service struct {
 	api    string // workers: http://127.0.0.1:PORT
 	p      *proc
 	starts []time.Time // when each start was issued
+	// readyWithin bounds the wait for ready (default startTimeout).
+	readyWithin time.Duration
 }
 
 // running reports whether the service's process is alive.
@@ -51,7 +53,11 @@ func (s *service) start(ctx context.Context, r *reaper) error {
 	}
 	s.p = p
 	s.starts = append(s.starts, time.Now())
-	err = poll(ctx, startTimeout, 50*time.Millisecond, s.name+" to be ready", func() (bool, error) {
+	within := startTimeout
+	if s.readyWithin > 0 {
+		within = s.readyWithin
+	}
+	err = poll(ctx, within, 50*time.Millisecond, s.name+" to be ready", func() (bool, error) {
 		if p.exited() {
 			return false, fmt.Errorf("%s exited during start-up (%v):\n%s", s.name, p.err, tailOf(s.log, 15))
 		}
@@ -353,9 +359,20 @@ func (s *service) status(ctx context.Context, agent string) (agentStatus, error)
 // metrics scrapes the worker's /metrics: each series (name and labels as
 // written, e.g. agent_worker_agent_owned{agent="a1"}) to its value.
 func (s *service) metrics(ctx context.Context) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	code, body, err := apiCall(ctx, http.MethodGet, s.api+"/metrics")
+	// Not apiCall: with thousands of agents a scrape is megabytes.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.api+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := postClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	code := resp.StatusCode
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		return nil, err
 	}

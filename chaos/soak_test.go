@@ -52,6 +52,10 @@ func TestFaultPickerKindsAndRanges(t *testing.T) {
 			switch f.Kind {
 			case faultKill, faultTerm:
 				ok = within(f.For, spanReplicaDown) && slices.Contains(testReplicas, f.Replica)
+			case faultStop:
+				ok = within(f.For, spanStopped) && slices.Contains(testReplicas, f.Replica)
+			case faultStarve:
+				ok = within(f.For, spanStarved) && slices.Contains(testReplicas, f.Replica)
 			case faultNATS:
 				ok = within(f.For, spanNATSDown)
 			case faultRedis:
@@ -69,7 +73,7 @@ func TestFaultPickerKindsAndRanges(t *testing.T) {
 				t.Fatalf("%s: fault out of its ranges: %+v", store, f)
 			}
 		}
-		want := []string{faultKill, faultTerm, faultNATS, faultProvider, faultPause, faultBurst}
+		want := []string{faultKill, faultTerm, faultNATS, faultProvider, faultPause, faultBurst, faultStop, faultStarve}
 		if store == storeRedis {
 			want = append(want, faultRedis)
 		}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -128,6 +130,30 @@ func (s *soak) inflict(f fault, ff *firedFault) error {
 			return err
 		}
 		r.restarted()
+	case faultStop:
+		r := s.replica(f.Replica)
+		ff.Agents = s.watch.held(f.Replica)
+		ff.Note = fmt.Sprintf("it held %d agents", len(ff.Agents))
+		ff.Cleared = time.Now() // its agents move from now on
+		r.svc.p.signal(syscall.SIGSTOP)
+		err := sleep(s.ctx, f.For)
+		r.svc.p.signal(syscall.SIGCONT)
+		return err
+	case faultStarve:
+		r := s.replica(f.Replica)
+		ff.Agents = s.watch.held(f.Replica)
+		q, err := newCPUQuota(fmt.Sprintf("agent-worker-soak-%d-%s", os.Getpid(), f.Replica), starvedShare)
+		if err != nil {
+			return err
+		}
+		if err := q.add(r.svc.p.cmd.Process.Pid); err != nil {
+			_ = q.remove()
+			return err
+		}
+		ff.Cleared = time.Now()
+		err = sleep(s.ctx, f.For)
+		ff.Note = fmt.Sprintf("it held %d agents; %s", len(ff.Agents), q.throttled())
+		return errors.Join(err, q.release(r.svc.p.cmd.Process.Pid), q.remove())
 	case faultNATS, faultRedis:
 		svc := s.ns
 		if f.Kind == faultRedis {

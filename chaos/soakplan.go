@@ -18,6 +18,10 @@ const (
 	faultProvider = "provider errors"
 	faultPause    = "pause agent"
 	faultBurst    = "burst"
+	// Timing faults: a replica frozen (a stop-the-world pause, a VM
+	// freeze) or starved (a busy node, a CPU limit).
+	faultStop   = "SIGSTOP replica"
+	faultStarve = "CPU quota replica"
 )
 
 // The ranges the picker draws from, inclusive.
@@ -28,7 +32,12 @@ var (
 	spanRedisDown    = [2]time.Duration{5 * time.Second, 15 * time.Second}
 	spanProviderDown = [2]time.Duration{10 * time.Second, 30 * time.Second}
 	spanPaused       = [2]time.Duration{5 * time.Second, 15 * time.Second}
+	spanStopped      = [2]time.Duration{10 * time.Second, 30 * time.Second}
+	spanStarved      = [2]time.Duration{30 * time.Second, 60 * time.Second}
 )
+
+// starvedShare is the share of one core a starved replica gets.
+const starvedShare = 0.25
 
 // burstMessages is the size of a burst: published back to back to one
 // agent's inbox, beside the steady load.
@@ -55,6 +64,10 @@ func (f fault) String() string {
 	switch f.Kind {
 	case faultKill, faultTerm:
 		return fmt.Sprintf("%s %s, restarted after %s", f.Kind, f.Replica, secs(f.For))
+	case faultStop:
+		return fmt.Sprintf("%s %s for %s, then SIGCONT", f.Kind, f.Replica, secs(f.For))
+	case faultStarve:
+		return fmt.Sprintf("%s %s: %.2f of a core for %s", f.Kind, f.Replica, starvedShare, secs(f.For))
 	case faultNATS, faultRedis:
 		return fmt.Sprintf("%s for %s", f.Kind, secs(f.For))
 	case faultProvider:
@@ -79,7 +92,7 @@ type faultPicker struct {
 // newFaultPicker returns the picker for seed. Redis outages are picked
 // only with the redis store.
 func newFaultPicker(seed uint64, store string, replicas, agents []string) *faultPicker {
-	kinds := []string{faultKill, faultTerm, faultNATS, faultProvider, faultPause, faultBurst}
+	kinds := []string{faultKill, faultTerm, faultNATS, faultProvider, faultPause, faultBurst, faultStop, faultStarve}
 	if store == storeRedis {
 		kinds = append(kinds, faultRedis)
 	}
@@ -92,6 +105,10 @@ func (p *faultPicker) next() fault {
 	switch f.Kind {
 	case faultKill, faultTerm:
 		f.Replica, f.For = p.replicas[p.rng.IntN(len(p.replicas))], p.between(spanReplicaDown)
+	case faultStop:
+		f.Replica, f.For = p.replicas[p.rng.IntN(len(p.replicas))], p.between(spanStopped)
+	case faultStarve:
+		f.Replica, f.For = p.replicas[p.rng.IntN(len(p.replicas))], p.between(spanStarved)
 	case faultNATS:
 		f.For = p.between(spanNATSDown)
 	case faultRedis:

@@ -82,7 +82,8 @@ type recovery struct {
 func (h *harness) run(ctx context.Context, s scenario, n int) *Result {
 	res := &Result{N: n, Name: s.name, Title: s.title, Pending: -1}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	timeout := max(h.timeout, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	e := &env{ctx: ctx, h: h, prefix: fmt.Sprintf("s%d", n), res: res, led: NewLedger()}
 	e.tail = NewTail(e.led)
@@ -94,7 +95,7 @@ func (h *harness) run(ctx context.Context, s scenario, n int) *Result {
 	e.dir = dir
 	err = s.run(e)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil {
-		err = fmt.Errorf("scenario deadline of %v passed: %w", h.timeout, err)
+		err = fmt.Errorf("scenario deadline of %v passed: %w", timeout, err)
 	}
 	res.Err = errors.Join(err, e.finish())
 	res.Elapsed = time.Since(start)

@@ -113,7 +113,7 @@ func parseFlags() (options, bool) {
 	flag.StringVar(&o.redisBin, "redis-server", "redis-server", "the redis-server binary")
 	flag.StringVar(&o.out, "out", "docs/RELIABILITY.md", "the Markdown report to write (empty: none)")
 	only := flag.String("run", "", "run only the scenarios whose name matches this regular expression")
-	flag.DurationVar(&o.total, "timeout", 9*time.Minute, "stop everything after this long")
+	flag.DurationVar(&o.total, "timeout", 20*time.Minute, "stop everything after this long")
 	flag.DurationVar(&o.each, "scenario-timeout", 3*time.Minute, "stop a scenario after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scenarios' directories (configs, logs, data) and print where")
 	flag.BoolVar(&o.soak, "soak", false, "run the soak (SOAK_SEED, SOAK_DURATION, SOAK_STORE) instead of the scenarios; -timeout then defaults to SOAK_DURATION + 10m")

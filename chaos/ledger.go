@@ -145,21 +145,22 @@ func NewLedger() *Ledger {
 
 // logLine holds the attributes of the lines the ledger reads.
 type logLine struct {
-	Time     time.Time `json:"time"`
-	Msg      string    `json:"msg"`
-	Agent    string    `json:"agent"`
-	Turn     uint64    `json:"turn"`
-	IDs      []string  `json:"ids"`
-	ID       string    `json:"id"`
-	Reason   string    `json:"reason"`
-	Outcome  string    `json:"outcome"`
-	Error    string    `json:"error"`
-	To       string    `json:"to"`       // agent handed over
-	Previous string    `json:"previous"` // lease taken over
-	Journal  uint64    `json:"journal_turn"`
-	Why      string    `json:"why"`    // a let-go's
-	Agents   int       `json:"agents"` // a let-go's agents
-	Held     int       `json:"held"`   // held after a take-back
+	Time      time.Time `json:"time"`
+	Msg       string    `json:"msg"`
+	Agent     string    `json:"agent"`
+	Turn      uint64    `json:"turn"`
+	IDs       []string  `json:"ids"`
+	ID        string    `json:"id"`
+	Reason    string    `json:"reason"`
+	Outcome   string    `json:"outcome"`
+	Error     string    `json:"error"`
+	To        string    `json:"to"`       // agent handed over
+	Previous  string    `json:"previous"` // lease taken over
+	Journal   uint64    `json:"journal_turn"`
+	Why       string    `json:"why"`        // a let-go's
+	Agents    int       `json:"agents"`     // a let-go's agents
+	TakenBack int       `json:"taken_back"` // a take-back's agents
+	LetGo     int       `json:"let_go"`     // of those let go
 }
 
 // Consume reads the complete lines of data, those ending in a newline,
@@ -265,16 +266,17 @@ func (l *Ledger) line(b []byte, source string) {
 	case msgLetGoOld:
 		l.letGos = append(l.letGos, LetGo{Time: e.Time, Source: source, Why: "late_renewal"})
 	case msgTakenBack:
-		l.takenBack = append(l.takenBack, LetGo{Time: e.Time, Source: source, Why: e.Why, Agents: e.Held})
+		l.takenBack = append(l.takenBack, LetGo{Time: e.Time, Source: source, Why: e.Why, Agents: e.TakenBack, Of: e.LetGo})
 	}
 }
 
 // LetGo is one line of a replica letting every agent go at once (Agents:
-// how many), or taking them back after it (Agents: how many it holds).
+// how many), or taking them back after it (Agents: how many, Of: of how
+// many let go).
 type LetGo struct {
 	Time        time.Time
 	Source, Why string
-	Agents      int
+	Agents, Of  int
 }
 
 // LetGos returns the let-gos of every agent logged, in the order read.

@@ -92,6 +92,9 @@ func (m *Manager) recover() {
 	if !m.selfLive(m.o.Clock.Now()) {
 		return // taken back once a renewal lands (renewSelf asks again)
 	}
+	m.mu.Lock()
+	before := len(m.held)
+	m.mu.Unlock()
 	m.round(ctx, m.free, m.stepOne)
 	m.mu.Lock()
 	l := m.lapse
@@ -102,7 +105,7 @@ func (m *Manager) recover() {
 		return // another recover said it
 	}
 	m.o.Log.Info("agents taken back after a let-go", "holder", m.o.Holder, "why", l.why,
-		"let_go", l.agents, "held", held, "after", m.o.Clock.Now().Sub(l.at).Round(time.Millisecond))
+		"let_go", l.agents, "taken_back", max(held-before, 0), "held", held, "after", m.o.Clock.Now().Sub(l.at).Round(time.Millisecond))
 }
 
 // recovering reports whether a let-go is not yet followed by the round

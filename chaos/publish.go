@@ -105,10 +105,7 @@ func (p *publisher) publish(ctx context.Context, kind string, m message) (string
 		_, err := p.js.PublishMsg(actx, msg)
 		acancel()
 		if err == nil {
-			p.mu.Lock()
-			p.acked = append(p.acked, id)
-			p.sent[id] = sentMsg{at: time.Now(), agent: m.agent}
-			p.mu.Unlock()
+			p.took(id, m.agent)
 			return id, nil
 		}
 		last = err
@@ -158,6 +155,15 @@ func (p *publisher) load(ctx context.Context, n int, stop <-chan struct{}, inter
 	return done
 }
 
+// took counts id, for agent, as published now: JetStream acked it, or
+// the API accepted it.
+func (p *publisher) took(id, agent string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.acked = append(p.acked, id)
+	p.sent[id] = sentMsg{at: time.Now(), agent: agent}
+}
+
 // sentAt returns when JetStream acked id and the agent it was for.
 func (p *publisher) sentAt(id string) (sentMsg, bool) {
 	p.mu.Lock()
@@ -200,10 +206,7 @@ func (p *publisher) post(ctx context.Context, api, agent string) (string, error)
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode/100 == 2 {
-				p.mu.Lock()
-				p.acked = append(p.acked, id)
-				p.sent[id] = sentMsg{at: time.Now(), agent: agent}
-				p.mu.Unlock()
+				p.took(id, agent)
 				return id, nil
 			}
 			err = fmt.Errorf("HTTP %d", resp.StatusCode)

@@ -18,13 +18,23 @@
 // A renewal that fails with a conflict is settled by reading the record:
 // one that still names this replica is its own renewal that the store
 // applied but whose reply was lost (a timeout or a reconnect); the replica
-// adopts that record's revision and keeps its leases. A replica that could
+// adopts that record's revision and keeps its leases. Renewals go through
+// Options.Renewal (a connection of their own) on a timer that does
+// nothing else, so bulk work never makes them late. A replica that could
 // not renew its record for TTL - RenewEvery lets every agent go at once,
-// before another replica could take one; once renewed again it takes back
-// the leases that still name it. A replica's lease records are read back a
-// few at a time (all of them every verifyRounds renewals): one found gone
-// or naming another holder (written by hand, or a store that lost writes)
-// is a loss.
+// before another replica could take one (lapse.go); once renewed again
+// it takes back the leases that still name it, as never moved when their
+// revision is the one it held. A replica's lease records are read back a
+// few at a time (all of them every verifyRounds renewals): one found gone,
+// naming another holder or at another revision (written by hand, or a
+// store that lost writes) is a loss.
+//
+// Fencing. A lease's revision is its fencing token (Fence): the owner
+// writes the agent's state under it (store.Store.Fenced), so the store
+// refuses what a holder frozen past its lease writes once it wakes. Every
+// gain claims its fence in the store (store.Store.Claim) before
+// OnAcquire, and Fence turns false the moment a renewal is overdue on
+// this process's clock, before any renewal has run.
 //
 // Spreading. With Options.Assign (package membership: rendezvous hashing
 // over the live replicas), a replica takes a free lease only if the agent

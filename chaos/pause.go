@@ -349,7 +349,7 @@ func (r *pauseRun) checkAbandoned() error {
 		e.note("%s let every agent go at %s (%s, %d agents)", l.Source, l.Time.Format("15:04:05.000"), l.Why, l.Agents)
 	}
 	for _, l := range e.led.TakenBack() {
-		e.note("%s took back %d of the %d it let go at once (the rest another replica had taken)", l.Source, l.Agents, l.Of)
+		e.note("%s took back %d of the %d it let go, unchanged (nobody had taken them)", l.Source, l.Agents, l.Of)
 	}
 	return nil
 }

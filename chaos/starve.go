@@ -92,7 +92,7 @@ func starve(e *env) error {
 		e.note("it let every agent go at %s (%s, %d agents)", l.Time.Format("15:04:05.000"), l.Why, l.Agents)
 	}
 	for _, l := range e.led.TakenBack() {
-		e.note("it took back %d of the %d it let go at once", l.Agents, l.Of)
+		e.note("it took back %d of the %d it let go, unchanged (nobody had taken them)", l.Agents, l.Of)
 	}
 	if len(letGos) > 1 {
 		e.broken("it let every agent go %d times, want at most once", len(letGos))

@@ -26,6 +26,9 @@ type lapse struct {
 	why    string
 	agents int
 	at     time.Time
+	// gains is Manager.unmovedGains at the let-go: the leases taken
+	// back unchanged since are the count's growth.
+	gains int64
 	// late: renewals in a row that were late or failed; lateLogged: when
 	// that was last logged.
 	late       int
@@ -57,6 +60,7 @@ func (m *Manager) fenceAll(why string, age time.Duration) bool {
 	}
 	if n > 0 {
 		m.lapse.why, m.lapse.agents, m.lapse.at, m.lapse.letGoAt, m.lapse.letGoWhy = why, n, now, now, why
+		m.lapse.gains = m.unmovedGains.Load()
 	}
 	m.mu.Unlock()
 	if n == 0 {
@@ -92,9 +96,6 @@ func (m *Manager) recover() {
 	if !m.selfLive(m.o.Clock.Now()) {
 		return // taken back once a renewal lands (renewSelf asks again)
 	}
-	m.mu.Lock()
-	before := len(m.held)
-	m.mu.Unlock()
 	m.round(ctx, m.free, m.stepOne)
 	m.mu.Lock()
 	l := m.lapse
@@ -105,7 +106,7 @@ func (m *Manager) recover() {
 		return // another recover said it
 	}
 	m.o.Log.Info("agents taken back after a let-go", "holder", m.o.Holder, "why", l.why,
-		"let_go", l.agents, "taken_back", max(held-before, 0), "held", held, "after", m.o.Clock.Now().Sub(l.at).Round(time.Millisecond))
+		"let_go", l.agents, "taken_back", m.unmovedGains.Load()-l.gains, "held", held, "after", m.o.Clock.Now().Sub(l.at).Round(time.Millisecond))
 }
 
 // recovering reports whether a let-go is not yet followed by the round

@@ -199,6 +199,9 @@ func TestALetGoIsOneLine(t *testing.T) {
 	if !strings.Contains(out, "agents=300") || !strings.Contains(out, "why=late_renewal") {
 		t.Errorf("the let-go line does not say how many and why:\n%s", clip(out))
 	}
+	if !strings.Contains(out, "taken_back=300") {
+		t.Errorf("the take-back line does not say all 300 came back unchanged:\n%s", clip(out))
+	}
 	if letGo.Load() != int64(len(agents)) {
 		t.Errorf("OnLetGo told of %d agents, want %d", letGo.Load(), len(agents))
 	}

@@ -77,6 +77,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agent-worker/agent-worker/clock"
@@ -248,8 +249,11 @@ type Manager struct {
 	// losing are agents let go at a lapse (fenceAll) whose OnLose is not
 	// queued yet: the next step of each queues it, before any gain.
 	losing map[string]bool
-	// lapse is the let-go being recovered from (lapse.go).
-	lapse lapse
+	// lapse is the let-go being recovered from (lapse.go);
+	// unmovedGains counts the leases taken back that never left, for
+	// its summary line.
+	lapse        lapse
+	unmovedGains atomic.Int64
 	// heldList is held's agents, sorted (nil: to be made again).
 	heldList []string
 	handing  map[string]*handover

@@ -20,6 +20,9 @@ func (m *Manager) stepOne(ctx context.Context, agent string) {
 	g, gained := m.seek(ctx, agent)
 	cancel()
 	if gained {
+		if !g.Moved {
+			m.unmovedGains.Add(1)
+		}
 		m.setOwner(agent, m.o.Holder)
 		if m.o.OnAcquire != nil {
 			m.callsOf(agent).later(func() { m.o.OnAcquire(agent, g) })

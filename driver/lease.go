@@ -84,10 +84,12 @@ func (a *Agent) setOwned(owned, moved bool) {
 		prev := a.lg
 		a.lg = logState{gen: prev.gen + 1}
 		switch {
-		case !owned && !a.running && !prev.storing:
-			// What this process holds is the store's truth while nothing
-			// of the agent is being written: kept for a take-back that
-			// nobody moved. (A write under way may still land.)
+		case !owned && a.gate.restored && !a.running && !prev.storing:
+			// What this process holds is the store's truth once it was
+			// restored and while nothing of the agent is being written:
+			// kept for a take-back that nobody moved. (A write under way
+			// may still land; a restore under way may finish after the
+			// cursors were taken here.)
 			a.lg.keep = maps.Clone(prev.cursors)
 			if a.lg.keep == nil {
 				a.lg.keep = inbox.Cursors{}

@@ -200,3 +200,49 @@ func TestARegainedAgentDoesNotRerunWhatTheOtherHolderHandled(t *testing.T) {
 		t.Fatalf("r1's turn after the regain is numbered %v, want 3 (r2 ran 1 and 2)", n)
 	}
 }
+
+// heldGets is a store whose reads of one key wait, while armed, until
+// the test lets them go; it counts them.
+type heldGets struct {
+	store.Store
+	key     string
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	n       atomic.Int64
+}
+
+func (h *heldGets) Get(ctx context.Context, k string) (store.Entry, error) {
+	if k == h.key {
+		h.n.Add(1)
+		if h.armed.Load() {
+			h.entered <- struct{}{}
+			<-h.release
+		}
+	}
+	return h.Store.Get(ctx, k)
+}
+
+// A lease let go while the agent's restore was still under way, then
+// taken back unmoved, is restored again: what the process held when it
+// let go was not the store's truth yet (a restore that finishes after
+// the let-go must not stand for one that read the cursors). On the code
+// before this check the take-back kept empty cursors and read the log
+// from its start.
+func TestATakeBackAfterALetGoMidRestoreRestoresAgain(t *testing.T) {
+	t.Parallel()
+	base := memstore.New(clock.NewFake(epoch))
+	st := &heldGets{Store: base, key: "agent.tester.paused", entered: make(chan struct{}), release: make(chan struct{})}
+	lease, log, out := &believedLease{}, newMemLog(), &syncbuf.Buffer{}
+	lease.set(takeLease(t, base, "r1"), true)
+	h := fencedHarness(t, []config.ScriptStep{text("ok")}, st, lease, log, out)
+	st.armed.Store(true)
+	h.a.Acquired(true)
+	<-st.entered // the restore reads the pause
+	h.a.SetOwned(false)
+	st.armed.Store(false)
+	close(st.release)
+	wait.For(t, "the restore under way to finish", func() bool { return h.a.Restored() })
+	h.a.Acquired(false)
+	wait.For(t, "a second restore", func() bool { return st.n.Load() >= 2 })
+}

@@ -53,6 +53,12 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
+	// Every replica of the run shares one seal key (seal.key_file).
+	sealKeyFile = filepath.Join(h.root, "seal.key")
+	if err := writeSealKey(sealKeyFile); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
 	keepRoot := o.keep
 	if o.keep {
 		fmt.Fprintln(os.Stderr, "chaos: keeping the scenarios' files in", h.root)

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -148,10 +150,32 @@ const (
         usage: {input: 100, output: 10}`
 )
 
+// sealKeyFile is the seal key every replica of the run shares (written
+// at start); "" leaves each replica its own.
+var sealKeyFile string
+
+// sealYAML is the config line that names sealKeyFile: a line of its own,
+// which newWorker drops for a binary from before seal.key_file.
+func sealYAML() string {
+	if sealKeyFile == "" {
+		return ""
+	}
+	return fmt.Sprintf("seal: {key_file: %q}\n", sealKeyFile)
+}
+
+// writeSealKey writes a new seal key (base64 of 32 random bytes) to
+// path, mode 0600.
+func writeSealKey(path string) error {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(k)+"\n"), 0o600)
+}
+
 // yaml renders the worker's config file.
 func (c workerConf) yaml() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "data_dir: %q\nshutdown_grace: 5s\nlog: {format: json, level: info}\n", c.dataDir)
+	b.WriteString(sealYAML())
 	ackWait := c.ackWait
 	if ackWait == 0 {
 		ackWait = 5 * time.Second
@@ -218,6 +242,11 @@ func newWorker(bin, dir string, c workerConf) (*service, error) {
 	if err != nil && c.unthrottled && strings.Contains(string(out), "turns_per_hour") {
 		// A binary from before limits.turns_per_hour.
 		y = strings.ReplaceAll(y, unthrottledLimits, "")
+		out, err = validate(bin, cfg, y)
+	}
+	if err != nil && sealYAML() != "" && strings.Contains(string(out), "seal") {
+		// A binary from before seal.key_file (its key lives in the store).
+		y = strings.ReplaceAll(y, sealYAML(), "")
 		out, err = validate(bin, cfg, y)
 	}
 	if err != nil {

@@ -25,6 +25,8 @@ type Config struct {
 	NATS          NATS     `yaml:"nats"`
 	Store         Store    `yaml:"store"`
 	API           API      `yaml:"api"`
+	// Seal names the deployment's sealing key (seal.go).
+	Seal Seal `yaml:"seal"`
 	// Models are named model definitions that agents refer to by name.
 	Models map[string]Model `yaml:"models"`
 	// MCPServers are the MCP servers whose tools agents may be granted

@@ -21,6 +21,7 @@ func (v *validator) config(c *Config) {
 	v.telemetry(c)
 
 	v.store(c)
+	v.seal(c)
 	v.apiTokens(c)
 	v.listeners(c)
 	v.natsAuth(c.NATS)

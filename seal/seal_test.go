@@ -1,44 +1,12 @@
 package seal_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/seal"
-	"github.com/agent-worker/agent-worker/store/memstore"
 )
-
-// TestReplicasAgreeOnOneKey: replicas loading the key together from one
-// store get the same key, and a seal one makes checks on another.
-func TestReplicasAgreeOnOneKey(t *testing.T) {
-	t.Parallel()
-	st := memstore.New(nil)
-	keys := make([]seal.Key, 8)
-	var wg sync.WaitGroup
-	for i := range keys {
-		wg.Go(func() {
-			k, err := seal.Load(context.Background(), st)
-			if err != nil {
-				t.Error(err)
-			}
-			keys[i] = k
-		})
-	}
-	wg.Wait()
-	s := keys[0].Sign([]byte("report"))
-	for i, k := range keys {
-		if !k.Verify(s, []byte("report")) {
-			t.Fatalf("replica %d does not accept replica 0's seal: the replicas loaded different keys", i)
-		}
-	}
-	other, _ := seal.Load(context.Background(), memstore.New(nil))
-	if other.Verify(s, []byte("report")) {
-		t.Fatal("another deployment's key accepted the seal")
-	}
-}
 
 // TestASealBindsSubjectHeadersAndBody: moving a sealed message to another
 // subject, changing a sealed header or the body, or cutting parts
@@ -93,26 +61,3 @@ func TestASealBindsSubjectHeadersAndBody(t *testing.T) {
 	}
 }
 
-// TestALoadedKeySurvivesARestart: the key is durable: loading it again
-// from the same store gives the same key.
-func TestALoadedKeySurvivesARestart(t *testing.T) {
-	t.Parallel()
-	st := memstore.New(nil)
-	a, err := seal.Load(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := seal.Load(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !b.Verify(a.Sign([]byte("x")), []byte("x")) {
-		t.Fatal("a second load made a new key")
-	}
-	if _, err := st.Put(context.Background(), seal.StoreKey, []byte("short")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := seal.Load(context.Background(), st); err == nil {
-		t.Fatal("a damaged key was accepted")
-	}
-}

@@ -61,7 +61,7 @@ func newAuditCluster(t *testing.T) *auditCluster {
 // start starts replica h (again, after stop: a restarted worker).
 func (c *auditCluster) start(h string) *running {
 	c.t.Helper()
-	y := fmt.Sprintf(`data_dir: %s
+	y := fmt.Sprintf(sealLine()+`data_dir: %s
 shutdown_grace: 5s
 api:
   listen: "127.0.0.1:0"

@@ -113,7 +113,7 @@ func writeConfig(t testing.TB, s setup) *config.Config {
 	if s.api == "" {
 		s.api = `{listen: "127.0.0.1:0"}`
 	}
-	y := fmt.Sprintf(`data_dir: %s
+	y := fmt.Sprintf(sealLine()+`data_dir: %s
 shutdown_grace: 5s
 api: %s
 nats:

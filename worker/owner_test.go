@@ -42,7 +42,7 @@ func replicaConfig(t *testing.T, holder, natsURL, script, agentYAML, modelsYAML 
 	if script == "" {
 		script = `[{text: "noted", usage: {input: 100, output: 10}}]`
 	}
-	y := fmt.Sprintf(`data_dir: %s
+	y := fmt.Sprintf(sealLine()+`data_dir: %s
 shutdown_grace: 5s
 api: {listen: "127.0.0.1:0"}
 nats: {url: %q, ack_wait: 1s, max_message_bytes: 4096}

@@ -119,7 +119,7 @@ func scaleFailover(b *testing.B, l *laps) failoverScale {
 // startFailoverReplica starts replica holder of the failover on url with
 // the model's script.
 func startFailoverReplica(b *testing.B, url, holder, script string) (*Worker, error) {
-	yaml := fmt.Sprintf(`data_dir: %s
+	yaml := fmt.Sprintf(sealLine()+`data_dir: %s
 shutdown_grace: 2s
 api: {listen: "127.0.0.1:0"}
 nats: {url: %q, ack_wait: 30s}

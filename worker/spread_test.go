@@ -114,7 +114,7 @@ func newFleet(tb testing.TB, agents int, ackWait string) *fleet {
 
 func (c *fleet) config(holder string) *config.Config {
 	var b strings.Builder
-	fmt.Fprintf(&b, `data_dir: %s
+	fmt.Fprintf(&b, sealLine()+`data_dir: %s
 shutdown_grace: 10s
 api: {listen: "127.0.0.1:0"}
 nats: {url: %q, ack_wait: %s}

@@ -2,7 +2,11 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/agent-worker/agent-worker/config"
 
 	"github.com/agent-worker/agent-worker/seal"
 	"github.com/agent-worker/agent-worker/store"
@@ -66,11 +70,46 @@ func (w *Worker) closeStore(context.Context) {
 }
 
 // loadSeal loads the deployment's sealing key: what the worker publishes
-// with a meaning a stranger must not claim carries its seal.
+// with a meaning a stranger must not claim carries its seal. The key comes
+// from seal.key_file/key_env, or the data dir's own file; one an older
+// worker kept in the store is taken out (seal.Open).
 func (w *Worker) loadSeal(s *starting) error {
-	var err error
-	w.seal, err = seal.Load(s.ctx, w.store)
+	src, err := sealSource(s.cfg.Seal)
+	if err != nil {
+		return classed{ErrConfig, err}
+	}
+	src.LocalFile = s.cfg.LocalSealFile()
+	if src.Key == "" && s.cfg.SharedState() {
+		s.o.Log.Warn("seal key is this replica's own (data_dir/seal.key): the state is shared, and replicas with keys of their own refuse each other's forwards and subagent reports; give every replica one key with seal.key_file or seal.key_env ("+seal.MakeHint+")",
+			"file", src.LocalFile)
+	}
+	w.seal, err = seal.Open(s.ctx, src, w.store, s.o.Log)
+	if errors.Is(err, seal.ErrBadKey) {
+		return classed{ErrConfig, err}
+	}
 	return err
+}
+
+// sealSource reads the configured keys' text (config.ReadSecret).
+func sealSource(c config.Seal) (seal.Source, error) {
+	var src seal.Source
+	var err error
+	if src.Key, err = config.ReadSecret("seal.key", c.KeyEnv, c.KeyFile); err != nil {
+		return src, fmt.Errorf("%w (%s)", err, seal.MakeHint)
+	}
+	src.Where = secretWhere("seal.key", c.KeyEnv, c.KeyFile)
+	if src.Previous, err = config.ReadSecret("seal.previous_key", c.PreviousKeyEnv, c.PreviousKeyFile); err != nil {
+		return src, err
+	}
+	src.PreviousWhere = secretWhere("seal.previous_key", c.PreviousKeyEnv, c.PreviousKeyFile)
+	return src, nil
+}
+
+func secretWhere(what, env, file string) string {
+	if env != "" {
+		return what + "_env " + env
+	}
+	return what + "_file " + file
 }
 
 // Redact hides a password in a URL (also in multi-host Redis URLs that

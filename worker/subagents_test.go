@@ -50,7 +50,7 @@ type subSetup struct {
 // 100k input tokens.
 func subConfig(t *testing.T, natsURL, holder string, maxPerReplica int, s subSetup) *config.Config {
 	t.Helper()
-	y := fmt.Sprintf(`data_dir: %s
+	y := fmt.Sprintf(sealLine()+`data_dir: %s
 shutdown_grace: 5s
 api: {listen: "127.0.0.1:0"}
 nats: {url: %q, ack_wait: 1s, max_message_bytes: 4096}
@@ -397,7 +397,7 @@ func TestHaltedParentStopsItsRemoteSubagentAndIsChargedOnce(t *testing.T) {
 	// The first charge again (republished by a replica: sealed with the
 	// deployment's key): the stream knows its Nats-Msg-Id; with another id
 	// it reaches the owner, which has charged it already.
-	key, err := seal.Load(t.Context(), r1.w.Store())
+	key, _, _, err := seal.LoadLocal(sharedSealFile())
 	if err != nil {
 		t.Fatal(err)
 	}

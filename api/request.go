@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/agent-worker/agent-worker/control"
 )
 
 // retryAfter is what a write refused during shutdown is told to wait, in
@@ -44,6 +46,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.who = who
+	// A verb forwarded to another replica goes with its caller, whom the
+	// owner authorises again (control.WithCaller).
+	r = r.WithContext(control.WithCaller(r.Context(), who))
 	if pattern == "" {
 		serveMiss(sw, r, h)
 		return

@@ -29,7 +29,7 @@ func TestAskIsAnsweredByTheOwner(t *testing.T) {
 	alpha.Send(inbox.Message{Kind: inbox.Wake, Text: "db-1 disk at 95%", Source: "test"})
 	wait.For(t, "the owner's first turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
 
-	r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbAsk, Question: "why did you page me?", By: "ops"})
+	r, err := b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbAsk, Question: "why did you page me?", By: "ops"})
 	var ans control.AskAnswer
 	if err != nil || r.Status() != http.StatusOK || r.Owner != "replica-a" || json.Unmarshal(r.Result, &ans) != nil {
 		t.Fatalf("ask through a standby: %+v, %v", r, err)
@@ -47,7 +47,7 @@ func TestAskIsAnsweredByTheOwner(t *testing.T) {
 	}
 	a.guard.Charge("beta", 2.5) // over the $1 session ceiling: halted
 	wait.For(t, "the owner's agent halted", func() bool { return a.agent(t, "beta").State() == driver.Halted })
-	r, err = b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbAsk, Question: "why are you halted?", By: "ops"})
+	r, err = b.ctl.Do(as(ctx, "ops"), "beta", control.Request{Verb: control.VerbAsk, Question: "why are you halted?", By: "ops"})
 	var refusal struct {
 		Error     string  `json:"error"`
 		Guardrail string  `json:"guardrail"`
@@ -64,7 +64,7 @@ func TestAskIsAnsweredByTheOwner(t *testing.T) {
 	if a.models["beta"].Calls() != 0 {
 		t.Fatal("the halted agent's model was called")
 	}
-	r, err = b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbAsk, By: "ops"})
+	r, err = b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbAsk, By: "ops"})
 	if err != nil || r.Status() != http.StatusBadRequest {
 		t.Fatalf("ask without a question: %+v, %v", r, err)
 	}

@@ -36,7 +36,7 @@ func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
 	defer sub.Close()
 	alpha := a.agent(t, "alpha")
 
-	r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbPause, By: "alice", Reason: "db migration"})
+	r, err := b.ctl.Do(as(ctx, "alice"), "alpha", control.Request{Verb: control.VerbPause, By: "alice", Reason: "db migration"})
 	if err != nil || !r.OK || r.Owner != "replica-a" {
 		t.Fatalf("pause via b: %+v, %v", r, err)
 	}
@@ -50,7 +50,7 @@ func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
 	for _, text := range []string{"stale one", "stale two"} {
 		alpha.Send(inbox.Message{Kind: inbox.Wake, ID: text, Text: text, Source: "test"})
 	}
-	r, err = b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbInbox})
+	r, err = b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbInbox})
 	if err != nil || !r.OK || r.Owner != "replica-a" {
 		t.Fatalf("inbox via b: %+v, %v", r, err)
 	}
@@ -79,17 +79,17 @@ func TestVerbsNameWhoAskedAcrossReplicas(t *testing.T) {
 		t.Fatalf("%d messages left after drop_queued", n)
 	}
 
-	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbInterrupt, By: "bob"}); err != nil || !r.OK {
+	if r, err := b.ctl.Do(as(ctx, "bob"), "alpha", control.Request{Verb: control.VerbInterrupt, By: "bob"}); err != nil || !r.OK {
 		t.Fatalf("interrupt via b: %+v, %v", r, err)
 	}
 	if e := nextEvent(t, sub, events.Interrupted); e.Data["by"] != "bob" {
 		t.Fatalf("interrupted event %v", e.Data)
 	}
-	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbResume, By: "bob", Message: "carry on"}); err != nil || !r.OK || r.Dropped != nil {
+	if r, err := b.ctl.Do(as(ctx, "bob"), "alpha", control.Request{Verb: control.VerbResume, By: "bob", Message: "carry on"}); err != nil || !r.OK || r.Dropped != nil {
 		t.Fatalf("resume via b: %+v, %v", r, err)
 	}
 	wait.For(t, "the resumed turn", func() bool { return alpha.Status().Turns == 1 && alpha.State() == driver.Sleeping })
-	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbWake, By: "carol", Reason: "check now"}); err != nil || !r.OK {
+	if r, err := b.ctl.Do(as(ctx, "carol"), "alpha", control.Request{Verb: control.VerbWake, By: "carol", Reason: "check now"}); err != nil || !r.OK {
 		t.Fatalf("wake via b: %+v, %v", r, err)
 	}
 	for {

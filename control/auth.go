@@ -30,17 +30,18 @@ type refusal struct {
 }
 
 // asker is who sent a control request, as far as the owner can tell:
-// trusted (a forward sealed by a replica, which authorised its caller
-// already: its by stands) or a caller a token (or no token, where allowed)
-// stands for.
+// the caller a sealed forward names (forwarded: a replica let it in; its
+// role and scope are checked here again) or a caller a token (or no
+// token, where allowed) stands for.
 type asker struct {
-	trusted bool
-	who     access.Caller
+	forwarded bool
+	who       access.Caller
 }
 
 // authenticate finds who sent m. A request with a seal that checks is a
-// replica's forward: fresh and not seen before, it is trusted; stale or
-// replayed, refused (401). A seal that does not check is logged, and the
+// replica's forward: fresh and not seen before, it stands for the caller
+// it names (CallerHeader; 401 without one); stale or replayed, refused
+// (401). A seal that does not check is logged, and the
 // request is taken as unsealed: it needs a token of the set in force in
 // its Authorization header (401 without one, or with one no token has);
 // with no tokens, it is let in as anonymous only when Options.LoopbackNATS
@@ -50,7 +51,12 @@ func (c *Control) authenticate(m *nats.Msg, agent string) (asker, *refusal) {
 		ok, err := c.forwards.sealed(c.o.Seal, m, time.Now())
 		switch {
 		case ok && err == nil:
-			return asker{trusted: true}, nil
+			who, err := decodeCaller(m.Header.Get(CallerHeader))
+			if err != nil {
+				c.o.Log.Warn("control forward refused", "agent", agent, "error", err)
+				return asker{}, &refusal{http.StatusUnauthorized, err.Error()}
+			}
+			return asker{forwarded: true, who: who}, nil
 		case errors.Is(err, errTooMany):
 			c.o.Log.Warn("control forward refused", "agent", agent, "error", err)
 			return asker{}, &refusal{http.StatusServiceUnavailable, fmt.Sprintf("%v (at most %d in %s); retry", err, maxForwards, ForwardWindow)}
@@ -83,11 +89,8 @@ func (c *Control) authenticate(m *nats.Msg, agent string) (asker, *refusal) {
 }
 
 // authorise refuses (403) a verb the caller's role does not allow
-// (Need), and an agent outside its agents; a trusted forward passes.
+// (Need), and an agent outside its agents: a forward's caller too.
 func (a asker) authorise(agent, verb string) *refusal {
-	if a.trusted {
-		return nil
-	}
 	if need := Need(verb); !need.Allows(a.who.Role) {
 		return &refusal{http.StatusForbidden, fmt.Sprintf("token %q has role %q; verb %q needs role %s", a.who.Name, a.who.Role, verb, need.Roles())}
 	}

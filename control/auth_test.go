@@ -148,12 +148,75 @@ func TestNoTokensBeyondLoopbackRefusesAnonymous(t *testing.T) {
 // sealedAt is a request for agent sealed with key as a forward sealed at
 // at, nonce nonce.
 func sealedAt(key seal.Key, agent string, req control.Request, at time.Time, nonce string) *nats.Msg {
+	return sealedBy(key, agent, req, at, nonce, `{"name":"alice","role":"operate"}`)
+}
+
+// sealedBy is sealedAt with the caller header's value ("" for none).
+func sealedBy(key seal.Key, agent string, req control.Request, at time.Time, nonce, caller string) *nats.Msg {
 	m := nats.NewMsg(subjects.Control(agent))
 	m.Data, _ = json.Marshal(req)
 	m.Header.Set(control.SealedAtHeader, at.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(control.NonceHeader, nonce)
-	key.SealMsg(m, control.SealedAtHeader, control.NonceHeader)
+	if caller != "" {
+		m.Header.Set(control.CallerHeader, caller)
+	}
+	key.SealMsg(m, control.SealedAtHeader, control.NonceHeader, control.CallerHeader)
 	return m
+}
+
+// TestAForwardIsAuthorisedAgainByTheOwner: a seal proves that a replica
+// sent the request, not that any verb is allowed. The owner checks the
+// role and the agents of the caller the forward names, as it would its
+// own caller's: a read caller cannot pause, a caller scoped to be* cannot
+// touch alpha, and a sealed forward that names no caller (what anyone
+// holding the key could send) is refused. The by is the named caller's.
+func TestAForwardIsAuthorisedAgainByTheOwner(t *testing.T) {
+	t.Parallel()
+	url := runNATS(t)
+	tokens := tokenSet(t, controlTokens)
+	a := newReplicaWith(t, url, "replica-a", true, func(o *control.Options) { o.Tokens = tokens }, "alpha")
+	b := newReplicaWith(t, url, "replica-b", true, func(o *control.Options) { o.Tokens = tokens })
+	alpha := a.agent(t, "alpha")
+
+	viewer := control.WithCaller(t.Context(), access.Caller{Name: "viewer", Role: access.RoleRead})
+	if r, err := b.ctl.Do(viewer, "alpha", control.Request{Verb: control.VerbPause}); err != nil || r.Status() != http.StatusForbidden || !strings.Contains(r.Error, `"viewer"`) {
+		t.Fatalf("pause forwarded for a read caller: %+v, %v; want 403 naming viewer", r, err)
+	}
+	if r, err := b.ctl.Do(viewer, "alpha", control.Request{Verb: control.VerbView}); err != nil || !r.OK {
+		t.Fatalf("view forwarded for a read caller: %+v, %v", r, err)
+	}
+	scoped := control.WithCaller(t.Context(), access.Caller{Name: "beta-ops", Role: access.RoleOperate, Agents: []string{"be*"}})
+	if r, err := b.ctl.Do(scoped, "alpha", control.Request{Verb: control.VerbPause}); err != nil || r.Status() != http.StatusForbidden {
+		t.Fatalf("pause of alpha forwarded for a caller scoped to be*: %+v, %v; want 403", r, err)
+	}
+	if _, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbPause}); err == nil {
+		t.Fatal("Do forwarded a verb without a caller")
+	}
+
+	nc := connect(t, url)
+	for name, caller := range map[string]string{
+		"no caller":      "",
+		"not JSON":       "operate",
+		"no known role":  `{"name":"mallory","role":"root"}`,
+		"no caller name": `{"role":"operate"}`,
+	} {
+		r := send(t, nc, sealedBy(testKey, "alpha", control.Request{Verb: control.VerbPause, By: "mallory"}, time.Now(), name, caller))
+		if r.Status() != http.StatusUnauthorized {
+			t.Errorf("sealed pause with %s: %d %q, want 401", name, r.Status(), r.Error)
+		}
+	}
+	if alpha.State() == driver.Paused {
+		t.Fatal("a forward the owner should have refused paused the agent")
+	}
+
+	sub := a.driver.Events().Subscribe(100, nil)
+	defer sub.Close()
+	if r := send(t, nc, sealedBy(testKey, "alpha", control.Request{Verb: control.VerbPause, By: "mallory"}, time.Now(), "ops", `{"name":"ops","role":"operate"}`)); !r.OK {
+		t.Fatalf("sealed pause for ops: %d %q", r.Status(), r.Error)
+	}
+	if e := nextEvent(t, sub, events.Paused); e.Data["by"] != "ops" {
+		t.Fatalf("paused by %v, want the forwarded caller ops (not the body's by)", e.Data["by"])
+	}
 }
 
 // TestSealedForwardsAreTrustedOnceWithinTheWindow: with tokens
@@ -175,17 +238,17 @@ func TestSealedForwardsAreTrustedOnceWithinTheWindow(t *testing.T) {
 	defer sub.Close()
 	alpha := a.agent(t, "alpha")
 
-	if r, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbPause, By: "alice", Reason: "deploy"}); err != nil || !r.OK {
+	if r, err := b.ctl.Do(as(t.Context(), "alice"), "alpha", control.Request{Verb: control.VerbPause, By: "alice", Reason: "deploy"}); err != nil || !r.OK {
 		t.Fatalf("pause forwarded by b: %+v, %v", r, err)
 	}
 	if e := nextEvent(t, sub, events.Paused); e.Data["by"] != "alice" {
 		t.Fatalf("paused event %v: want by alice", e.Data)
 	}
-	if r, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbResume, By: "alice"}); err != nil || !r.OK {
+	if r, err := b.ctl.Do(as(t.Context(), "alice"), "alpha", control.Request{Verb: control.VerbResume, By: "alice"}); err != nil || !r.OK {
 		t.Fatalf("resume forwarded by b: %+v, %v", r, err)
 	}
 
-	if r, err := stranger.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbPause, By: "alice"}); err != nil || r.Status() != http.StatusUnauthorized {
+	if r, err := stranger.ctl.Do(as(t.Context(), "alice"), "alpha", control.Request{Verb: control.VerbPause, By: "alice"}); err != nil || r.Status() != http.StatusUnauthorized {
 		t.Fatalf("pause forwarded with another key: %+v, %v; want 401", r, err)
 	}
 	if alpha.State() == driver.Paused {
@@ -217,7 +280,7 @@ func TestSealedForwardsAreTrustedOnceWithinTheWindow(t *testing.T) {
 	if e := nextEvent(t, sub, events.Interrupted); e.Data["by"] != "alice" {
 		t.Fatalf("interrupted event %v", e.Data)
 	}
-	if r, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbResume, By: "alice"}); err != nil || !r.OK {
+	if r, err := b.ctl.Do(as(t.Context(), "alice"), "alpha", control.Request{Verb: control.VerbResume, By: "alice"}); err != nil || !r.OK {
 		t.Fatalf("resume forwarded by b: %+v, %v", r, err)
 	}
 	again := &nats.Msg{Subject: fresh.Subject, Header: fresh.Header, Data: fresh.Data}

@@ -80,11 +80,15 @@
 //
 // A verb Do forwards to the owner is sealed with the deployment's key
 // (Options.Seal, package seal: over the subject, the time it was sealed,
-// a nonce and the body). The forwarding replica has authorised its caller
-// already, so the owner carries a sealed forward out as asked, by the by
-// it names — once, and only within ForwardWindow of its seal: a captured
-// forward replayed is refused (401). A request whose seal does not check
-// is logged and taken as unsealed: it needs a token.
+// a nonce, the caller and the body). The caller is the one the context
+// carries (WithCaller: the API's token name, role and agents). A seal
+// proves that a replica sent the request, never that any verb is
+// allowed: the owner checks the named caller's role and agents again
+// (403) and carries the verb out by that caller's name — once, and only
+// within ForwardWindow of its seal: a captured forward replayed is
+// refused (401), and so is a sealed forward that names no caller. A
+// request whose seal does not check is logged and taken as unsealed: it
+// needs a token.
 //
 // # Audit
 //
@@ -93,9 +97,8 @@
 // (by) and why in the events they cause, and a pause and a model switch
 // keep them in their stored records. Who asked is the caller's token name — over HTTP and on the control subject
 // alike; a "by" in the request body is overwritten — or "anonymous"
-// without tokens. A forward keeps the by of the replica's caller, so the
-// owner's events name the original caller (the HTTP API fills by with the
-// token's name). Reasons are cut to MaxReason runes.
+// without tokens. A forward is by the caller it names, so the owner's
+// events name the original caller. Reasons are cut to MaxReason runes.
 //
 // Every reply names the replica that answered (owner) and carries code,
 // the HTTP status the outcome maps to; ok is code < 300. Any verb on an
@@ -446,11 +449,15 @@ func (c *Control) Do(ctx context.Context, agent string, req Request) (Reply, err
 	timeout := c.forwardTimeout(req.Verb)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	who, ok := callerOf(ctx)
+	if !ok {
+		return Reply{}, errNoCaller
+	}
 	subject := c.o.Subjects.Control(agent)
 	msg := &nats.Msg{Subject: subject, Data: data}
 	// Real time, not an injected clock: the owner compares it with its
 	// own, in another process.
-	sealForward(c.o.Seal, msg, time.Now())
+	sealForward(c.o.Seal, msg, who, time.Now())
 	m, err := c.o.Conn.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		why := "NATS: " + err.Error()
@@ -714,9 +721,7 @@ func (c *Control) serve(m *nats.Msg, name string) {
 		if err := json.Unmarshal(m.Data, &req); err != nil {
 			refused = &refusal{http.StatusBadRequest, `body must be JSON like {"verb": "pause"}`}
 		} else {
-			if !who.trusted {
-				req.By = who.who.Name // whatever by the body claims
-			}
+			req.By = who.who.Name // whatever by the body claims
 			refused = who.authorise(name, req.Verb)
 		}
 	}
@@ -733,7 +738,7 @@ func (c *Control) serve(m *nats.Msg, name string) {
 		level = slog.LevelDebug
 	}
 	c.o.Log.Log(context.Background(), level, "control request", "agent", name, "verb", req.Verb, "by", req.By, "reason", req.Reason,
-		"forwarded", who.trusted, "ok", reply.OK, "code", reply.Code, "error", reply.Error)
+		"forwarded", who.forwarded, "ok", reply.OK, "code", reply.Code, "error", reply.Error)
 	if m.Reply == "" {
 		return
 	}

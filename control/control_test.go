@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/control"
 	"github.com/agent-worker/agent-worker/driver"
@@ -113,6 +114,12 @@ func connect(t *testing.T, url string) *nats.Conn {
 
 // testKey is the test deployment's sealing key, which every replica of
 // newReplica shares.
+// as returns ctx carrying an operate caller named name: what the API
+// sets for every request it lets in (control.WithCaller).
+func as(ctx context.Context, name string) context.Context {
+	return control.WithCaller(ctx, access.Caller{Name: name, Role: access.RoleOperate})
+}
+
 var testKey = seal.NewKey([]byte("a test deployment's sealing key!"))
 
 // newReplica starts a replica owning the agents in owns. serve: it
@@ -266,7 +273,7 @@ func TestDoCarriesVerbsToTheOwner(t *testing.T) {
 	b := newReplica(t, url, "replica-b", true)
 	ctx := t.Context()
 
-	r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbPause})
+	r, err := b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbPause})
 	if err != nil || !r.OK || r.Owner != "replica-a" || r.State != string(driver.Paused) || r.Status() != http.StatusOK {
 		t.Fatalf("pause via b: %+v, %v", r, err)
 	}
@@ -276,15 +283,15 @@ func TestDoCarriesVerbsToTheOwner(t *testing.T) {
 	if b.agent(t, "alpha").Status().Paused {
 		t.Fatal("the non-owner paused its own copy of the agent")
 	}
-	r, err = b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbWake})
+	r, err = b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbWake})
 	if err != nil || r.OK || r.Status() != http.StatusConflict || !strings.Contains(r.Error, "paused") {
 		t.Fatalf("wake of the owner's paused agent: %+v, %v", r, err)
 	}
-	r, err = b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbView})
+	r, err = b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbView})
 	if err != nil || !r.OK || string(r.Result) != `{"built_by":"replica-a","name":"alpha","paused":true,"turns":0}` {
 		t.Fatalf("view via b: %s, %+v, %v", r.Result, r, err)
 	}
-	r, err = b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbResume, Message: "go on"})
+	r, err = b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbResume, Message: "go on"})
 	if err != nil || !r.OK || r.Owner != "replica-a" {
 		t.Fatalf("resume via b: %+v, %v", r, err)
 	}
@@ -301,7 +308,7 @@ func TestDoCarriesVerbsToTheOwner(t *testing.T) {
 	if err != nil || !r.OK || r.TurnRunning == nil {
 		t.Fatalf("local interrupt: %+v, %v", r, err)
 	}
-	r, err = b.ctl.Do(ctx, "alpha", control.Request{Verb: "dance"})
+	r, err = b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: "dance"})
 	if err != nil || r.Status() != http.StatusBadRequest {
 		t.Fatalf("unknown verb: %+v, %v", r, err)
 	}
@@ -326,14 +333,14 @@ func TestResetRunsAgainstTheOwnersLedger(t *testing.T) {
 	// Resume and wake cannot run a turn behind the halt: they say so, and
 	// how to lift it, instead of answering ok.
 	for _, verb := range []string{control.VerbResume, control.VerbWake} {
-		r, err := b.ctl.Do(ctx, "beta", control.Request{Verb: verb})
+		r, err := b.ctl.Do(as(ctx, "ops"), "beta", control.Request{Verb: verb})
 		want := "agent \"beta\" is halted by session_usd"
 		if err != nil || r.OK || r.Status() != http.StatusConflict || !strings.Contains(r.Error, want) ||
 			!strings.Contains(r.Error, "run `agent-worker reset beta session_usd --add-budget USD`") {
 			t.Fatalf("%s of a halted agent: %+v, %v", verb, r, err)
 		}
 	}
-	r, err := b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbReset, Guardrail: guard.Session})
+	r, err := b.ctl.Do(as(ctx, "ops"), "beta", control.Request{Verb: control.VerbReset, Guardrail: guard.Session})
 	if err != nil || r.OK || r.Status() != http.StatusConflict || r.Owner != "replica-a" {
 		t.Fatalf("reset without budget: %+v, %v", r, err)
 	}
@@ -348,13 +355,13 @@ func TestResetRunsAgainstTheOwnersLedger(t *testing.T) {
 		refusal.Ceiling != 1 || refusal.MinAdd != 1.51 || !strings.Contains(refusal.Error, "spent $2.50 against a ceiling of $1 would trip again at once; $1.50 over it: add more than $1.50 (e.g. $1.51)") {
 		t.Fatalf("refusal %s: %v", r.Result, err)
 	}
-	r, err = b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbReset, Guardrail: guard.Session, AddBudgetUSD: 5})
+	r, err = b.ctl.Do(as(ctx, "ops"), "beta", control.Request{Verb: control.VerbReset, Guardrail: guard.Session, AddBudgetUSD: 5})
 	var res guard.ResetResult
 	if err != nil || !r.OK || json.Unmarshal(r.Result, &res) != nil || !res.Cleared || res.SpentUSD != 2.5 || res.CeilingUSD != 6 {
 		t.Fatalf("reset with budget: %s %+v, %v", r.Result, r, err)
 	}
 	wait.For(t, "the owner's agent reopened", func() bool { return a.agent(t, "beta").State() != driver.Halted })
-	r, err = b.ctl.Do(ctx, "beta", control.Request{Verb: control.VerbReset})
+	r, err = b.ctl.Do(as(ctx, "ops"), "beta", control.Request{Verb: control.VerbReset})
 	if err != nil || r.Status() != http.StatusBadRequest {
 		t.Fatalf("reset without a guardrail: %+v, %v", r, err)
 	}
@@ -370,7 +377,7 @@ func TestRunScheduleFiresOnTheOwner(t *testing.T) {
 	b := newReplica(t, url, "replica-b", true)
 	ctx := t.Context()
 
-	r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbRunSchedule, Schedule: "nightly"})
+	r, err := b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbRunSchedule, Schedule: "nightly"})
 	var run control.ScheduleRun
 	if err != nil || r.Status() != http.StatusAccepted || json.Unmarshal(r.Result, &run) != nil || !run.Queued || run.Schedule != "nightly" || run.NextFire == nil {
 		t.Fatalf("run: %s %+v, %v", r.Result, r, err)
@@ -379,11 +386,11 @@ func TestRunScheduleFiresOnTheOwner(t *testing.T) {
 	if n := b.models["alpha"].Calls(); n != 0 {
 		t.Fatalf("the non-owner ran the schedule: %d model calls", n)
 	}
-	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbRunSchedule, Schedule: "weekly"}); err != nil || r.Status() != http.StatusNotFound {
+	if r, err := b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbRunSchedule, Schedule: "weekly"}); err != nil || r.Status() != http.StatusNotFound {
 		t.Fatalf("unknown schedule: %+v, %v", r, err)
 	}
 	a.agent(t, "alpha").Pause()
-	if r, err := b.ctl.Do(ctx, "alpha", control.Request{Verb: control.VerbRunSchedule, Schedule: "nightly"}); err != nil || r.Status() != http.StatusConflict || !strings.Contains(r.Error, "paused") {
+	if r, err := b.ctl.Do(as(ctx, "ops"), "alpha", control.Request{Verb: control.VerbRunSchedule, Schedule: "nightly"}); err != nil || r.Status() != http.StatusConflict || !strings.Contains(r.Error, "paused") {
 		t.Fatalf("run while the owner's agent is paused: %+v, %v", r, err)
 	}
 }
@@ -396,7 +403,7 @@ func TestNoOwnerIsAnErrorNotASuccess(t *testing.T) {
 	url := runNATS(t)
 	b := newReplica(t, url, "replica-b", true)
 	began := time.Now()
-	_, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbPause})
+	_, err := b.ctl.Do(as(t.Context(), "ops"), "alpha", control.Request{Verb: control.VerbPause})
 	if !errors.Is(err, control.ErrNoOwner) || !strings.Contains(err.Error(), `no replica owns agent "alpha" right now (no owner answered`) {
 		t.Fatalf("silent replicas: %v", err)
 	}
@@ -414,7 +421,7 @@ func TestNoOwnerIsAnErrorNotASuccess(t *testing.T) {
 	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbView}); !errors.Is(err, control.ErrNoOwner) || !strings.Contains(err.Error(), "no replica listens") {
+	if _, err := c.ctl.Do(as(t.Context(), "ops"), "alpha", control.Request{Verb: control.VerbView}); !errors.Is(err, control.ErrNoOwner) || !strings.Contains(err.Error(), "no replica listens") {
 		t.Fatalf("no responders: %v", err)
 	}
 	// Applied directly on a replica that does not own the agent: refused.
@@ -434,7 +441,7 @@ func TestAnOwnerInDoubtNeitherAnswersNorActs(t *testing.T) {
 	b := newReplica(t, url, "replica-b", true)
 	a.owner.doubt("alpha", "its lease is unconfirmed")
 
-	_, err := a.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbPause})
+	_, err := a.ctl.Do(as(t.Context(), "ops"), "alpha", control.Request{Verb: control.VerbPause})
 	var no *control.NoOwnerError
 	if !errors.As(err, &no) || !no.Unknown || err.Error() != `owner of agent "alpha" unknown right now: its lease is unconfirmed; retry` {
 		t.Fatalf("asked on the owner in doubt: %v", err)
@@ -442,7 +449,7 @@ func TestAnOwnerInDoubtNeitherAnswersNorActs(t *testing.T) {
 	if r := a.ctl.Apply("alpha", control.Request{Verb: control.VerbPause}); r.OK || r.Status() != http.StatusServiceUnavailable || !strings.Contains(r.Error, "unknown") {
 		t.Fatalf("Apply on the owner in doubt: %+v", r)
 	}
-	if _, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbView}); !errors.Is(err, control.ErrNoOwner) || !strings.Contains(err.Error(), "no owner answered") {
+	if _, err := b.ctl.Do(as(t.Context(), "ops"), "alpha", control.Request{Verb: control.VerbView}); !errors.Is(err, control.ErrNoOwner) || !strings.Contains(err.Error(), "no owner answered") {
 		t.Fatalf("forwarded to the owner in doubt: %v", err)
 	}
 	if a.agent(t, "alpha").Status().Paused {
@@ -450,7 +457,7 @@ func TestAnOwnerInDoubtNeitherAnswersNorActs(t *testing.T) {
 	}
 
 	a.owner.doubt("alpha", "")
-	reply, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbView})
+	reply, err := b.ctl.Do(as(t.Context(), "ops"), "alpha", control.Request{Verb: control.VerbView})
 	if err != nil || !reply.OK || !strings.Contains(string(reply.Result), `"built_by":"replica-a"`) {
 		t.Fatalf("once sure again: %+v, %v", reply, err)
 	}
@@ -465,7 +472,7 @@ func TestNATSDownMakesTheOwnerUnknownAtOnce(t *testing.T) {
 	newReplica(t, url, "replica-a", true, "alpha")
 	b := newReplicaWith(t, url, "replica-b", false, func(o *control.Options) { o.Timeout = time.Hour })
 	b.nc.Close()
-	_, err := b.ctl.Do(t.Context(), "alpha", control.Request{Verb: control.VerbView})
+	_, err := b.ctl.Do(as(t.Context(), "ops"), "alpha", control.Request{Verb: control.VerbView})
 	var no *control.NoOwnerError
 	if !errors.As(err, &no) || !no.Unknown || !strings.Contains(err.Error(), `owner of agent "alpha" unknown right now: NATS closed`) {
 		t.Fatalf("NATS down: %v", err)

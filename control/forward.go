@@ -10,10 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/seal"
 )
 
-// Headers of a forwarded request, both under its seal (seal.Header).
+// Headers of a forwarded request, under its seal (seal.Header) with
+// CallerHeader.
 const (
 	// SealedAtHeader is when the forwarding replica sealed the request
 	// (RFC 3339, nanoseconds).
@@ -42,18 +44,20 @@ var (
 	errTooMany   = errors.New("too many sealed requests within the forward window")
 )
 
-// sealForward makes m a sealed forward: the time and a nonce in its
-// headers, and key's seal over its subject, those headers and its body.
-// The zero key seals nothing: the owner treats m as unsealed.
-func sealForward(key seal.Key, m *nats.Msg, now time.Time) {
+// sealForward makes m a sealed forward on behalf of who: the time, a
+// nonce and the caller in its headers, and key's seal over its subject,
+// those headers and its body. The zero key seals nothing: the owner
+// treats m as unsealed.
+func sealForward(key seal.Key, m *nats.Msg, who access.Caller, now time.Time) {
 	if m.Header == nil {
 		m.Header = nats.Header{}
 	}
+	m.Header.Set(CallerHeader, encodeCaller(who))
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails on supported platforms.
 	m.Header.Set(SealedAtHeader, now.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(NonceHeader, base64.RawURLEncoding.EncodeToString(nonce[:]))
-	key.SealMsg(m, SealedAtHeader, NonceHeader)
+	key.SealMsg(m, SealedAtHeader, NonceHeader, CallerHeader)
 }
 
 // forwards remembers the seals of the forwards served within
@@ -75,7 +79,7 @@ type served struct {
 // false: the seal does not check (another key, a changed body or
 // subject, no key here), and the request counts as unsealed.
 func (f *forwards) sealed(key seal.Key, m *nats.Msg, now time.Time) (ok bool, err error) {
-	if !key.CheckMsg(m.Subject, m.Header, m.Data, SealedAtHeader, NonceHeader) {
+	if !key.CheckMsg(m.Subject, m.Header, m.Data, SealedAtHeader, NonceHeader, CallerHeader) {
 		return false, nil
 	}
 	at, perr := time.Parse(time.RFC3339Nano, m.Header.Get(SealedAtHeader))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agent-worker/agent-worker/access"
 	"github.com/agent-worker/agent-worker/seal"
 )
 
@@ -19,7 +20,7 @@ func TestForwardsForgetWhatCanNoLongerBeReplayed(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	forward := func(at time.Time) *nats.Msg {
 		m := &nats.Msg{Subject: "agents.alpha.control", Data: []byte(`{"verb":"pause"}`)}
-		sealForward(key, m, at)
+		sealForward(key, m, access.Caller{Name: "ops", Role: access.RoleOperate}, at)
 		return m
 	}
 	var f forwards

@@ -71,7 +71,7 @@ func TestMemoryVerbsActOnTheOwner(t *testing.T) {
 
 	view := func(verb string) (control.Reply, driver.MemoryView) {
 		t.Helper()
-		r, err := asked.Do(context.Background(), "keeper", control.Request{Verb: verb, By: "ops", Reason: "audit"})
+		r, err := asked.Do(as(context.Background(), "ops"), "keeper", control.Request{Verb: verb, By: "ops", Reason: "audit"})
 		if err != nil {
 			t.Fatal(err)
 		}

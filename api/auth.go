@@ -21,13 +21,12 @@ var anonymous = access.Anonymous
 // a valid session cookie (authenticateSession, which also guards writes
 // against forgery), or it is answered 401 (a browser asking for the page
 // gets the login form).
-// The set is read once, so a request is checked against one set even
-// while SetTokens swaps it.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
+// set is the token set in force, read once by serveHTTP, so a request
+// is checked against one set even while SetTokens swaps it.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, set *access.Set) (caller, bool) {
 	if s.open[r.URL.Path] {
 		return anonymous, true
 	}
-	set := s.tokens.Load()
 	if set.Empty() {
 		return set.Anonymous(), true
 	}

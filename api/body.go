@@ -45,16 +45,36 @@ func isJSON(contentType string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// readBody reads a write's body: 415 unless a non-empty body is
-// application/json, 413 beyond limit, 503 when the in-flight bytes it
-// would reserve are not free (reserveBody). what names the body and key
-// the setting of the limit in the 413 answer. On false the answer is
+// jsonOrNothing answers 415 and returns false unless a write takes JSON
+// or nothing: a Content-Type, when sent, must be application/json
+// (parameters such as charset allowed), and a body (a Content-Length
+// above 0, or chunked) needs one. A write with neither body nor
+// Content-Type passes: the routes whose body is optional take it as
+// empty, the others answer 400. serveHTTP checks every write here,
+// before its handler, whether or not the route reads a body (POST
+// /v1/reload reads none), so a form or a text/plain post — what another
+// site's page can send without asking — never reaches a handler. The
+// session routes (POST /login, /logout) take the login form instead and
+// are not checked here.
+func jsonOrNothing(w http.ResponseWriter, r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	switch {
+	case ct != "" && !isJSON(ct):
+		fail(w, r, http.StatusUnsupportedMediaType, "a request body must be Content-Type: application/json; got %q", logSafe(ct))
+	case ct == "" && r.ContentLength != 0:
+		fail(w, r, http.StatusUnsupportedMediaType, "a request with a body needs Content-Type: application/json")
+	default:
+		return true
+	}
+	return false
+}
+
+// readBody reads a write's body (serveHTTP has checked it is JSON or
+// absent: jsonOrNothing): 413 beyond limit, 503 when the in-flight bytes
+// it would reserve are not free (reserveBody). what names the body and
+// key the setting of the limit in the 413 answer. On false the answer is
 // written.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, what, key string) ([]byte, bool) {
-	if r.ContentLength > 0 && !isJSON(r.Header.Get("Content-Type")) {
-		fail(w, r, http.StatusUnsupportedMediaType, "a request body must be Content-Type: application/json; got %q", r.Header.Get("Content-Type"))
-		return nil, false
-	}
 	if r.ContentLength > limit {
 		fail(w, r, http.StatusRequestEntityTooLarge, "%s is %d bytes; the limit is %d%s", what, r.ContentLength, limit, key)
 		return nil, false
@@ -69,10 +89,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, w
 	}
 	if err != nil {
 		fail(w, r, http.StatusBadRequest, "read request body: %v", err)
-		return nil, false
-	}
-	if len(data) > 0 && !isJSON(r.Header.Get("Content-Type")) {
-		fail(w, r, http.StatusUnsupportedMediaType, "a request body must be Content-Type: application/json; got %q", r.Header.Get("Content-Type"))
 		return nil, false
 	}
 	return data, true

@@ -22,7 +22,7 @@
 //	POST /logout                                     none                  → 303 to /, the session cookie cleared
 //	GET  /status.js                                  read|operate          the status page's script (its verb buttons)
 //	GET  /v1/replicas                                read|operate          ReplicaList: live replicas and the agents each owns
-//	POST /v1/reload                                  operate (unscoped)    re-read the config file and apply it → 200 ReloadReport; 422 invalid, 409 needs a restart (problems: file:line each)
+//	POST /v1/reload                                  operate (unscoped)    no body (or {}): re-read the config file and apply it → 200 ReloadReport; 422 invalid, 409 needs a restart (problems: file:line each)
 //	GET  /v1/agents                                  read|operate          {"agents": [AgentView...]} (owners' views)
 //	GET  /v1/agents/{name}                           read|operate          AgentView (the owner's; 503 no owner)
 //	GET  /v1/agents/{name}/events                    read|operate          Server-Sent Events of one agent
@@ -122,6 +122,41 @@
 // what that misses (a sibling subdomain, an old browser). A request with
 // an Authorization header is authenticated by it alone, cookie or not,
 // and needs no CSRF token.
+//
+// # Without tokens: this machine's requests only
+//
+// A server without tokens (loopback only: New and Serve refuse anything
+// else) lets every request in as "anonymous", so it serves only what this
+// machine's own clients send (local.go): a page of another site, open in
+// a browser here, can reach 127.0.0.1 too.
+//
+//   - A request whose Host is not a loopback name or address (localhost,
+//     127.0.0.0/8, ::1, any port) nor the listen address is answered 421
+//     Misdirected Request, JSON, on every path, open ones included: a
+//     DNS-rebinding page addresses the server under its own name.
+//   - A write (any method but GET, HEAD, OPTIONS) is answered 403 JSON
+//     when the browser says it comes from another page: an Origin whose
+//     host is not loopback (or "null"), or a Sec-Fetch-Site other than
+//     same-origin and none. same-site is refused too: a page on another
+//     port of localhost is another program's.
+//
+// Both come before anything else, are logged ("api request refused: not
+// from this machine") and change nothing. The CLI, curl and scripts send
+// neither header and are served as before; so is the status page (same
+// origin). With tokens, neither check applies: a page cannot send a
+// bearer token, and a session's writes need their CSRF token.
+//
+// # Request bodies
+//
+// Every write but POST /login and /logout (which take the login form)
+// takes JSON or nothing: a Content-Type, when sent, must be
+// application/json (charset allowed), and a body needs one; otherwise
+// the answer is 415 JSON before the route does anything — POST
+// /v1/reload too, which reads no body. A write with neither body nor
+// Content-Type is served: the routes whose body is optional take it as
+// {} ({"reason"} and the like), the others answer 400. So no form and no
+// text/plain post, which another site's page may send without asking,
+// reaches a handler, with tokens or without.
 //
 // # Agent scope
 //
@@ -293,13 +328,16 @@
 //
 //   - Every error is JSON {"error": "..."} with a 4xx or 5xx status, also
 //     for unknown routes (404) and wrong methods (405, with Allow).
-//   - Authentication comes first: a request without a valid token (or,
+//   - Without tokens, locality comes first: a Host that is not this
+//     machine is 421, a cross-site write 403 (see Without tokens).
+//   - Authentication comes next: a request without a valid token (or,
 //     without an Authorization header, a valid session cookie, and for a
 //     write its CSRF token: else 403) gets 401 whatever its path, except
 //     the open paths and POST /login and /logout. Tokens are compared in
 //     constant time against every configured token and never logged.
-//     Then the route (404/405), then the role (403), then the agent
-//     scope (403).
+//     Then the route (404/405), then the role (403), then a write's
+//     Content-Type (415, see Request bodies), then the agent scope
+//     (403).
 //   - A message or Alertmanager notification whose id was seen for the same
 //     agent within DedupWindow, or was already handled by a turn, is
 //     answered 200 {"status":"duplicate"} and queues nothing, so

@@ -229,6 +229,20 @@ func (r reply) errorText(t *testing.T) string {
 // Authorization.
 func (w *world) call(method, path, token, contentType, body string) reply {
 	w.t.Helper()
+	header := map[string]string{}
+	if contentType != "" {
+		header["Content-Type"] = contentType
+	}
+	if token != "" {
+		header["Authorization"] = "Bearer " + token
+	}
+	return w.request(method, path, header, body)
+}
+
+// request sends a request with any headers; the header "Host" sets the
+// request's Host (what the client says it addressed). body "" sends none.
+func (w *world) request(method, path string, header map[string]string, body string) reply {
+	w.t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -240,11 +254,12 @@ func (w *world) call(method, path, token, contentType, body string) reply {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
 	}
 	resp, err := w.ts.Client().Do(req)
 	if err != nil {

@@ -55,6 +55,10 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, http.StatusForbidden, "token %s is scoped to some agents; a reload changes every agent: use an unscoped operate token", who.Name)
 		return
 	}
+	var body struct{} // a reload takes no options: a body with any is 400
+	if !s.decode(w, r, &body, false) {
+		return
+	}
 	if s.o.Reload == nil {
 		fail(w, r, http.StatusNotImplemented, "this server cannot reload its config")
 		return

@@ -22,11 +22,14 @@ func isWrite(method string) bool {
 	return true
 }
 
-// serveHTTP is the order every request goes through: authenticate (401),
-// route (404/405), authorise the role (403), the shutdown gate for writes
-// (503), then the route's handler, which checks the agent against the
-// token's agents (403) and only then reserves in-flight bytes for its
-// body (503), so a caller refused before cannot spend them. Writes are
+// serveHTTP is the order every request goes through: without tokens,
+// this machine's requests only (421, 403: servesLocal); authenticate
+// (401, 429 for a client throttled after failures), route (404/405),
+// authorise the role (403), the shutdown gate for writes (503), a
+// write's Content-Type (415: jsonOrNothing), then the route's handler,
+// which checks the agent against the token's agents (403) and only then
+// reserves in-flight bytes for its body (503), so a caller refused
+// before cannot spend them. Writes are
 // logged, and so are refused reads. Every client-supplied value in a log
 // line goes through logSafe. Every answer is reported to the Observer.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,11 +40,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 	defer s.observe(r, pattern, rec, sw, began)
 	defer func() { s.inflight.release(rec.reserved) }()
+	// One token set for the whole request, even while SetTokens swaps
+	// it. Without tokens, this machine's requests only (local.go).
+	set := s.tokens.Load()
+	if set.Empty() && !s.servesLocal(sw, r) {
+		return
+	}
 	if isSessionRoute(pattern) { // the login is the authentication (login.go)
 		s.mux.ServeHTTP(sw, r)
 		return
 	}
-	who, ok := s.authenticate(sw, r)
+	who, ok := s.authenticate(sw, r, set)
 	if !ok {
 		return
 	}
@@ -59,6 +68,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case write && s.draining.Load():
 		sw.Header().Set("Retry-After", retryAfter)
 		fail(sw, r, http.StatusServiceUnavailable, "the worker is shutting down; retry against another replica or after it restarts")
+	case write && !jsonOrNothing(sw, r): // 415 (body.go)
 	default:
 		s.mux.ServeHTTP(sw, r)
 	}

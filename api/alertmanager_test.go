@@ -335,6 +335,20 @@ type observer struct {
 	mu       sync.Mutex
 	requests []string // "route code"
 	outcomes []string // "agent outcome"
+	failures []string // the routes of failed authentications
+}
+
+func (o *observer) AuthFailure(route string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failures = append(o.failures, route)
+}
+
+// authFailures returns the routes of the failed authentications so far.
+func (o *observer) authFailures() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.failures)
 }
 
 func (o *observer) HTTPRequest(route string, code int, elapsed time.Duration) {

@@ -16,11 +16,15 @@ type caller = access.Caller
 var anonymous = access.Anonymous
 
 // authenticate finds the caller. Open paths and a server without tokens
-// let everyone in; otherwise the request needs "Authorization: Bearer
-// <token>" matching a token of the set in force, or, without that header,
-// a valid session cookie (authenticateSession, which also guards writes
-// against forgery), or it is answered 401 (a browser asking for the page
-// gets the login form).
+// let everyone in; a client throttled after failed authentications
+// (throttle.go) is answered 429 without its credential being looked at;
+// otherwise the request needs "Authorization: Bearer <token>" matching a
+// token of the set in force, or, without that header, a valid session
+// cookie (authenticateSession, which also guards writes against
+// forgery), or it is answered 401 (a browser asking for the page gets
+// the login form). Each refusal goes through authFailed: counted,
+// throttled when a credential was presented, logged at most once a
+// client a minute.
 // set is the token set in force, read once by serveHTTP, so a request
 // is checked against one set even while SetTokens swaps it.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, set *access.Set) (caller, bool) {
@@ -30,27 +34,34 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, set *acces
 	if set.Empty() {
 		return set.Anonymous(), true
 	}
-	if r.Header.Get("Authorization") == "" {
+	if s.refuseThrottled(w, r, asksForPage(r)) { // 429, unchecked (throttle.go)
+		return caller{}, false
+	}
+	header := r.Header.Get("Authorization")
+	if header == "" {
 		if who, ok, done := s.authenticateSession(w, r, set); done { // a session cookie (session.go)
 			return who, ok
 		}
 	}
-	presented, ok := access.Bearer(r.Header.Get("Authorization"))
+	presented, ok := access.Bearer(header)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-worker"`)
 		if !s.offerLogin(w, r, http.StatusUnauthorized, "") { // a browser asking for the page (login.go)
 			fail(w, r, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token>")
 		}
-		s.log.Warn("api request without a token", "method", logSafe(r.Method), "path", logSafe(r.URL.Path),
-			"remote", logSafe(r.RemoteAddr), "user_agent", logSafe(r.UserAgent()))
+		kind, why, msg := refusedMissing, "no credential", "api request without a token"
+		if header != "" {
+			kind, why, msg = refusedCredential, "an Authorization header that is not a bearer token", "api request with an Authorization that is not a bearer token"
+		}
+		s.authFailed(r, kind, why, msg, "method", logSafe(r.Method), "path", logSafe(r.URL.Path), "user_agent", logSafe(r.UserAgent()))
 		return caller{}, false
 	}
 	who, ok := set.Authenticate(presented)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-worker", error="invalid_token"`)
 		fail(w, r, http.StatusUnauthorized, "invalid bearer token")
-		s.log.Warn("api request with an invalid token", "method", logSafe(r.Method), "path", logSafe(r.URL.Path),
-			"remote", logSafe(r.RemoteAddr), "user_agent", logSafe(r.UserAgent()))
+		s.authFailed(r, refusedCredential, "invalid bearer token", "api request with an invalid token",
+			"method", logSafe(r.Method), "path", logSafe(r.URL.Path), "user_agent", logSafe(r.UserAgent()))
 		return caller{}, false
 	}
 	return who, true

@@ -158,6 +158,40 @@
 // text/plain post, which another site's page may send without asking,
 // reaches a handler, with tokens or without.
 //
+// # Failed authentication
+//
+// A credential that does not verify — a bearer token, an Authorization
+// header of another scheme, a session cookie, the login form's token —
+// is a failed authentication (throttle.go). It is answered 401 as
+// before, reported to the Observer (AuthFailure, by route pattern: POST
+// /login for the form) and counted against the client's address: the
+// connection's IP (an IPv6 one by its /64), never X-Forwarded-For. From
+// the AuthFailureLimit'th (10th) failure within AuthFailureWindow (one
+// minute, from the client's first failure) to the end of that window,
+// every request of that address that needs authentication is answered
+// 429 with Retry-After (the seconds left) and a JSON error — the login
+// form, for a browser posting it or asking for the page — without its
+// credential being looked at; then the right token gets in again. The
+// open paths stay open. A request without any credential is answered
+// 401 and not counted (it guesses nothing, and browsers ask for
+// /favicon.ico without one), nor is a throttled one.
+//
+// Logging is per client, not per request: a client's first refusal of
+// each kind (a failed credential, none, throttled) has its own WARN line
+// at once ("api request with an invalid token", "api request without a
+// token", "api request with an invalid session", "api login with an
+// invalid token", "api client throttled after failed authentications");
+// those after it are counted and logged together, one WARN line a minute
+// while they go on ("api authentication refused": failures,
+// without_credential, throttled, over, last_path). A minute without
+// refusals ends the client's lines. The throttle remembers at most 4096
+// addresses, each until its window is over and its lines written; beyond
+// that, the one refused longest ago is forgotten.
+//
+// Not guaranteed: clients behind one proxy share its address, so one of
+// them guessing throttles them all for the rest of the window; a sender
+// with more than 4096 addresses can make the throttle forget one.
+//
 // # Agent scope
 //
 // A token with Token.Agents (names, or path.Match globs such as
@@ -333,8 +367,9 @@
 //   - Authentication comes next: a request without a valid token (or,
 //     without an Authorization header, a valid session cookie, and for a
 //     write its CSRF token: else 403) gets 401 whatever its path, except
-//     the open paths and POST /login and /logout. Tokens are compared in
-//     constant time against every configured token and never logged.
+//     the open paths and POST /login and /logout; a client with too many
+//     failures gets 429 (see Failed authentication). Tokens are compared
+//     in constant time against every configured token and never logged.
 //     Then the route (404/405), then the role (403), then a write's
 //     Content-Type (415, see Request bodies), then the agent scope
 //     (403).
@@ -344,7 +379,9 @@
 //     Alertmanager's retries and repeats cause no extra turn, also after
 //     a restart.
 //   - Every answer is reported to the Observer (route pattern or
-//     RouteOther, status, duration), so route labels stay bounded.
+//     RouteOther, status, duration), and so is every failed
+//     authentication (route pattern or RouteOther), so route labels stay
+//     bounded.
 //   - After Shutdown, writes are refused with 503 and Retry-After, event
 //     streams end, and requests already running finish.
 //   - The bodies in flight are bounded together by MaxInflightBytes

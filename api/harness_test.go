@@ -243,6 +243,12 @@ func (w *world) call(method, path, token, contentType, body string) reply {
 // request's Host (what the client says it addressed). body "" sends none.
 func (w *world) request(method, path string, header map[string]string, body string) reply {
 	w.t.Helper()
+	return w.requestWith(w.ts.Client(), method, path, header, body)
+}
+
+// requestWith is request sent by client (clientFrom: another address).
+func (w *world) requestWith(client *http.Client, method, path string, header map[string]string, body string) reply {
+	w.t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -261,7 +267,7 @@ func (w *world) request(method, path string, header map[string]string, body stri
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := w.ts.Client().Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		w.t.Fatal(err)
 	}

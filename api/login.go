@@ -51,13 +51,18 @@ func isSessionRoute(pattern string) bool {
 
 // login serves POST /login, the form's "token" field: a token that may
 // read (read or operate) gets a session cookie (setSessionCookie) and a
-// 303 to the page; a wrong token gets the form again with 401, an ingest
-// token 403, a cross-origin post 403, each with a message and logged. A
-// server without tokens has no login (404 JSON: the page needs none).
+// 303 to the page; a wrong token gets the form again with 401 (a failed
+// authentication: authFailed), an ingest token 403, a cross-origin post
+// 403, each with a message and logged; a client throttled after failed
+// authentications 429, its token not checked. A server without tokens
+// has no login (404 JSON: the page needs none).
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	set := s.tokens.Load()
 	if set.Empty() {
 		fail(w, r, http.StatusNotFound, "this API has no tokens: the status page needs no login")
+		return
+	}
+	if s.refuseThrottled(w, r, strings.Contains(r.Header.Get("Accept"), "text/html")) { // 429, unchecked (throttle.go)
 		return
 	}
 	refuse := func(status int, message, logMsg string, attrs ...any) {
@@ -78,9 +83,18 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		refuse(status, "The login form could not be read.", "api login refused", "result", logSafe(err.Error()))
 		return
 	}
-	who, ok := set.Authenticate(strings.TrimSpace(r.PostForm.Get("token")))
+	presented := strings.TrimSpace(r.PostForm.Get("token"))
+	who, ok := set.Authenticate(presented)
 	if !ok {
-		refuse(http.StatusUnauthorized, "That token is not valid. Paste the value of a read or operate token.", "api login with an invalid token")
+		message := "That token is not valid. Paste the value of a read or operate token."
+		record(r).result = message
+		kind := refusedCredential
+		if presented == "" {
+			kind = refusedMissing // nothing guessed
+		}
+		s.authFailed(r, kind, "invalid token in the login form", "api login with an invalid token",
+			"status", http.StatusUnauthorized, "user_agent", logSafe(r.UserAgent()))
+		s.loginForm(w, r, http.StatusUnauthorized, message)
 		return
 	}
 	if !access.Read.Allows(who.Role) {
@@ -127,12 +141,17 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 // path) gets the JSON error the caller writes instead. A server without
 // tokens never gets here: its page needs no login.
 func (s *Server) offerLogin(w http.ResponseWriter, r *http.Request, status int, message string) bool {
-	if (r.Method != http.MethodGet && r.Method != http.MethodHead) || r.URL.Path != "/" ||
-		!strings.Contains(r.Header.Get("Accept"), "text/html") {
+	if !asksForPage(r) {
 		return false
 	}
 	s.loginForm(w, r, status, message)
 	return true
+}
+
+// asksForPage reports whether r is a browser asking for the status page.
+func asksForPage(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/" &&
+		strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 // loginForm renders the login form with status and message.

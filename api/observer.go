@@ -44,6 +44,12 @@ type Observer interface {
 	// receiver's outcomes and OutcomeTemplateError; 5xx answers are not
 	// reported.
 	WebhookNotification(webhook, outcome string)
+	// AuthFailure reports one failed authentication: a credential that
+	// did not verify (a bearer token, a session cookie, the login form's
+	// token; not a request without any, nor one refused by the throttle
+	// unchecked). route is the request's pattern (POST /login for the
+	// login form) or RouteOther.
+	AuthFailure(route string)
 }
 
 // observe reports an answered request to the Observer: its route and

@@ -36,7 +36,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	h, pattern := s.mux.Handler(r)
 	sw := &statusWriter{ResponseWriter: w}
-	rec := &requestRecord{action: s.table[pattern].action}
+	rec := &requestRecord{action: s.table[pattern].action, route: pattern}
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 	defer s.observe(r, pattern, rec, sw, began)
 	defer func() { s.inflight.release(rec.reserved) }()
@@ -91,6 +91,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // caller, and what they tell the request log.
 type requestRecord struct {
 	who    caller
+	route  string // the pattern the request matched; "" for none
 	action string
 	agent  string
 	result string

@@ -42,6 +42,8 @@ type Server struct {
 
 	// inflight is the budget of request body bytes held at once.
 	inflight *inflight
+	// throttle counts failed authentication per client (throttle.go).
+	throttle *authThrottle
 
 	draining  atomic.Bool
 	closing   chan struct{} // closed by Shutdown: event streams end
@@ -92,6 +94,7 @@ func New(o Options) (*Server, error) {
 		closing: make(chan struct{}),
 	}
 	s.inflight = &inflight{limit: o.MaxInflightBytes}
+	s.throttle = newAuthThrottle(o.Clock, o.Log)
 	table, err := s.newWebhookTable(o.Webhooks, o.WakeOnResolved)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

@@ -31,7 +31,9 @@ const SessionCookie = "agent_worker_session"
 //     page, with the reason; JSON otherwise), and its cookie is cleared;
 //   - a write must pass checkCSRF (403 JSON otherwise).
 //
-// Every refusal is logged; the Observer counts it by route and status.
+// Every refusal is logged; the Observer counts it by route and status. A
+// refused session is a failed authentication (authFailed: it counts
+// towards the client's throttle); a missing CSRF token is not.
 func (s *Server) authenticateSession(w http.ResponseWriter, r *http.Request, set *access.Set) (who caller, ok, done bool) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
@@ -42,8 +44,8 @@ func (s *Server) authenticateSession(w http.ResponseWriter, r *http.Request, set
 		err = errSessionCannotRead
 	}
 	if err != nil {
-		s.log.Warn("api request with an invalid session", "method", logSafe(r.Method), "path", logSafe(r.URL.Path),
-			"reason", err.Error(), "remote", logSafe(r.RemoteAddr), "user_agent", logSafe(r.UserAgent()))
+		s.authFailed(r, refusedCredential, "session cookie refused: "+err.Error(), "api request with an invalid session",
+			"method", logSafe(r.Method), "path", logSafe(r.URL.Path), "reason", err.Error(), "user_agent", logSafe(r.UserAgent()))
 		clearSessionCookie(w, r)
 		if !s.offerLogin(w, r, http.StatusUnauthorized, sessionEndedMessage(err)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agent-worker"`)

@@ -131,6 +131,8 @@ func TestPublishersValuesHaveTheirOwnSeries(t *testing.T) {
 	m.HTTPRequest(api.RouteOther, 404, 0)
 	want[`agent_worker_http_requests_total{code="404",route="`+api.RouteOther+`"}`] = 1
 	want[`agent_worker_http_request_duration_seconds_count{route="`+api.RouteOther+`"}`] = 1
+	m.AuthFailure(api.RouteOther)
+	want[`agent_worker_auth_failures_total{route="`+api.RouteOther+`"}`] = 1
 
 	observe(t, m, evs...)
 	got := series(t, m.Registry())

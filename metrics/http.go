@@ -9,10 +9,11 @@ import (
 // SetHTTPRoutes (api.RouteOther).
 const routeOther = other
 
-// SetHTTPRoutes bounds the route label of agent_worker_http_requests_total
-// and agent_worker_http_request_duration_seconds to routes (the API's
-// route patterns, api.Server.Routes) plus "other", and creates their
-// duration series, so they exist from the first scrape. Requests
+// SetHTTPRoutes bounds the route label of agent_worker_http_requests_total,
+// agent_worker_http_request_duration_seconds and
+// agent_worker_auth_failures_total to routes (the API's route patterns,
+// api.Server.Routes) plus "other", and creates their duration and
+// failure series, so they exist from the first scrape. Requests
 // reported before it, or for any other route, count as "other". The
 // request counter's code label is not a fixed set, so only the server
 // errors alerts watch (500, 503) are created at 0 for every route — an
@@ -23,6 +24,7 @@ func (m *Metrics) SetHTTPRoutes(routes []string) {
 	for _, r := range append(routes, routeOther) {
 		set[r] = true
 		m.httpDuration.WithLabelValues(r)
+		m.authFailures.WithLabelValues(r)
 		for _, code := range precreatedCodes {
 			m.httpRequests.WithLabelValues(r, code)
 		}

@@ -91,6 +91,7 @@ type Metrics struct {
 
 	httpRequests    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
+	authFailures    *prometheus.CounterVec // auth.go
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
 	memory          memoryMetrics   // memory.go
@@ -276,6 +277,7 @@ func (m *Metrics) newAPIMetrics() {
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "http_request_duration_seconds",
 		Help:    "Time to answer operator API requests, by route pattern; an event stream counts until it ends.",
 		Buckets: httpBuckets}, []string{"route"})
+	m.authFailures = newAuthFailures()
 	m.amNotifications = counter("alertmanager_notifications_total",
 		"Requests to the Alertmanager receiver for a configured agent, by outcome: accepted (queued, 202), duplicate (already queued or handled, 200), rejected (a 4xx answer: bad or too large payload, unauthorized, forbidden), truncated (accepted with alerts left out to fit one message; also counted as accepted).",
 		"agent", "outcome")
@@ -314,7 +316,7 @@ func (m *Metrics) register(src Source) {
 		m.retries, m.resumed, m.abandoned, m.approvals, m.throttled, m.wakesDropped,
 		m.modelRequests, m.modelTokens, m.modelCost, m.modelFallbacks, m.toolCalls,
 		m.guardrailTrips, m.watchdogAlerts, m.subagents, m.subagentReruns, m.scheduleRuns, m.scheduleLast,
-		m.httpRequests, m.httpDuration, m.amNotifications, m.ownership,
+		m.httpRequests, m.httpDuration, m.authFailures, m.amNotifications, m.ownership,
 		newGaugeCollector(&m.agents, src, m.lazy),
 		m.drops,
 	)

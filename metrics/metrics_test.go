@@ -41,6 +41,7 @@ var contract = []string{
 	"agent_worker_events_dropped_total",
 	"agent_worker_http_requests_total",
 	"agent_worker_http_request_duration_seconds",
+	"agent_worker_auth_failures_total",
 	"agent_worker_alertmanager_notifications_total",
 }
 

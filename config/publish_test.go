@@ -40,13 +40,13 @@ agents:
       - "agents._members"
 `)
 	assertErrors(t, errs, []string{
-		`config.yaml:8: agents[0].publish[0]: ">" reaches the worker's state in JetStream KV ($KV.>) and 12 more internal subject spaces: $O.>, $JS.>, $SYS.>, _INBOX.>, agents.*.control, ` + agentsInternal + own + toAgents,
+		`config.yaml:8: agents[0].publish[0]: ">" reaches the worker's state in JetStream KV ($KV.>) and 13 more internal subject spaces: $O.>, $JS.>, $SYS.>, _INBOX.>, _AW_INBOX.>, agents.*.control, ` + agentsInternal + own + toAgents,
 		`config.yaml:9: agents[0].publish[1]: "$KV.>" reaches the worker's state in JetStream KV ($KV.>)` + own,
 		`config.yaml:10: agents[0].publish[2]: "$JS.API.>" reaches the JetStream API ($JS.>)` + own,
 		`config.yaml:11: agents[0].publish[3]: "agents.*.control" reaches the worker's control subjects (agents.<agent>.control)` + own,
 		`config.yaml:12: agents[0].publish[4]: "_INBOX.>" reaches the request-reply inboxes (_INBOX.>)` + own,
 		`config.yaml:13: agents[0].publish[5]: "agents.>" reaches the worker's control subjects (agents.<agent>.control) and 7 more internal subject spaces: ` + agentsInternal + own + toAgents,
-		`config.yaml:14: agents[0].publish[6]: "*.*.control" reaches the worker's state in JetStream KV ($KV.>) and 5 more internal subject spaces: $O.>, $JS.>, $SYS.>, _INBOX.>, agents.*.control` + own,
+		`config.yaml:14: agents[0].publish[6]: "*.*.control" reaches the worker's state in JetStream KV ($KV.>) and 6 more internal subject spaces: $O.>, $JS.>, $SYS.>, _INBOX.>, _AW_INBOX.>, agents.*.control` + own,
 		`config.yaml:15: agents[0].publish[7]: "$SYS.>" reaches the NATS system subjects ($SYS.>)` + own,
 		`config.yaml:16: agents[0].publish[8]: "$O.>" reaches the JetStream object stores ($O.>)` + own,
 		`config.yaml:21: agents[0].publish[13]: "agents.a.events.turn_started" reaches the worker's event subjects (agents.<agent>.events.<type>)` + own,

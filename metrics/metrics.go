@@ -94,13 +94,14 @@ type Metrics struct {
 	authFailures    *prometheus.CounterVec // auth.go
 	amNotifications *prometheus.CounterVec
 	ownership       *prometheus.CounterVec
-	memory          memoryMetrics   // memory.go
-	skipped         eventCounter    // skipped.go
-	asks            eventCounter    // asks.go
-	input           *inputMetrics   // input.go
-	webhooks        *webhookMetrics // webhooks.go
-	store           *storeMetrics   // store.go
-	lease           *leaseMetrics   // lease.go
+	memory          memoryMetrics    // memory.go
+	skipped         eventCounter     // skipped.go
+	asks            eventCounter     // asks.go
+	input           *inputMetrics    // input.go
+	webhooks        *webhookMetrics  // webhooks.go
+	store           *storeMetrics    // store.go
+	lease           *leaseMetrics    // lease.go
+	exposure        *exposureMetrics // exposure.go
 	// routes bounds the route label (SetHTTPRoutes); nil until set.
 	routes atomic.Pointer[map[string]bool]
 	config *configMetrics // reload.go
@@ -304,6 +305,8 @@ func (m *Metrics) register(src Source) {
 	m.reg.MustRegister(m.store.ops)
 	m.lease = newLeaseMetrics()
 	m.reg.MustRegister(m.lease.collectors()...)
+	m.exposure = newExposureMetrics()
+	m.reg.MustRegister(m.exposure.collectors()...)
 	m.config = newConfigMetrics(m.reg)
 	m.reg.MustRegister(newLedgerMetrics(src))
 	m.reg.MustRegister(newMCPMetrics(src))

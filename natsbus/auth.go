@@ -55,26 +55,27 @@ func ClientAuth(cfg config.NATS) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// serverAuth sets what the embedded server requires of every client —
-// the worker's own connection included — from cfg: a token, a user and
-// password, or the public key of an NKey seed. It refuses a listen
-// address beyond loopback when cfg names none (ErrOpenServer): anyone who
-// could reach it could publish into inboxes, send operator verbs on the
-// control subjects and read the state store, past the API's tokens.
-func serverAuth(o *server.Options, cfg config.NATS) error {
+// serverAuth sets how the embedded server tells its clients apart
+// (clientAccess): the worker's own connections log in with a password
+// made at start; a client with the credential cfg names (a token, a user
+// and password, an NKey seed's public key), or without any where cfg
+// names none, gets a publisher's permissions only. It refuses a listen
+// address beyond loopback when cfg names no credential (ErrOpenServer):
+// anyone who could reach it could publish into every inbox.
+func serverAuth(o *server.Options, cfg config.NATS, a *clientAccess) error {
 	switch {
 	case cfg.TokenEnv != "" || cfg.TokenFile != "":
 		tok, err := config.ReadSecret("nats.token", cfg.TokenEnv, cfg.TokenFile)
 		if err != nil {
 			return err
 		}
-		o.Authorization = tok
+		a.token = tok
 	case cfg.User != "":
 		pw, err := config.ReadSecret("nats.password", cfg.PasswordEnv, cfg.PasswordFile)
 		if err != nil {
 			return err
 		}
-		o.Username, o.Password = cfg.User, pw
+		a.user, a.password = cfg.User, pw
 	case cfg.NKeyFile != "":
 		seed, err := os.ReadFile(cfg.NKeyFile)
 		if err != nil {
@@ -84,15 +85,16 @@ func serverAuth(o *server.Options, cfg config.NATS) error {
 		if err != nil {
 			return fmt.Errorf("nats.nkey_file %s: %w", cfg.NKeyFile, err)
 		}
-		pub, err := kp.PublicKey()
-		if err != nil {
+		if a.nkey, err = kp.PublicKey(); err != nil {
 			return fmt.Errorf("nats.nkey_file %s: %w", cfg.NKeyFile, err)
 		}
-		o.Nkeys = []*server.NkeyUser{{Nkey: pub}}
+		o.AlwaysEnableNonce = true
 	default:
 		if cfg.Listen != "-1" && cfg.Listen != "" && !config.IsLoopback(cfg.Listen) {
 			return fmt.Errorf("%w: nats.listen %q; set nats.token_env or nats.token_file (or nats.user with password_env/password_file, or nats.nkey_file), or listen on 127.0.0.1", ErrOpenServer, cfg.Listen)
 		}
+		a.anonymous = true
 	}
+	o.CustomClientAuthentication = a
 	return nil
 }

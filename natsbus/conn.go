@@ -32,7 +32,8 @@ type Conn struct {
 	// Embedded reports whether the server runs in this process.
 	Embedded bool
 
-	server  *server.Server
+	server *server.Server
+	access *clientAccess // nil unless the server is embedded
 	storage *storageMonitor // nil unless the server is embedded with JetStream
 	// dial is how NC was connected (server URL, credentials, the
 	// in-process server), for Dial.
@@ -69,7 +70,8 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 			c.storage = newStorageMonitor(storeDir, log)
 			srvLog.onStorage = c.storage.serverLogLine
 		}
-		ns, err := startServer(cfg, storeDir, jsOn, srvLog)
+		c.access = newClientAccess(cfg.SubjectPrefix)
+		ns, err := startServer(cfg, storeDir, jsOn, srvLog, c.access)
 		if err != nil {
 			return nil, err
 		}
@@ -79,14 +81,9 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 			return nil, errors.New("embedded NATS server: JetStream did not start (see the component=nats-server errors in the log)")
 		}
 		c.ClientURL = ns.ClientURL()
-		opts = append(opts, nats.InProcessServer(ns))
-		// The worker's own connection passes the server's checks too.
-		auth, err := ClientAuth(cfg)
-		if err != nil {
-			c.shutdownServer()
-			return nil, err
-		}
-		opts = append(opts, auth...)
+		// The worker's own connections log in as the worker, in process:
+		// the password never leaves this process's memory.
+		opts = append(opts, nats.InProcessServer(ns), nats.UserInfo(WorkerUser, c.access.workerPassword))
 		log.Info("embedded NATS server started", "url", c.ClientURL, "jetstream", jsOn, "store_dir", storeDir)
 	} else {
 		c.ClientURL = cfg.URL
@@ -125,6 +122,9 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 func (c *Conn) clientOptions() []nats.Option {
 	return []nats.Option{
 		nats.Name("agent-worker"),
+		// Replies to the worker's requests and reads go where publishers
+		// (who may read _INBOX.>) cannot subscribe.
+		nats.CustomInboxPrefix(InboxPrefix),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(false),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
@@ -153,7 +153,7 @@ func (c *Conn) clientOptions() []nats.Option {
 }
 
 // startServer runs nats-server in this process, logging to logger.
-func startServer(cfg config.NATS, storeDir string, jetStream bool, logger server.Logger) (*server.Server, error) {
+func startServer(cfg config.NATS, storeDir string, jetStream bool, logger server.Logger, access *clientAccess) (*server.Server, error) {
 	listen := cfg.Listen
 	host, port := "127.0.0.1", -1
 	if listen != "-1" && listen != "" {
@@ -186,7 +186,7 @@ func startServer(cfg config.NATS, storeDir string, jetStream bool, logger server
 		// own on stderr (ConfigureLogger); it logs to the one set below.
 		NoLog: true,
 	}
-	if err := serverAuth(opts, cfg); err != nil {
+	if err := serverAuth(opts, cfg, access); err != nil {
 		return nil, err
 	}
 	ns, err := server.NewServer(opts)

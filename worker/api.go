@@ -121,11 +121,15 @@ func (r replays) Replay(ctx context.Context, agent string, seq uint64) (natsinbo
 }
 
 // degraded lists what works less well without making the worker unready:
+// a NATS that exposes the worker's state to clients without credentials,
 // a recent refusal of its publishes, lease renewals that are late (the
 // process starved or cut off: its agents are let go if it goes on), the
 // MCP servers that are down (their tools answer with an error).
 func (w *Worker) degraded() []string {
 	var out []string
+	if e := w.exposure(); e != "" {
+		out = append(out, e)
+	}
 	if r := w.refusals(); r != "" {
 		out = append(out, r)
 	}

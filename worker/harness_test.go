@@ -164,7 +164,7 @@ func start(t *testing.T, cfg *config.Config, rec *recorder, c clock.Clock) *runn
 		t.Fatal(err)
 	}
 	r := &running{t: t, w: w, rec: rec, sub: w.Events().Subscribe(10000, nil)}
-	r.nc, err = nats.Connect(w.NATS().ClientURL)
+	r.nc, _, err = w.NATS().Dial("test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
@@ -61,7 +60,7 @@ func startReal(t *testing.T, cfg *config.Config) *running {
 		t.Fatal(err)
 	}
 	r := &running{t: t, w: w, sub: w.Events().Subscribe(10000, nil)}
-	if r.nc, err = nats.Connect(w.NATS().ClientURL); err != nil {
+	if r.nc, _, err = w.NATS().Dial("test"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.stop)

@@ -17,7 +17,23 @@ func (w *Worker) connectNATS(s *starting) error {
 	if err != nil {
 		return classify(err)
 	}
+	w.conn.Allow(publisherSubjects(s.cfg))
 	return nil
+}
+
+// publisherSubjects are the agents' subscribe: subjects, which publishers
+// on the embedded server may publish to, and their publish: subjects (the
+// agents' output), which they may read (natsbus.Conn.Allow).
+func publisherSubjects(cfgs ...*config.Config) (publish, read []string) {
+	for _, cfg := range cfgs {
+		for _, a := range cfg.Agents {
+			for _, s := range a.Subscribe {
+				publish = append(publish, s.Subject)
+			}
+			read = append(read, a.Publish...)
+		}
+	}
+	return publish, read
 }
 
 func (w *Worker) closeNATS(context.Context) {

@@ -35,6 +35,10 @@ func subscribeBindings(cfg *config.Config) natsinbox.Bindings {
 // next's subscribe: bindings (see above). An error refuses the reload;
 // the stream may hold more subjects then, which is harmless.
 func (w *Worker) prepareSubscribe(ctx context.Context, cur, next *config.Config) error {
+	// Publishers on the embedded server may publish to the new subscribe:
+	// subjects and read the new publish: ones too (the old ones stay
+	// allowed until a restart, as subjects stay in the stream).
+	w.conn.Allow(publisherSubjects(cur, next))
 	old, want := subscribeBindings(cur), subscribeBindings(next)
 	if same(old, want) && slices.Equal(agentNames(cur), agentNames(next)) {
 		return nil

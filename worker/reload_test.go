@@ -97,7 +97,7 @@ func startReloading(t *testing.T, path string) (*Worker, *handledCounter, jetstr
 	sub := w.Events().Subscribe(1000000, nil)
 	go handled.run(sub)
 	t.Cleanup(sub.Close)
-	nc, err := nats.Connect(w.NATS().ClientURL)
+	nc, _, err := w.NATS().Dial("test")
 	if err != nil {
 		t.Fatal(err)
 	}

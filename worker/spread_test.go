@@ -82,8 +82,15 @@ const turnDelay = "700ms"
 
 func natsExternal(tb testing.TB) string {
 	tb.Helper()
-	ns, err := server.NewServer(&server.Options{ServerName: "external", Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: tb.TempDir(), NoSigs: true, NoLog: true})
+	return startNATSServer(tb, &server.Options{ServerName: "external", Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: tb.TempDir(), NoSigs: true, NoLog: true}).ClientURL()
+}
+
+// startNATSServer runs a nats-server with opts in the test's process
+// until the test ends.
+func startNATSServer(tb testing.TB, opts *server.Options) *server.Server {
+	tb.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -92,7 +99,7 @@ func natsExternal(tb testing.TB) string {
 		tb.Fatal("nats-server not ready")
 	}
 	tb.Cleanup(ns.Shutdown)
-	return ns.ClientURL()
+	return ns
 }
 
 func newFleet(tb testing.TB, agents int, ackWait string) *fleet {

@@ -43,6 +43,7 @@ var steps = []step{
 	{(*Worker).initDriver, nil}, // drained by drain
 	{(*Worker).startSubagents, nil},
 	{(*Worker).initMetrics, nil}, // its reader stops with the bus's
+	{(*Worker).probeExposure, nil},
 	{(*Worker).startHealth, nil}, // stopped by stopHealth
 	{(*Worker).startEvents, nil}, // its reader stops with the bus's
 	{(*Worker).runLoops, (*Worker).stopLoops},

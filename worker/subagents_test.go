@@ -106,7 +106,7 @@ func startSubReplica(t *testing.T, natsURL, holder string, maxPerReplica int, s 
 		t.Fatal(err)
 	}
 	r := &running{t: t, w: w, rec: parent, sub: w.Events().Subscribe(10000, nil)}
-	r.nc, err = nats.Connect(w.NATS().ClientURL)
+	r.nc, _, err = w.NATS().Dial("test")
 	if err != nil {
 		t.Fatal(err)
 	}

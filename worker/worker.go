@@ -63,6 +63,9 @@ type Worker struct {
 	renewalNC *nats.Conn
 	// seal is the deployment's sealing key (package seal).
 	seal seal.Key
+	// exposed says what a NATS client without credentials could reach
+	// that only the worker may (probeExposure); nil: nothing.
+	exposed atomic.Pointer[string]
 	// storeOps counts the store's operations once the metrics exist.
 	storeOps    atomic.Pointer[metrics.Metrics]
 	bus         *events.Bus

@@ -522,6 +522,8 @@ func TestTemplateRefuses(t *testing.T) {
 		{"replicas embedded", append([]string{"--set", "replicaCount=2"}, token...), "replicaCount > 1"},
 		{"replicas memory store", append([]string{"--set", "replicaCount=2", "--set", "config.nats.url=nats://nats:4222",
 			"--set", "persistence.enabled=false", "--set", "config.store.url=memory://"}, token...), "a store every replica shares"},
+		{"replicas without a seal key", append([]string{"--set", "replicaCount=2", "--set", "config.nats.url=nats://nats:4222",
+			"--set", "persistence.enabled=false"}, token...), "needs sealKey.existingSecret"},
 		{"expose loopback nats", append([]string{"--set", "service.exposeNats=true"}, token...), "service.exposeNats needs config.nats.listen"},
 		{"expose open nats", append([]string{"--set", "service.exposeNats=true", "--set", "config.nats.listen=0.0.0.0:4222"}, token...), "service.exposeNats needs authentication"},
 	} {
@@ -532,5 +534,40 @@ func TestTemplateRefuses(t *testing.T) {
 		if strings.Contains(out, "sekrit-value") {
 			t.Errorf("%s: the error shows the token: %s", tc.name, out)
 		}
+	}
+}
+
+// TestTheSealKeyComesFromASecret: with sealKey.existingSecret the key is
+// mounted from that Secret (the worker's group only) and the config names
+// it as seal.key_file; without it nothing is mounted and the worker keeps
+// its own key in /data. The chart never makes a key (renders stay equal).
+func TestTheSealKeyComesFromASecret(t *testing.T) {
+	token := []string{"--set", "apiToken.value=" + strings.Repeat("t", 32)}
+	objs := render(t, append([]string{"--set", "sealKey.existingSecret=aw-seal"}, token...)...)
+	ch := checkCommon(t, objs)
+	if ch.cfg.Seal.KeyFile != "/etc/agent-worker-seal/key" {
+		t.Errorf("config seal.key_file %q, want the mounted key", ch.cfg.Seal.KeyFile)
+	}
+	pod := get(one(t, objs, "Deployment"), "spec", "template", "spec")
+	var vol any
+	for _, v := range list(pod, "volumes") {
+		if str(v, "secret", "secretName") == "aw-seal" {
+			vol = v
+		}
+	}
+	if vol == nil || str(get(vol, "secret", "items", 0), "path") != "key" || fmt.Sprint(get(vol, "secret", "defaultMode")) != "288" {
+		t.Fatalf("seal volume %v, want Secret aw-seal's key as file key, mode 0440", vol)
+	}
+	mounted := false
+	for _, m := range list(ch.container, "volumeMounts") {
+		mounted = mounted || (str(m, "name") == str(vol, "name") && str(m, "mountPath") == "/etc/agent-worker-seal")
+	}
+	if !mounted {
+		t.Error("the seal key is not mounted at /etc/agent-worker-seal")
+	}
+
+	plain := checkCommon(t, render(t, token...))
+	if plain.cfg.Seal.Configured() {
+		t.Errorf("without sealKey.existingSecret the config names a key: %+v", plain.cfg.Seal)
 	}
 }

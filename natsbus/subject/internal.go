@@ -25,6 +25,10 @@ type Reserved struct {
 	What string
 }
 
+// WorkerInboxPrefix is the prefix of the worker's own reply subjects
+// (natsbus.InboxPrefix): apart from _INBOX, which publishers may read.
+const WorkerInboxPrefix = "_AW_INBOX"
+
 // Internal returns the subject spaces of a worker whose subjects are
 // under prefix ("" means DefaultPrefix), in a fixed order: the
 // JetStream, system and reply subjects of the account first, then the
@@ -48,6 +52,7 @@ func Internal(prefix string) []Reserved {
 		{"$JS.>", "the JetStream API ($JS.>)"},
 		{"$SYS.>", "the NATS system subjects ($SYS.>)"},
 		{"_INBOX.>", "the request-reply inboxes (_INBOX.>)"},
+		{WorkerInboxPrefix + ".>", "the worker's own reply inboxes (" + WorkerInboxPrefix + ".>)"},
 		{p + "*.control", "the worker's control subjects (" + p + "<agent>.control)"},
 		{p + "*.events.>", "the worker's event subjects (" + p + "<agent>.events.<type>)"},
 		{p + "*.dlq", "the worker's dead-letter subjects (" + p + "<agent>.dlq)"},

@@ -106,3 +106,18 @@ func Redact(raw string) string {
 	}
 	return scheme + "://" + user + rest[at:]
 }
+
+// StateBucket is the JetStream KV bucket that holds the state for a
+// nats:// store URL ("agent-worker-state" by default), or "" for a store
+// that is not in NATS.
+func StateBucket(url string) string {
+	scheme, rest, _ := strings.Cut(url, "://")
+	if scheme != "nats" {
+		return ""
+	}
+	prefix := strings.Trim(rest, "/")
+	if prefix == "" {
+		prefix = natskv.DefaultBucket
+	}
+	return prefix + "-state"
+}

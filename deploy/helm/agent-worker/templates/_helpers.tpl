@@ -97,6 +97,20 @@ The Secret holding the API token, and its key.
 {{- default "token" .Values.apiToken.key }}
 {{- end }}
 
+{{/*
+The worker's config as the ConfigMap holds it: .Values.config, with
+seal.key_file pointing at the mounted seal key (sealKey.existingSecret)
+unless config.seal names a key itself.
+*/}}
+{{- define "agent-worker.configYAML" -}}
+{{- $cfg := deepCopy .Values.config }}
+{{- $seal := dig "seal" (dict) $cfg }}
+{{- if and .Values.sealKey.existingSecret (not (or $seal.key_file $seal.key_env)) }}
+{{- $_ := set $cfg "seal" (merge (dict "key_file" "/etc/agent-worker-seal/key") $seal) }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
 {{- define "agent-worker.pvcName" -}}
 {{- default (printf "%s-data" (include "agent-worker.fullname" .)) .Values.persistence.existingClaim }}
 {{- end }}
@@ -230,6 +244,9 @@ reason otherwise.
 {{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) (hasPrefix "memory:" (toString (dig "store" "url" "" $cfg))) }}
 {{- fail "replicaCount > 1 needs a store every replica shares: config.store.url memory:// keeps each replica's state in its own process (leave it unset for JetStream KV on config.nats.url, or use redis://)" }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.sealKey.existingSecret) }}
+{{- fail "replicaCount > 1 needs sealKey.existingSecret: every replica must hold the same seal key, from a Secret you manage (kubectl create secret generic agent-worker-seal --from-literal=key=$(head -c 32 /dev/urandom | base64))" }}
 {{- end }}
 {{- if and .Values.service.exposeNats $embedded }}
 {{- $natsListen := toString (dig "nats" "listen" "127.0.0.1:4222" $cfg) }}

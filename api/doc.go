@@ -35,7 +35,7 @@
 //	POST /v1/agents/{name}/pause                     operate               {"reason"} → 200 control.Reply
 //	POST /v1/agents/{name}/resume                    operate               {"message","drop_queued","reason"} → 200 control.Reply ("dropped"; 409 not paused, with "state", or halted)
 //	POST /v1/agents/{name}/interrupt                 operate               {"hold": true, "reason"} → 200 control.Reply
-//	POST /v1/agents/{name}/guardrails/reset          operate               {"guardrail","add_budget_usd","reason"} → 200 guard.ResetResult (409 on re-trip)
+//	POST /v1/agents/{name}/guardrails/reset          operate               {"guardrail","add_budget_usd","reason"} → 200 guard.ResetResult (409 on re-trip; 400 above guard.MaxAddBudgetUSD or a ceiling above guard.MaxCeilingUSD)
 //	POST /v1/agents/{name}/schedules/{schedule}/run  operate               → 202 control.ScheduleRun (404 unknown schedule, 409 gated)
 //	GET  /v1/agents/{name}/subagents                 read|operate          SubagentList: every subagent, on any replica
 //	POST /v1/agents/{name}/subagents/{id}/stop       operate               → 202 {"id","status":"stopping"} (404 unknown, 409 finished)

@@ -11,6 +11,13 @@
 //     long tool loop is stopped right after the call that crosses.
 //   - A reset never lowers recorded spend; it may add budget. A reset that
 //     would trip again at once is refused with the numbers.
+//   - Every amount is finite: an added budget is from $0 to
+//     MaxAddBudgetUSD a reset, and no reset lifts a ceiling above
+//     MaxCeilingUSD (ErrBudget otherwise); a stored amount beyond
+//     float64's range is repaired at load (an infinite spend to
+//     MaxCeilingUSD, anything else to 0), logged and stored again, never
+//     a failed restore. So no view, event or stored ledger holds +Inf or
+//     NaN.
 //   - Every decision is taken on the ledger in memory, which is always
 //     current; each agent's ledger has its own lock, so charging one agent
 //     never waits for another's store write (the worker-wide ledger is a

@@ -13,6 +13,23 @@ import (
 // ErrUnknown: no such agent or guardrail.
 var ErrUnknown = errors.New("unknown agent or guardrail")
 
+// The bounds of an added budget (Reset), so that no ceiling, view, event
+// or stored ledger ever holds +Inf or NaN, and an amount keeps its
+// micro-dollars exact (a float64 does up to about $9e9).
+const (
+	// MaxAddBudgetUSD is the most one reset may add: $1,000,000.
+	MaxAddBudgetUSD = 1_000_000
+	// MaxCeilingUSD is the most resets may lift a ceiling to (its
+	// configured amount plus every budget added): $1,000,000,000.
+	MaxCeilingUSD = 1_000_000_000
+)
+
+// ErrBudget is wrapped by Reset's error for an added budget that is not
+// a finite amount from $0 to MaxAddBudgetUSD, or that would lift a
+// ceiling above MaxCeilingUSD (HTTP and the NATS control verb: 400). The
+// message names the limit.
+var ErrBudget = errors.New("added budget out of bounds")
+
 // RefusedError is a reset that would trip again at once (HTTP 409). It
 // carries the numbers an operator needs.
 type RefusedError struct {
@@ -56,7 +73,9 @@ type ResetResult struct {
 // refuse a reset that leaves spend at or above the ceiling, with a
 // *RefusedError. turn_usd and watchdog trips clear (a new turn starts at
 // $0; the watchdog's detectors start over); adding budget to them is an
-// error.
+// error. An added budget must be finite, from $0 to MaxAddBudgetUSD, and
+// may not lift a ceiling above MaxCeilingUSD (ErrBudget otherwise,
+// naming the limit): no ceiling is ever +Inf or NaN.
 //
 // Only the agent's owner, once it has loaded the stored ledger, resets:
 // elsewhere Reset changes nothing and returns an error wrapping
@@ -76,8 +95,9 @@ func (g *Guard) Reset(agent, guardrail string, addUSD float64) (ResetResult, err
 // for each of them too, naming the agent it was asked for (reset_agent).
 // A refused reset changes nothing and emits no event; it is logged.
 func (g *Guard) ResetAs(agent, guardrail string, addUSD float64, by hook.Audit) (ResetResult, error) {
-	if addUSD < 0 || math.IsNaN(addUSD) || math.IsInf(addUSD, 0) {
-		return ResetResult{}, fmt.Errorf("add_budget_usd must be a non-negative number; got %v", addUSD)
+	if !(addUSD >= 0 && addUSD <= MaxAddBudgetUSD) { // NaN fails both
+		return ResetResult{}, fmt.Errorf("%w: add_budget_usd must be a finite amount from $0 to at most %s a reset; got %v",
+			ErrBudget, money.USD(MaxAddBudgetUSD), addUSD)
 	}
 	l := g.ledger(agent)
 	if l == nil {
@@ -151,6 +171,9 @@ func (g *Guard) resetLocked(l *ledger, guardrail string, addUSD float64) (res Re
 			return res, false, fmt.Errorf("agent %q has no %s ceiling configured; there is nothing to reset", l.name, guardrail)
 		}
 		ceiling := limit + *added
+		if err := ceilingBound(guardrail, ceiling, addUSD); err != nil {
+			return res, false, err
+		}
 		if spent >= ceiling+addUSD {
 			return res, false, &RefusedError{Guardrail: guardrail, Spent: spent, Ceiling: ceiling, MinAddUSD: roundUpCents(spent - ceiling)}
 		}
@@ -163,6 +186,10 @@ func (g *Guard) resetLocked(l *ledger, guardrail string, addUSD float64) (res Re
 		}
 		g.wmu.Lock()
 		ceiling := g.workerCeiling()
+		if err := ceilingBound(guardrail, ceiling, addUSD); err != nil {
+			g.wmu.Unlock()
+			return res, false, err
+		}
 		if g.worker.Spent >= ceiling+addUSD {
 			spent := g.worker.Spent
 			g.wmu.Unlock()
@@ -229,6 +256,17 @@ func (g *Guard) reopenLocked(l *ledger, guardrail string, data map[string]any) {
 }
 
 func roundUpCents(usd float64) float64 { return math.Ceil(usd*100+1e-9) / 100 }
+
+// ceilingBound refuses (ErrBudget) adding addUSD to a ceiling when it
+// would lift it above MaxCeilingUSD. Adding nothing is never refused,
+// whatever the configured ceiling.
+func ceilingBound(guardrail string, ceiling, addUSD float64) error {
+	if addUSD > 0 && ceiling+addUSD > MaxCeilingUSD {
+		return fmt.Errorf("%w: adding %s to the %s ceiling of %s would make it %s; a ceiling may be at most %s",
+			ErrBudget, money.USD(addUSD), guardrail, money.USD(ceiling), money.USD(ceiling+addUSD), money.USD(MaxCeilingUSD))
+	}
+	return nil
+}
 
 // Ceiling is one ceiling's state.
 type Ceiling struct {

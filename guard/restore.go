@@ -3,14 +3,15 @@ package guard
 import (
 	"context"
 	"fmt"
-
-	"github.com/agent-worker/agent-worker/store"
 )
 
 // Restore implements hook.Guard: it loads the agent's spend and trip
 // (and, once, the worker's) and re-halts a tripped agent. What this
 // replica held of the agent and had not stored is dropped: the store is
-// the truth for a replica that (re)gains the agent.
+// the truth for a replica that (re)gains the agent. A stored amount
+// beyond float64's range (1e999) does not fail the load: it is repaired,
+// logged and stored again (loadLedger), so no ceiling or view is ever
+// infinite.
 func (g *Guard) Restore(ctx context.Context, agent string) error {
 	l := g.ledger(agent)
 	if l == nil {
@@ -34,13 +35,17 @@ func (g *Guard) Restore(ctx context.Context, agent string) error {
 	g.wmu.Lock()
 	needWorker := !g.wload
 	g.wmu.Unlock()
+	// A stored amount out of float64's range is repaired here (repair.go)
+	// and the mended ledger stored with the next write.
 	var st state
-	if _, err := store.GetJSON(ctx, g.o.Store, agentKey(agent), &st); err != nil {
+	_, mended, err := g.loadLedger(ctx, agent, agentKey(agent), &st)
+	if err != nil {
 		return fmt.Errorf("restore guardrails of %s: %w", agent, err)
 	}
 	var ws workerState
+	var wmended bool
 	if needWorker {
-		if _, err := store.GetJSON(ctx, g.o.Store, workerKey, &ws); err != nil {
+		if _, wmended, err = g.loadLedger(ctx, agent, workerKey, &ws); err != nil {
 			return fmt.Errorf("restore worker-wide guardrail: %w", err)
 		}
 	}
@@ -48,11 +53,14 @@ func (g *Guard) Restore(ctx context.Context, agent string) error {
 	g.wmu.Lock()
 	if needWorker && !g.wload {
 		g.worker, g.wload = ws, true
+		if wmended {
+			g.markWorkerLocked(l)
+		}
 	}
 	g.wmu.Unlock()
 	l.st, l.restored, l.dropped = st, true, false
 	l.saved, l.failing = l.ver, false
-	if changed, _ := g.rollDay(l); changed {
+	if changed, _ := g.rollDay(l); changed || mended || wmended {
 		g.markLocked(l)
 	}
 	trip := l.st.Trip

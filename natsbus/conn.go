@@ -65,7 +65,7 @@ func Connect(cfg config.NATS, dataDir string, log *slog.Logger) (*Conn, error) {
 	opts := c.clientOptions()
 	if cfg.URL == "" {
 		storeDir := filepath.Join(dataDir, "jetstream")
-		srvLog := serverLog{log: log}
+		srvLog := serverLog{log: log, violations: &violations{}}
 		if jsOn {
 			c.storage = newStorageMonitor(storeDir, log)
 			srvLog.onStorage = c.storage.serverLogLine

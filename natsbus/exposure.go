@@ -15,6 +15,10 @@ import (
 // state bucket agent-worker-state"). Empty: nothing found.
 type Exposure []string
 
+// probeName is the probe connection's name: the server's log lines about
+// what it refused are the probe's findings, not an intruder's.
+const probeName = "agent-worker exposure probe"
+
 // probeWait bounds how long a probe waits for an answer that a denied
 // request never gets: the server's refusal arrives before the flush's.
 const probeWait = 2 * time.Second
@@ -28,7 +32,7 @@ const probeWait = 2 * time.Second
 // exposes nothing; an error is returned only when the probe could not be
 // made for another reason.
 func (c *Conn) ProbeAnonymous(cfg config.NATS, bucket string) (Exposure, error) {
-	opts := []nats.Option{nats.Name("agent-worker exposure probe"), nats.Timeout(5 * time.Second),
+	opts := []nats.Option{nats.Name(probeName), nats.Timeout(5 * time.Second),
 		nats.MaxReconnects(0), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}
 	if c.server != nil {
 		opts = append(opts, nats.InProcessServer(c.server))

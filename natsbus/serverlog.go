@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -21,9 +23,15 @@ import (
 // Errors and warnings that say the store failed (see storageLine) are
 // also reported to onStorage, which must not block: the server calls its
 // logger with its own locks held.
+//
+// A permission violation (a publisher reaching past what it may do) is a
+// WARN, at most one line a minute with the count of those folded into it
+// since the last (violations), so that a client cannot flood the log;
+// the worker's own exposure probe's are Debug.
 type serverLog struct {
-	log       *slog.Logger
-	onStorage func(line string)
+	log        *slog.Logger
+	onStorage  func(line string)
+	violations *violations
 }
 
 var _ server.Logger = serverLog{}
@@ -44,7 +52,41 @@ func (l serverLog) emit(level slog.Level, format string, v []any) {
 	if watch && storageLine(msg) {
 		l.onStorage(msg)
 	}
+	if strings.Contains(msg, " Violation - ") {
+		l.violation(msg)
+		return
+	}
 	l.log.Log(context.Background(), level, msg, "component", "nats-server")
+}
+
+// violationEvery is how often a permission violation is logged at most.
+const violationEvery = time.Minute
+
+// violations counts the permission violations not logged yet.
+type violations struct {
+	mu     sync.Mutex
+	last   time.Time
+	folded int
+}
+
+func (l serverLog) violation(msg string) {
+	if strings.Contains(msg, probeName) || l.violations == nil {
+		l.log.Debug(msg, "component", "nats-server")
+		return
+	}
+	v := l.violations
+	v.mu.Lock()
+	now := time.Now()
+	if !v.last.IsZero() && now.Sub(v.last) < violationEvery {
+		v.folded++
+		v.mu.Unlock()
+		return
+	}
+	folded := v.folded
+	v.last, v.folded = now, 0
+	v.mu.Unlock()
+	l.log.Warn("NATS refused a client what its permissions do not allow (a publisher reaching for the worker's state, control or internal subjects): "+msg,
+		"component", "nats-server", "unlogged_since_last", folded, "logged_at_most_every", violationEvery.String())
 }
 
 // storageLine reports whether a server error or warning says that a

@@ -101,3 +101,26 @@ func TestStorageErrIsNilWhenFineOrNotOurs(t *testing.T) {
 		t.Errorf("core NATS: %v (monitor %v)", err, core.storage != nil)
 	}
 }
+
+// TestPermissionViolationsCannotFloodTheLog: a publisher refused again
+// and again costs one WARN line a minute, which counts the refusals it
+// folded; the worker's own exposure probe's refusals are Debug.
+func TestPermissionViolationsCannotFloodTheLog(t *testing.T) {
+	t.Parallel()
+	buf := &bytes.Buffer{}
+	l := serverLog{log: slog.New(slog.NewTextHandler(buf, nil)), violations: &violations{}}
+	line := `cid:7 - "v1.55.0:go" - "$G/user:publisher" - Publish Violation - Subject "$KV.agent-worker-state.pause.a"`
+	for range 50 {
+		l.Errorf("%s", line)
+	}
+	l.Errorf("%s", `cid:8 - "v1.55.0:go:`+probeName+`" - Publish Violation - Subject "$JS.API.DIRECT.GET.KV_x"`)
+	if n := strings.Count(buf.String(), "\n"); n != 1 || !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "unlogged_since_last=0") {
+		t.Fatalf("50 violations logged as %d lines:\n%s", n, buf)
+	}
+	l.violations.last = l.violations.last.Add(-violationEvery)
+	buf.Reset()
+	l.Errorf("%s", line)
+	if !strings.Contains(buf.String(), "unlogged_since_last=49") {
+		t.Fatalf("a minute later: %s, want the 49 folded refusals counted", buf)
+	}
+}

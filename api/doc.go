@@ -27,9 +27,9 @@
 //	GET  /v1/agents/{name}                           read|operate          AgentView (the owner's; 503 no owner)
 //	GET  /v1/agents/{name}/events                    read|operate          Server-Sent Events of one agent
 //	GET  /v1/events                                  read|operate          Server-Sent Events of every agent
-//	POST /v1/agents/{name}/messages                  ingest|operate        {"text","wake","id","from","attributes"} → 202 (200 duplicate)
+//	POST /v1/agents/{name}/messages                  ingest|operate        {"text","wake","id","from","attributes"} → 202 (200 duplicate; 400 an id in a reserved namespace)
 //	POST /v1/alertmanager/{name}                     ingest|operate        Alertmanager webhook v4 → 202 (200 duplicate)
-//	POST /v1/webhooks/{name}                         ingest|operate        a configured webhook's JSON body → 202 (200 duplicate, 404 unknown, 422 template failed)
+//	POST /v1/webhooks/{name}                         ingest|operate        a configured webhook's JSON body → 202 (200 duplicate, 404 unknown or outside the token's agents, 422 template failed)
 //	GET  /v1/agents/{name}/inbox                     read|operate          control.Inbox: the owner's queued messages (no text)
 //	POST /v1/agents/{name}/wake                      operate               {"message","reason"} → 200 control.Reply (409 when gated)
 //	POST /v1/agents/{name}/pause                     operate               {"reason"} → 200 control.Reply
@@ -200,7 +200,9 @@
 //   - a request whose path names an agent outside them is answered 403
 //     ("token \"am\" may not act on agent \"x\" (its agents: oncall,
 //     pay-*)"), before the agent is looked up, so unknown and forbidden
-//     agents look alike;
+//     agents look alike; a webhook whose agent is outside them is
+//     answered as an unknown webhook (404), so unknown and forbidden
+//     webhooks look alike;
 //   - GET /v1/agents, the status page and GET /v1/events show only the
 //     agents in scope;
 //   - GET /metrics, which covers every agent, is 403 for a scoped token
@@ -281,6 +283,13 @@
 // encoded (EncodeMessage; nats.max_message_bytes): a larger one is
 // answered 413.
 //
+// Ids are namespaced by the route they came in by (idspace.go): a
+// webhook's begin "webhook:<name>:", the Alertmanager receiver's
+// "alertmanager:". POST /v1/agents/{name}/messages answers 400, naming
+// the reserved prefix, for an "id" that begins with either (in any case,
+// after trimming), so a message cannot take the id of a notification
+// still to come and have it dropped as a duplicate.
+//
 // # The Alertmanager receiver
 //
 // POST /v1/alertmanager/{name} takes one webhook notification (version 4)
@@ -328,8 +337,9 @@
 // it started with): anything that POSTs JSON — a CI
 // system, Grafana, a custom watcher — queues one message for the
 // webhook's agent. The route needs ingest or operate, and the token's
-// agent scope applies to the webhook's agent (403 outside it; an unknown
-// webhook is 404). The body is bounded as an Alertmanager payload's
+// agent scope applies to the webhook's agent: outside it the answer is
+// the 404 of an unknown webhook, word for word, so a scoped token cannot
+// tell which webhook names exist (the write log says why). The body is bounded as an Alertmanager payload's
 // (AlertmanagerMaxBytes, the in-flight budget), the message as every
 // message's (MaxMessageBytes: a notification keeps the alerts that fit,
 // a templated text is cut with a last line saying so, "truncated_bytes"

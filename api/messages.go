@@ -66,7 +66,8 @@ type queued struct {
 // (default true), "id", "from", "attributes"} → 202. An id seen for the
 // agent within the dedup window, or already handled by a turn, is answered
 // 200 with status "duplicate" and nothing is queued; without an id the
-// server makes one up. A message larger than Options.MaxMessageBytes once
+// server makes one up. An id in another route's namespace ("webhook:",
+// "alertmanager:", in any case: idspace.go) is 400. A message larger than Options.MaxMessageBytes once
 // encoded is answered 413.
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.agent(w, r)
@@ -102,6 +103,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		kind = inbox.Deferred
 	}
 	id := strings.TrimSpace(body.ID)
+	if prefix, owner := reservedPrefix(id); prefix != "" {
+		fail(w, r, http.StatusBadRequest, `"id" may not begin with %q: that namespace is reserved for the ids of %s, so that a message cannot take a notification's id; choose another id`, prefix, owner)
+		return
+	}
 	explicit := id != ""
 	if !explicit {
 		id = "api-" + rand.Text()
@@ -218,7 +223,7 @@ func returnID(content, last string) string {
 	for _, f := range []string{"return", content, last} {
 		_, _ = io.WriteString(h, strconv.Itoa(len(f))+":"+f)
 	}
-	return "alertmanager:" + hex.EncodeToString(h.Sum(nil))[:16]
+	return idPrefixAlertmanager + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // admit decides whether id is new for agent: it is a duplicate

@@ -122,8 +122,9 @@ type webhookAnswer struct {
 // agent, rendered by its format and templates and cut to fit
 // Options.MaxMessageBytes, deduplicated per agent by its id and queued
 // through Options.Deliver like every message. Answers: 202 queued, 200
-// duplicate, 404 unknown webhook, 403 agent outside the token's scope,
-// 400 a body that is not JSON (or not the format's payload), 413 a body
+// duplicate, 404 unknown webhook — and the same 404 for a webhook whose
+// agent is outside the token's scope, so such a token cannot tell which
+// names exist —, 400 a body that is not JSON (or not the format's payload), 413 a body
 // over the limit or a notification that cannot be cut to fit, 422 a
 // template that fails on the body.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +138,11 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.agent = h.Agent
 	if !rec.who.MayAccess(h.Agent) {
-		forbidAgent(w, r, rec.who, h.Agent)
+		// The very answer an unknown webhook gets: a token scoped to other
+		// agents cannot tell which webhook names exist. The write log says
+		// why.
+		fail(w, r, http.StatusNotFound, "unknown webhook %q", name)
+		rec.result += fmt.Sprintf(" (it is agent %q's, outside token %q's agents)", h.Agent, rec.who.Name)
 		return
 	}
 	a, err := s.driver.Agent(h.Agent)
@@ -226,7 +231,7 @@ func (s *Server) renderWebhook(h *hook, wakeOnResolved bool, data []byte) (inbox
 		if err != nil {
 			return m, "", refuse(http.StatusBadRequest, "webhook %q (format %s): %v", h.name, h.Format, err)
 		}
-		m.Text, m.ID = n.Body.Text, "webhook:"+h.name+":"+n.Body.ID
+		m.Text, m.ID = n.Body.Text, webhookID(h.name, n.Body.ID)
 		maps.Copy(m.Attributes, n.Body.Attributes)
 		if n.Body.AllResolved && !s.o.ResolvedWakes && !wakeOnResolved {
 			m.Kind = inbox.Deferred
@@ -253,7 +258,7 @@ func (s *Server) renderWebhook(h *hook, wakeOnResolved bool, data []byte) (inbox
 		}
 		m.ID = id
 	} else if h.Format == WebhookJSON {
-		m.ID = "webhook:" + h.name + ":" + hashOf(data)
+		m.ID = webhookID(h.name, hashOf(data))
 	}
 	if h.text == nil {
 		return m, groupKey, nil
@@ -291,7 +296,7 @@ func renderID(h *hook, body any) (string, *webhookError) {
 	if len(id) > maxWebhookID {
 		id = "sha256-" + hashOf([]byte(id))
 	}
-	return "webhook:" + h.name + ":" + id, nil
+	return webhookID(h.name, id), nil
 }
 
 // hashOf is the first 16 hex digits of data's SHA-256.

@@ -90,8 +90,9 @@ func TestWebhookQueuesTheRenderedText(t *testing.T) {
 
 // Roles and scopes: read may not post (403), no token is 401, an ingest
 // token scoped to alpha may post to alpha's webhook and not to beta's
-// (403), operate may post anywhere. An unknown webhook is a JSON 404.
-// Every refusal of a configured webhook is counted rejected.
+// (404, as if it did not exist), operate may post anywhere. An unknown
+// webhook is a JSON 404. Every refusal of a configured webhook is
+// counted rejected.
 func TestWebhookRolesAndScopes(t *testing.T) {
 	t.Parallel()
 	w, d, obs := webhookWorld(t, api.Options{})
@@ -99,9 +100,12 @@ func TestWebhookRolesAndScopes(t *testing.T) {
 	w.wantStatus(w.hook("betas", readToken, body), http.StatusForbidden)
 	w.wantStatus(w.hook("betas", "", body), http.StatusUnauthorized)
 	r := w.hook("betas", alphaIngestToken, body)
-	w.wantStatus(r, http.StatusForbidden)
-	if msg := r.errorText(t); !strings.Contains(msg, `may not act on agent "beta"`) {
-		t.Fatalf("403 says %q", msg)
+	w.wantStatus(r, http.StatusNotFound)
+	if msg := r.errorText(t); msg != `unknown webhook "betas"` {
+		t.Fatalf("404 says %q", msg)
+	}
+	if !strings.Contains(w.logs.String(), `result="unknown webhook \"betas\" (it is agent \"beta\"'s, outside token \"am\"'s agents)"`) {
+		t.Fatalf("the write log does not say why:\n%s", w.logs)
 	}
 	w.wantStatus(w.hook("betas", operateToken, body), http.StatusAccepted)
 	r = w.hook("nope", operateToken, body)

@@ -14,7 +14,9 @@ func newExposureMetrics() *exposureMetrics {
 			"Deny other clients $JS.API.>, $KV.>, the control subjects and _AW_INBOX.> (docs: operations, NATS as a trust boundary)."})}
 }
 
-func (e *exposureMetrics) collectors() []prometheus.Collector { return []prometheus.Collector{e.exposed} }
+func (e *exposureMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{e.exposed}
+}
 
 // StateExposed sets agent_worker_state_exposed: whether a client
 // without credentials could reach what only the worker may.

@@ -32,8 +32,8 @@ type Conn struct {
 	// Embedded reports whether the server runs in this process.
 	Embedded bool
 
-	server *server.Server
-	access *clientAccess // nil unless the server is embedded
+	server  *server.Server
+	access  *clientAccess   // nil unless the server is embedded
 	storage *storageMonitor // nil unless the server is embedded with JetStream
 	// dial is how NC was connected (server URL, credentials, the
 	// in-process server), for Dial.

@@ -60,4 +60,3 @@ func TestASealBindsSubjectHeadersAndBody(t *testing.T) {
 		t.Error("the zero key seals")
 	}
 }
-

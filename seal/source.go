@@ -79,11 +79,12 @@ func WriteLocal(path string, k Key) error {
 		return fmt.Errorf("seal key %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // gone once linked (or on failure)
-	if err := tmp.Chmod(LocalFileMode); err == nil {
+	err = tmp.Chmod(LocalFileMode)
+	if err == nil {
 		_, err = tmp.WriteString(k.Encode() + "\n")
-		if err == nil {
-			err = tmp.Sync()
-		}
+	}
+	if err == nil {
+		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

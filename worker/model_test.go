@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"testing"
 
-
 	"github.com/agent-worker/agent-worker/config"
 	"github.com/agent-worker/agent-worker/driver"
 	"github.com/agent-worker/agent-worker/events"

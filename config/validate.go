@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -91,8 +92,14 @@ func (v *validator) duration(p path, d Duration) {
 	}
 }
 
+// nonNegative refuses a negative amount, and one that is not a finite
+// number (YAML's .inf and .nan): a ceiling or price of +Inf would make
+// every sum and every JSON answer with it fail.
 func (v *validator) nonNegative(p path, f float64) {
-	if f < 0 {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		v.at(p, "must be a finite number; got %v", f)
+	case f < 0:
 		v.at(p, "must not be negative; got %v", f)
 	}
 }

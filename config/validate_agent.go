@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	pathpkg "path"
 	"slices"
 	"strings"
@@ -169,6 +170,9 @@ func (v *validator) turn(p path, t Turn) {
 func (v *validator) agentSubagents(c *Config, p path, a *Agent) {
 	if a.Subagents.Max < 0 || a.Subagents.Depth < 0 || a.Subagents.BudgetUSD < 0 {
 		v.at(p.key("subagents"), "max, depth and budget_usd must not be negative")
+	}
+	if math.IsNaN(a.Subagents.BudgetUSD) || math.IsInf(a.Subagents.BudgetUSD, 0) {
+		v.at(p.key("subagents", "budget_usd"), "must be a finite number; got %v", a.Subagents.BudgetUSD)
 	}
 	v.duration(p.key("subagents", "timeout"), a.Subagents.Timeout)
 	if a.Subagents.Model != "" {

@@ -47,9 +47,7 @@ func (v *validator) topLevel(c *Config) {
 	if _, err := time.LoadLocation(c.Guardrails.Timezone); err != nil {
 		v.at(root.key("guardrails", "timezone"), "unknown time zone %q", c.Guardrails.Timezone)
 	}
-	if c.Guardrails.WorkerDailyUSD < 0 {
-		v.at(root.key("guardrails", "worker_daily_usd"), "must not be negative; got %v", c.Guardrails.WorkerDailyUSD)
-	}
+	v.nonNegative(root.key("guardrails", "worker_daily_usd"), c.Guardrails.WorkerDailyUSD)
 	if n := c.Subagents.MaxPerReplica; n != nil && *n < 0 {
 		v.at(root.key("subagents", "max_per_replica"), "must not be negative; got %d", *n)
 	}

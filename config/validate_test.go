@@ -644,3 +644,29 @@ func TestCheckCronSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestAmountsMustBeFinite: YAML's .inf and .nan are numbers to a YAML
+// parser but no amount of money: a ceiling or price of +Inf is refused
+// with the key's line, as a negative one is.
+func TestAmountsMustBeFinite(t *testing.T) {
+	t.Parallel()
+	_, errs := loadText(t, `
+guardrails: {worker_daily_usd: .inf}
+pricing:
+  fake: {input_per_mtok: .nan}
+models:
+  fake: {provider: scripted, behaviour: demo}
+agents:
+  - name: a
+    model: fake
+    budgets: {daily_usd: .inf, turn_usd: -.inf}
+    subagents: {budget_usd: .inf}
+`)
+	assertErrors(t, errs, []string{
+		`config.yaml:1: guardrails.worker_daily_usd: must be a finite number; got +Inf`,
+		`config.yaml:3: pricing.fake.input_per_mtok: must be a finite number; got NaN`,
+		`config.yaml:9: agents[0].budgets.turn_usd: must be a finite number; got -Inf`,
+		`config.yaml:9: agents[0].budgets.daily_usd: must be a finite number; got +Inf`,
+		`config.yaml:10: agents[0].subagents.budget_usd: must be a finite number; got +Inf`,
+	})
+}
